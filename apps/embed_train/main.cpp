@@ -1,0 +1,104 @@
+// embed-train: one training worker (started by ddp-launch, torchrun, srun or by hand),
+// plus the encode / eval / tokenizer tools. Parses the command line and calls lib/.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "tokenize/tokenizer.h"
+#include "train/inference.h"
+#include "train/trainer.h"
+#include "util/log.h"
+
+namespace {
+
+bool is_subcommand(const char* arg) {
+  for (const char* name : {"train", "encode", "eval", "tokenizer"})
+    if (std::strcmp(arg, name) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // `embed-train --config x` means `embed-train train --config x`.
+  std::vector<char*> args(argv, argv + argc);
+  static char train_word[] = "train";
+  if (argc > 1 && !is_subcommand(argv[1]) && std::strcmp(argv[1], "--help") != 0 &&
+      std::strcmp(argv[1], "-h") != 0 && std::strcmp(argv[1], "--version") != 0)
+    args.insert(args.begin() + 1, train_word);
+
+  CLI::App app{"embed-train: contrastive sentence-embedding training (BERT + projection)"};
+  app.set_version_flag("--version", "embed-train 0.1.0");
+  app.require_subcommand(1);
+
+  auto* train = app.add_subcommand("train", "train a model (the default subcommand)");
+  std::string config_path;
+  std::vector<std::string> overrides;
+  bool print_config = false;
+  train->add_option("--config", config_path, "JSON config file")->required();
+  train->add_option("--set", overrides, "override a config key: KEY=VALUE (repeatable)");
+  train->add_flag("--print-config", print_config, "print the resolved config and exit");
+
+  auto* encode = app.add_subcommand("encode", "embed sentences with a trained model");
+  ddp_embed::EncodeOptions enc;
+  encode->add_option("--model", enc.model_dir, "model folder (ours or Hugging Face BERT)")->required();
+  encode->add_option("--input", enc.input, "text file (one sentence a line) or JSONL (\"text\")")->required();
+  encode->add_option("--output", enc.output, "output: .jsonl or .npy")->required();
+  encode->add_option("--batch-size", enc.batch_size, "sentences per batch")->capture_default_str();
+  encode->add_option("--device", enc.device, "cpu or cuda[:N]")->capture_default_str();
+  encode->add_option("--pooling", enc.pooling, "cls or mean (plain Hugging Face folders)");
+  encode->add_flag("--normalize", enc.normalize, "L2-normalize the embeddings");
+
+  auto* eval = app.add_subcommand("eval", "evaluate a model on a JSONL pair file");
+  ddp_embed::EvalOptions ev;
+  eval->add_option("--model", ev.model_dir, "model folder (ours or Hugging Face BERT)")->required();
+  eval->add_option("--data", ev.data, "JSONL pairs (query/pos, or text1/text2/score)")->required();
+  eval->add_option("--task", ev.task, "retrieval or sts (default: sts when pairs have scores)");
+  eval->add_option("--batch-size", ev.batch_size, "sentences per batch")->capture_default_str();
+  eval->add_option("--device", ev.device, "cpu or cuda[:N]")->capture_default_str();
+  eval->add_option("--pooling", ev.pooling, "cls or mean (plain Hugging Face folders)");
+  eval->add_option("--json", ev.json_out, "also write the metrics as JSON to this file");
+
+  auto* tok = app.add_subcommand("tokenizer", "train a sentencepiece tokenizer");
+  std::vector<std::string> tok_inputs;
+  int vocab_size = 8000;
+  std::string tok_output;
+  tok->add_option("--input", tok_inputs, "JSONL pair files or text files")->required();
+  tok->add_option("--vocab-size", vocab_size, "vocabulary size")->required();
+  tok->add_option("--output", tok_output, "output folder")->required();
+
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*train) {
+      ddp_embed::Config config = ddp_embed::load_config(config_path, overrides);
+      if (print_config) {
+        std::printf("%s\n", ddp_embed::config_to_json(config).dump(2).c_str());
+        return 0;
+      }
+      return ddp_embed::run_training(config);
+    }
+    ddp_embed::init_console_log();
+    if (*encode) return ddp_embed::run_encode(enc);
+    if (*eval) return ddp_embed::run_eval(ev);
+    if (*tok) {
+      ddp_embed::train_sentencepiece(tok_inputs, vocab_size, tok_output);
+      spdlog::info("tokenizer written to {}", tok_output);
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "embed-train: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,187 @@
+// Every difference between the LibTorch versions we build against lives here:
+// Debian's LibTorch 1.13 (CPU, Gloo) and PyTorch 2.x's LibTorch (CUDA, NCCL).
+// The rest of the code calls these names and never tests TORCH_VERSION itself.
+// Two parts: the core part below (every LibTorch TU, through the precompiled header) and
+// the c10d part at the end, compiled only where a TU asks for it with
+// `#define DDP_EMBED_COMPAT_C10D` before including this header (lib/dist). Hence include
+// guards per part instead of #pragma once.
+#ifndef DDP_EMBED_TORCH_COMPAT_CORE
+#define DDP_EMBED_TORCH_COMPAT_CORE
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/version.h>
+
+#define DDP_EMBED_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||            \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace ddp_embed::compat {
+
+// LibTorch >= 2.0 has scaled_dot_product_attention (flash / memory-efficient kernels).
+constexpr bool kHasSdpa = DDP_EMBED_TORCH_AT_LEAST(2, 0);
+
+// softmax(q kᵀ / sqrt(head_dim) + bias) v, with dropout on the probabilities.
+// q, k, v: [B, heads, L, head_dim]; bias: additive, broadcastable to [B, heads, L, L]
+// (0 for keys that take part, the dtype's lowest value for padding).
+inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& bias, double dropout_p) {
+#if DDP_EMBED_TORCH_AT_LEAST(2, 0)
+  // The fused kernels want the mask in the query's dtype (bf16/fp16 under autocast).
+  return at::scaled_dot_product_attention(q, k, v, bias.to(q.scalar_type()), dropout_p);
+#else
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  // Out of place on purpose: bf16 scores + an fp32 bias promote to fp32, where the
+  // lowest float stays finite.
+  at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) * scale + bias, -1);
+  if (dropout_p > 0) probs = at::dropout(probs, dropout_p, /*train=*/true);
+  return at::matmul(probs, v);
+#endif
+}
+
+// While alive, autocast is off on every device: code in this scope runs in the dtypes
+// of its inputs (e.g. the loss in fp32 inside a bf16 autocast region). The autocast
+// dispatch keys are the same in 1.13 and 2.x.
+class NoAutocast {
+ public:
+  NoAutocast() : guard_(c10::autocast_dispatch_keyset) {}
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard guard_;
+};
+
+}  // namespace ddp_embed::compat
+#endif  // DDP_EMBED_TORCH_COMPAT_CORE
+
+// ---- c10d (process groups, stores): only for TUs that define DDP_EMBED_COMPAT_C10D ----
+#if defined(DDP_EMBED_COMPAT_C10D) && !defined(DDP_EMBED_TORCH_COMPAT_C10D)
+#define DDP_EMBED_TORCH_COMPAT_C10D
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+// Both LibTorch lines keep these headers at the same paths, but compile their contents only
+// with USE_C10D_GLOO / USE_C10D_NCCL, which neither TorchConfig.cmake exports.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO 1
+#endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+// DDP_EMBED_WITH_NCCL: set by CMakeLists.txt when LibTorch has CUDA and nccl.h was found.
+#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL 1
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace ddp_embed::compat {
+
+// The object that runs collectives. 1.13: ProcessGroupGloo/NCCL derive from
+// c10d::ProcessGroup. 2.x: they derive from c10d::Backend and c10d::ProcessGroup became a
+// dispatcher over backends; calling the backend directly needs no dispatcher.
+#if DDP_EMBED_TORCH_AT_LEAST(2, 0)
+using CollectiveBackend = c10d::Backend;
+#else
+using CollectiveBackend = c10d::ProcessGroup;
+#endif
+
+namespace detail {
+template <class T, class = void>
+struct HasMasterListenFd : std::false_type {};
+template <class T>
+struct HasMasterListenFd<T, std::void_t<decltype(std::declval<T&>().masterListenFd)>> : std::true_type {};
+template <class T, class = void>
+struct HasUseLibUV : std::false_type {};
+template <class T>
+struct HasUseLibUV<T, std::void_t<decltype(std::declval<T&>().useLibUV)>> : std::true_type {};
+
+template <class Options>
+bool set_listen_fd(Options& o, int fd) {
+  if constexpr (HasMasterListenFd<Options>::value) {
+    o.masterListenFd = fd;
+    // The libuv server (default from 2.4) rejects an inherited socket in some releases.
+    if constexpr (HasUseLibUV<Options>::value) o.useLibUV = false;
+    return true;
+  } else {
+    (void)o;
+    (void)fd;
+    return false;
+  }
+}
+}  // namespace detail
+
+// 2.1+ can serve the store on a socket we bound ourselves (e.g. loopback only); 1.13's
+// server always listens on every interface.
+constexpr bool kStoreTakesListenSocket = detail::HasMasterListenFd<c10d::TCPStoreOptions>::value;
+
+// A TCPStore server (is_server) or client. The server does not block until the workers
+// connect (our rendezvous checks that and names who is missing). listen_fd >= 0: a bound,
+// listening socket for the server to adopt (only when kStoreTakesListenSocket).
+inline c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, std::uint16_t port,
+                                                      bool is_server, std::size_t world_size,
+                                                      std::chrono::milliseconds timeout,
+                                                      int listen_fd = -1) {
+  c10d::TCPStoreOptions o;
+  o.port = port;
+  o.isServer = is_server;
+  o.numWorkers = world_size;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  if (is_server && listen_fd >= 0) detail::set_listen_fd(o, listen_fd);
+  return c10::make_intrusive<c10d::TCPStore>(host, o);
+}
+
+inline c10::intrusive_ptr<c10d::Store> make_prefix_store(const std::string& prefix,
+                                                         c10::intrusive_ptr<c10d::Store> store) {
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(store));
+}
+
+using GlooDevice = std::shared_ptr<::gloo::transport::Device>;
+
+inline c10::intrusive_ptr<CollectiveBackend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int size,
+                                                       std::vector<GlooDevice> devices,
+                                                       std::chrono::milliseconds timeout) {
+  auto o = c10d::ProcessGroupGloo::Options::create(timeout);
+  o->devices = std::move(devices);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+}
+
+#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
+constexpr bool kHasNccl = true;
+// Collectives time out through the NCCL watchdog (options->timeout), which aborts the
+// communicator instead of letting the job hang.
+inline c10::intrusive_ptr<CollectiveBackend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int size,
+                                                       std::chrono::milliseconds timeout) {
+  auto o = c10d::ProcessGroupNCCL::Options::create();
+  o->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
+}
+#else
+constexpr bool kHasNccl = false;
+#endif
+
+// Blocks until the work is done; throws when it failed or (timeout > 0) did not finish in
+// time. Same signature in 1.13 and 2.x; a zero timeout means "no host-side limit" (for
+// NCCL: only make the current CUDA stream wait for the collective).
+inline void wait_work(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout) {
+  if (timeout.count() > 0) {
+    work->wait(timeout);
+  } else {
+    work->wait();
+  }
+}
+
+}  // namespace ddp_embed::compat
+#endif  // DDP_EMBED_COMPAT_C10D

@@ -1,0 +1,540 @@
+// JSON → Config: one field table (visit_fields) drives reading, printing and the list of
+// valid keys, so the three cannot drift apart.
+#include "config/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+#include "config/key_suggest.h"
+
+namespace ddp_embed {
+namespace {
+
+using nlohmann::json;
+
+// What a value must be, beyond its JSON type. Numbers: bounds; strings: a closed set.
+struct Rule {
+  std::optional<double> min, max;
+  bool min_open = false, max_open = false;
+  std::vector<std::string> choices;
+  bool non_empty = false;
+};
+
+Rule any() { return {}; }
+Rule positive() { Rule r; r.min = 0; r.min_open = true; return r; }
+Rule non_negative() { Rule r; r.min = 0; return r; }
+Rule at_least(double v) { Rule r; r.min = v; return r; }
+Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
+Rule one_of(std::vector<std::string> c) { Rule r; r.choices = std::move(c); return r; }
+Rule non_empty() { Rule r; r.non_empty = true; return r; }
+
+// The single list of config keys: (dotted path, field, rule). Adding a key means adding
+// one line here; reading, printing, hashing and "did you mean" all follow.
+template <class Visitor>
+void visit_fields(Config& c, Visitor& v) {
+  ModelConfig& m = c.model;
+  v("model.init", m.init, any());
+  v("model.vocab_size", m.vocab_size, positive());
+  v("model.hidden_size", m.hidden_size, positive());
+  v("model.num_layers", m.num_layers, positive());
+  v("model.num_heads", m.num_heads, positive());
+  v("model.intermediate_size", m.intermediate_size, positive());
+  v("model.max_position", m.max_position, at_least(3));
+  v("model.dropout", m.dropout, fraction());
+  v("model.pooling", m.pooling, one_of({"cls", "mean"}));
+  v("model.projection_dim", m.projection_dim, non_negative());
+
+  TokenizerConfig& t = c.tokenizer;
+  v("tokenizer.type", t.type, one_of({"sentencepiece", "wordpiece"}));
+  v("tokenizer.path", t.path, non_empty());
+  v("tokenizer.max_length", t.max_length, at_least(3));
+  v("tokenizer.lower_case", t.lower_case, any());
+
+  DataConfig& d = c.data;
+  v("data.train", d.train, non_empty());
+  v("data.eval", d.eval, non_empty());
+  v("data.shuffle", d.shuffle, any());
+  v("data.drop_last", d.drop_last, any());
+  v("data.negatives_per_query", d.negatives_per_query, non_negative());
+  v("data.skip_bad_lines", d.skip_bad_lines, any());
+
+  LossConfig& l = c.loss;
+  v("loss.type", l.type, one_of({"pairwise_sigmoid", "infonce"}));
+  v("loss.temperature", l.temperature, positive());
+  v("loss.cross_rank_negatives", l.cross_rank_negatives, any());
+
+  TrainConfig& tr = c.train;
+  v("train.batch_size", tr.batch_size, positive());
+  v("train.grad_accum_steps", tr.grad_accum_steps, at_least(1));
+  v("train.lr", tr.lr, positive());
+  v("train.lr_scaling", tr.lr_scaling, one_of({"none", "linear", "sqrt"}));
+  v("train.warmup_steps", tr.warmup_steps, non_negative());
+  v("train.schedule", tr.schedule, one_of({"linear", "cosine", "constant"}));
+  v("train.weight_decay", tr.weight_decay, non_negative());
+  v("train.max_grad_norm", tr.max_grad_norm, any());
+  v("train.epochs", tr.epochs, at_least(1));
+  v("train.max_steps", tr.max_steps, at_least(-1));
+  v("train.precision", tr.precision, one_of({"fp32", "bf16", "fp16"}));
+  v("train.activation_checkpointing", tr.activation_checkpointing, any());
+  v("train.seed", tr.seed, non_negative());
+  v("train.max_bad_steps", tr.max_bad_steps, at_least(1));
+
+  DistConfig& ds = c.dist;
+  v("dist.backend", ds.backend, one_of({"auto", "nccl", "gloo"}));
+  v("dist.bucket_mb", ds.bucket_mb, positive());
+  v("dist.timeout_s", ds.timeout_s, positive());
+
+  OutputConfig& o = c.output;
+  v("output.dir", o.dir, non_empty());
+  v("output.save_every", o.save_every, non_negative());
+  v("output.keep_last", o.keep_last, at_least(1));
+  v("output.log_every", o.log_every, at_least(1));
+  v("output.eval_every", o.eval_every, non_negative());
+  v("output.resume", o.resume, non_empty());
+  v("output.checkpoint_on_signal", o.checkpoint_on_signal, any());
+}
+
+// Keys with this name are notes for humans, accepted anywhere and ignored.
+constexpr const char* kCommentKey = "_comment";
+
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const auto dot = path.find('.');
+  if (dot == std::string::npos) return {path, ""};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+// ---- the valid keys ------------------------------------------------------------------
+
+struct KeyCollector {
+  std::vector<std::string> leaves;
+  std::set<std::string> textual;  // keys that hold strings (names, paths, choices)
+  template <class T>
+  void operator()(const char* path, T&, const Rule&) {
+    leaves.emplace_back(path);
+    if (std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>> ||
+        std::is_same_v<T, std::vector<std::string>>)
+      textual.insert(path);
+  }
+};
+
+bool is_textual(const std::string& key) {
+  static const std::set<std::string> keys = [] {
+    Config c;
+    KeyCollector k;
+    visit_fields(c, k);
+    return k.textual;
+  }();
+  return keys.count(key) > 0;
+}
+
+const std::vector<std::string>& leaf_keys() {
+  static const std::vector<std::string> keys = [] {
+    Config c;
+    KeyCollector k;
+    visit_fields(c, k);
+    return k.leaves;
+  }();
+  return keys;
+}
+
+// Sections and leaves, in table order: the candidates for "did you mean".
+const std::vector<std::string>& all_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const auto& leaf : leaf_keys()) {
+      const std::string section = split_path(leaf).first;
+      if (std::find(out.begin(), out.end(), section) == out.end()) out.push_back(section);
+    }
+    out.insert(out.end(), leaf_keys().begin(), leaf_keys().end());
+    return out;
+  }();
+  return keys;
+}
+
+bool is_section(const std::string& key) {
+  for (const auto& leaf : leaf_keys())
+    if (split_path(leaf).first == key) return true;
+  return false;
+}
+
+bool is_leaf(const std::string& key) {
+  const auto& k = leaf_keys();
+  return std::find(k.begin(), k.end(), key) != k.end();
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::string unknown_key_message(const std::string& key) {
+  const std::string msg = "unknown key \"" + key + "\"";
+  const std::string near = nearest_key(key, all_keys());
+  if (!near.empty()) return msg + " (did you mean \"" + near + "\"?)";
+  // Nothing close: list what is valid there instead of guessing.
+  std::vector<std::string> sections, names;
+  const std::string section = split_path(key).first;
+  for (const auto& k : all_keys()) {
+    const auto [sec, name] = split_path(k);
+    if (name.empty()) sections.push_back(sec);
+    else if (sec == section) names.push_back(name);
+  }
+  if (key.find('.') == std::string::npos) return msg + " (valid sections: " + join(sections) + ")";
+  if (!names.empty()) return msg + " (valid keys in \"" + section + "\": " + join(names) + ")";
+  return msg + " (valid sections: " + join(sections) + ")";
+}
+
+// ---- reading ---------------------------------------------------------------------------
+
+// Compact text of a bad value for messages, cut short when long.
+std::string show(const json& value) {
+  std::string s = value.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string number_text(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+std::string describe_number(const Rule& r, bool integer) {
+  const std::string kind = integer ? "integer" : "number";
+  if (r.min && r.max) {
+    return std::string("a ") + kind + " in " + (r.min_open ? "(" : "[") + number_text(*r.min) +
+           ", " + number_text(*r.max) + (r.max_open ? ")" : "]");
+  }
+  if (r.min && *r.min == 0) return (r.min_open ? "a positive " : "a non-negative ") + kind;
+  if (r.min) return "an " + kind + (r.min_open ? " > " : " >= ") + number_text(*r.min);
+  return (integer ? "an " : "a ") + kind;
+}
+
+bool within(const Rule& r, double v) {
+  if (r.min && (r.min_open ? v <= *r.min : v < *r.min)) return false;
+  if (r.max && (r.max_open ? v >= *r.max : v > *r.max)) return false;
+  return true;
+}
+
+std::string describe_choices(const Rule& r) {
+  std::string s = "one of ";
+  for (size_t i = 0; i < r.choices.size(); ++i) s += (i ? ", \"" : "\"") + r.choices[i] + "\"";
+  return s;
+}
+
+class Reader {
+ public:
+  Reader(const json& root, std::string origin, std::set<std::string> overridden)
+      : root_(root), origin_(std::move(origin)), overridden_(std::move(overridden)) {}
+
+  std::vector<std::string> errors;
+
+  template <class T>
+  void operator()(const std::string& path, T& field, const Rule& rule) {
+    const json* value = find(path);
+    if (value) read(path, *value, field, rule);
+  }
+
+  // Who gave the value at `path`: the --set that covers it, or "" for the file.
+  std::string override_of(const std::string& path) const {
+    for (const auto& key : overridden_)
+      if (path == key || path.rfind(key + ".", 0) == 0) return key;
+    return "";
+  }
+
+  // "cfg.json: train.lr" or "--set train.lr": where a bad value came from.
+  std::string where(const std::string& path) const {
+    return override_of(path).empty() ? origin_ + ": " + path : "--set " + path;
+  }
+
+  // "cfg.json" or "--set train": who wrote an unknown key.
+  std::string writer_of(const std::string& path) const {
+    const std::string key = override_of(path);
+    return key.empty() ? origin_ : "--set " + key;
+  }
+
+ private:
+  const json* find(const std::string& path) const {
+    const auto [section, name] = split_path(path);
+    const auto s = root_.find(section);
+    if (s == root_.end() || !s->is_object()) return nullptr;
+    const auto v = s->find(name);
+    return v == s->end() ? nullptr : &*v;
+  }
+
+  void fail(const std::string& path, const std::string& expected, const json& got) {
+    errors.push_back(where(path) + ": expected " + expected + ", got " + show(got));
+  }
+
+  // Integers: JSON integers, or floats with an integral value (1e3 from --set).
+  template <class T>
+  std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>> read(
+      const std::string& path, const json& v, T& field, const Rule& rule) {
+    const std::string expected = describe_number(rule, true);
+    double as_double = 0;
+    if (v.is_number_integer() || v.is_number_unsigned()) {
+      as_double = v.get<double>();
+    } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
+               v.get<double>() == std::floor(v.get<double>())) {
+      as_double = v.get<double>();
+    } else {
+      return fail(path, expected, v);
+    }
+    if (!within(rule, as_double)) return fail(path, expected, v);
+    // Range of T, compared exactly (a double cannot hold 2^64 - 1).
+    bool fits;
+    if (v.is_number_unsigned()) {
+      fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    } else if (v.is_number_integer()) {
+      const int64_t i = v.get<int64_t>();
+      fits = i < 0 ? std::is_signed_v<T> && i >= static_cast<int64_t>(std::numeric_limits<T>::min())
+                   : static_cast<uint64_t>(i) <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    } else {
+      const long double x = as_double;
+      fits = x >= static_cast<long double>(std::numeric_limits<T>::min()) &&
+             x < static_cast<long double>(std::numeric_limits<T>::max()) + 1.0L;
+    }
+    if (!fits) {
+      return fail(path, expected + " of at most " + std::to_string(std::numeric_limits<T>::max()), v);
+    }
+    if (v.is_number_unsigned()) field = static_cast<T>(v.get<uint64_t>());
+    else if (v.is_number_integer()) field = static_cast<T>(v.get<int64_t>());
+    else field = static_cast<T>(as_double);
+  }
+
+  void read(const std::string& path, const json& v, double& field, const Rule& rule) {
+    const std::string expected = describe_number(rule, false);
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || !within(rule, v.get<double>()))
+      return fail(path, expected, v);
+    field = v.get<double>();
+  }
+
+  void read(const std::string& path, const json& v, bool& field, const Rule&) {
+    if (!v.is_boolean()) return fail(path, "true or false", v);
+    field = v.get<bool>();
+  }
+
+  void read(const std::string& path, const json& v, std::string& field, const Rule& rule) {
+    if (!rule.choices.empty()) {
+      const bool ok = v.is_string() && std::find(rule.choices.begin(), rule.choices.end(),
+                                                 v.get<std::string>()) != rule.choices.end();
+      if (!ok) return fail(path, describe_choices(rule), v);
+    } else if (!v.is_string() || (rule.non_empty && v.get<std::string>().empty())) {
+      return fail(path, rule.non_empty ? "a non-empty string" : "a string", v);
+    }
+    field = v.get<std::string>();
+  }
+
+  void read(const std::string& path, const json& v, std::optional<std::string>& field,
+            const Rule& rule) {
+    if (v.is_null()) {
+      field.reset();
+    } else if (v.is_string() && !(rule.non_empty && v.get<std::string>().empty())) {
+      field = v.get<std::string>();
+    } else {
+      fail(path, rule.non_empty ? "a non-empty string or null" : "a string or null", v);
+    }
+  }
+
+  // A file name or a non-empty list of file names.
+  void read(const std::string& path, const json& v, std::vector<std::string>& field,
+            const Rule&) {
+    const std::string expected = "a file name or a non-empty list of file names";
+    std::vector<std::string> out;
+    if (v.is_string()) {
+      out.push_back(v.get<std::string>());
+    } else if (v.is_array() && !v.empty()) {
+      for (const auto& item : v) {
+        if (!item.is_string()) return fail(path, expected, v);
+        out.push_back(item.get<std::string>());
+      }
+    } else {
+      return fail(path, expected, v);
+    }
+    for (const auto& name : out)
+      if (name.empty()) return fail(path, expected, v);
+    field = std::move(out);
+  }
+
+  const json& root_;
+  std::string origin_;
+  std::set<std::string> overridden_;
+};
+
+// Unknown keys and sections that are not objects, in the order they appear.
+void check_structure(const json& root, const Reader& reader, std::vector<std::string>& errors) {
+  for (const auto& [section, body] : root.items()) {
+    if (section == kCommentKey) continue;
+    if (!is_section(section)) {
+      errors.push_back(reader.writer_of(section) + ": " + unknown_key_message(section));
+      continue;
+    }
+    if (!body.is_object()) {
+      errors.push_back(reader.where(section) + ": expected an object, got " + show(body));
+      continue;
+    }
+    for (const auto& item : body.items()) {
+      const std::string key = section + "." + item.key();
+      if (item.key() == kCommentKey || is_leaf(key)) continue;
+      errors.push_back(reader.writer_of(key) + ": " + unknown_key_message(key));
+    }
+  }
+}
+
+// Rules that tie two keys together.
+void check_relations(const Config& c, const std::string& origin, std::vector<std::string>& errors) {
+  if (c.model.num_heads > 0 && c.model.hidden_size % c.model.num_heads != 0) {
+    errors.push_back(origin + ": model.hidden_size (" + std::to_string(c.model.hidden_size) +
+                     ") must be divisible by model.num_heads (" +
+                     std::to_string(c.model.num_heads) + ")");
+  }
+  if (c.tokenizer.max_length > c.model.max_position) {
+    errors.push_back(origin + ": tokenizer.max_length (" + std::to_string(c.tokenizer.max_length) +
+                     ") must be <= model.max_position (" + std::to_string(c.model.max_position) +
+                     ")");
+  }
+}
+
+// ---- --set ---------------------------------------------------------------------------------
+
+// Applies "a.b=value" to `root`; returns the key it set.
+std::string apply_override(json& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--set " + assignment + ": expected KEY=VALUE (e.g. train.lr=3e-5)");
+  }
+  const std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  if (!is_leaf(key) && !is_section(key)) {
+    throw ConfigError("--set " + assignment + ": " + unknown_key_message(key));
+  }
+  // JSON if it parses (numbers, true, null, lists, objects), else the text as a string.
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;
+  // A path or name that happens to read as a number or boolean ("output.dir=2024")
+  // is still the text the user typed.
+  if (is_textual(key) && (value.is_number() || value.is_boolean())) value = text;
+
+  const auto [section, name] = split_path(key);
+  if (name.empty()) {
+    root[section] = std::move(value);
+    return key;
+  }
+  if (!root.contains(section) || !root[section].is_object()) root[section] = json::object();
+  root[section][name] = std::move(value);
+  return key;
+}
+
+// "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..." →
+// "syntax error ..." (we print our own position).
+std::string parse_error_reason(const std::string& what) {
+  auto pos = what.find("column ");
+  pos = what.find(": ", pos == std::string::npos ? 0 : pos);
+  return pos == std::string::npos ? what : what.substr(pos + 2);
+}
+
+// nlohmann reports the byte count read when the error was found (1-based); editors want
+// line:column of that byte.
+std::pair<size_t, size_t> line_and_column(const std::string& text, size_t byte) {
+  size_t line = 1, column = 1;
+  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+// ---- printing ------------------------------------------------------------------------------
+
+struct Writer {
+  json out = json::object();
+  template <class T>
+  void operator()(const std::string& path, const T& field, const Rule&) {
+    const auto [section, name] = split_path(path);
+    out[section][name] = to_json_value(field);
+  }
+  template <class T>
+  static json to_json_value(const T& v) { return json(v); }
+  static json to_json_value(const std::optional<std::string>& v) {
+    return v ? json(*v) : json(nullptr);
+  }
+};
+
+}  // namespace
+
+Config config_from_json(const nlohmann::json& j, const std::string& origin,
+                        const std::vector<std::string>& overrides) {
+  if (!j.is_object()) {
+    throw ConfigError(origin + ": expected a JSON object at the top level, got " + show(j));
+  }
+  json root = j;
+  std::set<std::string> overridden;
+  for (const auto& assignment : overrides) overridden.insert(apply_override(root, assignment));
+
+  Config c;
+  Reader reader(root, origin, overridden);
+  std::vector<std::string> errors;
+  check_structure(root, reader, errors);
+  visit_fields(c, reader);
+  errors.insert(errors.end(), reader.errors.begin(), reader.errors.end());
+  if (errors.empty()) check_relations(c, origin, errors);
+
+  if (!errors.empty()) {
+    std::string msg;
+    for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + e;
+    throw ConfigError(msg);
+  }
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot open the config file");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json j;
+  try {
+    // Comments (// and /* */) are allowed: configs are written by hand.
+    j = json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    const auto [line, column] = line_and_column(text, e.byte);
+    throw ConfigError(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                      ": invalid JSON: " + parse_error_reason(e.what()));
+  }
+  return config_from_json(j, path, overrides);
+}
+
+nlohmann::json config_to_json(const Config& c) {
+  Config copy = c;  // visit_fields takes a mutable Config; printing does not change it
+  Writer w;
+  visit_fields(copy, w);
+  return w.out;
+}
+
+uint64_t config_hash(const Config& c) {
+  // FNV-1a over the compact dump; nlohmann::json keeps object keys sorted, so the text
+  // depends only on the values.
+  const std::string text = config_to_json(c).dump();
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace ddp_embed

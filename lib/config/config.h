@@ -1,0 +1,118 @@
+// The training configuration: DESIGN.md's JSON keys as typed structs.
+//
+// Data flows one way: load_config() reads a JSON file, applies `--set KEY=VALUE`
+// overrides, validates every key and value, and returns a Config that the rest of the
+// program only reads. Errors are ConfigError with a message naming the file, the key,
+// the bad value and, for unknown keys, the nearest valid spelling.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace ddp_embed {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelConfig {
+  std::optional<std::string> init;  // a Hugging Face BERT folder; its architecture wins
+  int vocab_size = 8000;
+  int hidden_size = 256;
+  int num_layers = 4;
+  int num_heads = 4;
+  int intermediate_size = 1024;
+  int max_position = 512;
+  double dropout = 0.1;
+  std::string pooling = "cls";  // cls | mean
+  int projection_dim = 128;     // 0 = no projection
+};
+
+struct TokenizerConfig {
+  std::string type = "sentencepiece";  // sentencepiece | wordpiece
+  std::string path = "runs/demo/tokenizer";
+  int max_length = 64;
+  bool lower_case = true;  // wordpiece only; a vocab folder's tokenizer_config.json wins
+};
+
+struct DataConfig {
+  std::vector<std::string> train = {"data/demo/train.jsonl"};
+  std::optional<std::string> eval = std::string("data/demo/eval.jsonl");
+  bool shuffle = true;
+  bool drop_last = true;
+  int negatives_per_query = 0;
+  bool skip_bad_lines = false;
+};
+
+struct LossConfig {
+  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce
+  double temperature = 0.05;
+  bool cross_rank_negatives = false;
+};
+
+struct TrainConfig {
+  int64_t batch_size = 64;  // global pairs per optimizer step
+  int grad_accum_steps = 1;
+  double lr = 1e-4;
+  std::string lr_scaling = "none";  // none | linear | sqrt
+  int64_t warmup_steps = 50;
+  std::string schedule = "linear";  // linear | cosine | constant
+  double weight_decay = 0.01;
+  double max_grad_norm = 1.0;  // <= 0: no clipping
+  int epochs = 1;
+  int64_t max_steps = -1;  // > 0 overrides epochs
+  std::string precision = "fp32";  // fp32 | bf16 | fp16
+  bool activation_checkpointing = false;
+  uint64_t seed = 42;
+  int max_bad_steps = 5;  // non-finite steps in a row before the run stops
+};
+
+struct DistConfig {
+  std::string backend = "auto";  // auto | nccl | gloo
+  double bucket_mb = 25;
+  int timeout_s = 600;
+};
+
+struct OutputConfig {
+  std::string dir = "runs/demo";
+  int64_t save_every = 200;  // 0 = only at the end
+  int keep_last = 2;
+  int64_t log_every = 10;
+  int64_t eval_every = 200;  // 0 = only before the first step and at the end
+  std::string resume = "auto";  // auto | never | a checkpoint path
+  bool checkpoint_on_signal = true;
+};
+
+struct Config {
+  ModelConfig model;
+  TokenizerConfig tokenizer;
+  DataConfig data;
+  LossConfig loss;
+  TrainConfig train;
+  DistConfig dist;
+  OutputConfig output;
+};
+
+// Reads `path` (JSON), applies each "dotted.key=value" override in order (value parsed as
+// JSON, else taken as a string), validates, and returns the result. Keys missing from the
+// file keep their defaults. Throws ConfigError.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from an in-memory JSON object; `origin` names it in error messages.
+Config config_from_json(const nlohmann::json& j, const std::string& origin,
+                        const std::vector<std::string>& overrides = {});
+
+// The resolved configuration as JSON (every key, defaults filled in): what
+// `--print-config` prints and what checkpoints and model folders record.
+nlohmann::json config_to_json(const Config& c);
+
+// A stable hash of config_to_json(c): ranks compare it to catch a rank started with a
+// different configuration.
+uint64_t config_hash(const Config& c);
+
+}  // namespace ddp_embed

@@ -1,0 +1,198 @@
+// load_pairs(): read JSONL in chunks, parse and tokenize each chunk on several threads,
+// then append the results in file order, so the dataset does not depend on `threads`.
+#include "data/pairs.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/pair_record.h"
+
+namespace ddp_embed {
+
+namespace {
+
+// A chunk is this many lines or bytes, whichever comes first: enough work to share
+// between threads, little enough memory.
+constexpr size_t kChunkLines = 8192;
+constexpr size_t kChunkBytes = 64u << 20;
+constexpr int kWarnSkipped = 5;  // skipped lines logged one by one, then only counted
+
+struct Line {
+  int64_t number = 0;
+  std::string text;
+};
+
+// One parsed and tokenized line: its sequences back to back (query, positives,
+// negatives), or what is wrong with it.
+struct LineResult {
+  std::string error;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> lengths;
+  int32_t pos_count = 0, neg_count = 0;
+  bool has_score = false;
+  float score = 0;
+};
+
+bool blank(const std::string& line) {
+  return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+}
+
+void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, LineResult& out) {
+  PairRecord record;
+  out.error = parse_pair_record(line.text, record);
+  if (!out.error.empty()) return;
+  auto add = [&](const std::string& text) {
+    const std::vector<int32_t> ids = tokenizer.encode(text, max_length);
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.lengths.push_back(static_cast<int32_t>(ids.size()));
+  };
+  add(record.query);
+  for (const auto& text : record.pos) add(text);
+  for (const auto& text : record.neg) add(text);
+  out.pos_count = static_cast<int32_t>(record.pos.size());
+  out.neg_count = static_cast<int32_t>(record.neg.size());
+  out.has_score = record.has_score;
+  out.score = record.score;
+}
+
+// Processes lines[i] into results[i] on up to `threads` threads, each taking one
+// contiguous slice.
+void process_chunk(const std::vector<Line>& lines, const Tokenizer& tokenizer, int max_length,
+                   int threads, std::vector<LineResult>& results) {
+  results.assign(lines.size(), LineResult());
+  const size_t workers = std::max<size_t>(1, std::min<size_t>(threads, lines.size()));
+  auto work = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) process_line(lines[i], tokenizer, max_length, results[i]);
+  };
+  if (workers == 1) {
+    work(0, lines.size());
+    return;
+  }
+  std::vector<std::exception_ptr> failures(workers);
+  std::vector<std::thread> pool;
+  pool.reserve(workers);
+  for (size_t w = 0; w < workers; ++w) {
+    const size_t begin = lines.size() * w / workers, end = lines.size() * (w + 1) / workers;
+    pool.emplace_back([&, w, begin, end] {
+      try {
+        work(begin, end);
+      } catch (...) {
+        failures[w] = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  for (auto& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+}
+
+class PairLoader {
+ public:
+  PairLoader(const Tokenizer& tokenizer, int max_length, bool skip_bad_lines, int threads)
+      : tokenizer_(tokenizer),
+        max_length_(max_length),
+        skip_bad_lines_(skip_bad_lines),
+        threads_(std::max(1, threads)) {
+    data_.tokens.reserve(/*wide=*/tokenizer.vocab_size() > 65536, 0, 0);
+  }
+
+  void load_file(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw DataError("cannot open " + file + ": " + std::strerror(errno));
+    const int64_t pairs_before = data_.size(), skipped_before = data_.skipped;
+    std::vector<Line> chunk;
+    size_t chunk_bytes = 0;
+    int64_t number = 0;
+    std::string text;
+    while (std::getline(in, text)) {
+      ++number;
+      if (number == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // BOM
+      if (blank(text)) continue;
+      ++data_.lines;
+      chunk_bytes += text.size();
+      chunk.push_back(Line{number, std::move(text)});
+      text = std::string();
+      if (chunk.size() >= kChunkLines || chunk_bytes >= kChunkBytes) {
+        add_chunk(file, chunk);
+        chunk.clear();
+        chunk_bytes = 0;
+      }
+    }
+    if (in.bad()) throw DataError("cannot read " + file + ": " + std::strerror(errno));
+    add_chunk(file, chunk);
+    if (data_.size() == pairs_before) {
+      const int64_t skipped = data_.skipped - skipped_before;
+      throw DataError(file + ": no pairs" +
+                      (skipped > 0 ? " (" + std::to_string(skipped) + " bad lines skipped)" : ""));
+    }
+  }
+
+  PairDataset finish() {
+    data_.has_scores = data_.size() > 0 && all_scored_;
+    data_.tokens.shrink_to_fit();
+    data_.pairs.shrink_to_fit();
+    return std::move(data_);
+  }
+
+ private:
+  void add_chunk(const std::string& file, const std::vector<Line>& chunk) {
+    if (chunk.empty()) return;
+    process_chunk(chunk, tokenizer_, max_length_, threads_, results_);
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      LineResult& result = results_[i];
+      if (!result.error.empty()) {
+        const std::string where = file + ":" + std::to_string(chunk[i].number) + ": ";
+        if (!skip_bad_lines_) throw DataError(where + result.error);
+        if (++data_.skipped <= kWarnSkipped) spdlog::warn("skipping {}{}", where, result.error);
+        continue;
+      }
+      append(result);
+    }
+  }
+
+  void append(const LineResult& result) {
+    TokenStore& tokens = data_.tokens;
+    PairIndex pair;
+    pair.query = tokens.num_sequences();
+    pair.pos_begin = pair.query + 1;
+    pair.pos_count = result.pos_count;
+    pair.neg_begin = pair.pos_begin + result.pos_count;
+    pair.neg_count = result.neg_count;
+    pair.score = result.score;
+    all_scored_ = all_scored_ && result.has_score;
+    const int32_t* ids = result.ids.data();
+    for (int32_t length : result.lengths) {
+      tokens.append(ids, static_cast<size_t>(length));
+      ids += length;
+    }
+    data_.pairs.push_back(pair);
+  }
+
+  const Tokenizer& tokenizer_;
+  const int max_length_;
+  const bool skip_bad_lines_;
+  const int threads_;
+  PairDataset data_;
+  bool all_scored_ = true;
+  std::vector<LineResult> results_;
+};
+
+}  // namespace
+
+PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& tokenizer,
+                       int max_length, bool skip_bad_lines, int threads) {
+  if (files.empty()) throw DataError("no data files given");
+  PairLoader loader(tokenizer, max_length, skip_bad_lines, threads);
+  for (const auto& file : files) loader.load_file(file);
+  return loader.finish();
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,80 @@
+// Gradient averaging across ranks, overlapped with backward: the C++ counterpart of
+// PyTorch's DistributedDataParallel reducer (LibTorch has none).
+//
+//   GradSync sync(pg, model->parameters(), bucket_bytes);   // after the model is on its device
+//   for each accumulation micro-step a:
+//     auto guard = (a + 1 < accum) ? sync.no_sync() : GradSync::NoSync{};   // or set_sync()
+//     loss.backward();                 // buckets start all-reducing while backward runs
+//   sync.finish();                     // waits; every param.grad = mean over ranks
+//   optimizer.step();
+//
+// Parameters are grouped into flat buckets of about bucket_bytes, in reverse registration
+// order (roughly the order in which backward produces their gradients). When the last
+// gradient of a bucket has been accumulated, the bucket's all-reduce is launched at once,
+// in bucket order on every rank. World size 1: everything is a no-op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "dist/process_group.h"
+
+namespace ddp_embed {
+
+class GradSync {
+ public:
+  struct StepStats {
+    std::size_t buckets = 0;                 // buckets all-reduced in the step
+    std::size_t launched_before_finish = 0;  // ... of which launched while backward still ran
+    double wait_ms = 0;                      // time finish() spent waiting: exposed communication
+    std::uint64_t bytes = 0;                 // gradient bytes all-reduced by this rank
+  };
+
+  // params: the model's parameters in registration order (those without requires_grad are
+  // ignored). They must be leaves, on their final device and dtype. pg must outlive this.
+  GradSync(ProcessGroup& pg, const std::vector<at::Tensor>& params, std::size_t bucket_bytes);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Off: backward only accumulates into .grad (accumulation micro-steps but the last).
+  void set_sync(bool on);
+  bool sync_enabled() const;
+
+  // Turns sync off while alive, restores the previous setting afterwards. A
+  // default-constructed guard does nothing.
+  class NoSync {
+   public:
+    NoSync() = default;
+    explicit NoSync(GradSync& g);
+    NoSync(NoSync&& o) noexcept;
+    NoSync& operator=(NoSync&&) = delete;
+    ~NoSync();
+
+   private:
+    GradSync* g_ = nullptr;
+    bool prev_ = true;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
+  // After the (last) backward of a step with sync on: launches the buckets that backward
+  // did not complete (parameters without a gradient count as zeros), waits for all of them
+  // (DistError naming the bucket on failure or timeout) and writes the averaged gradients
+  // into every parameter's .grad. With sync off it does nothing.
+  void finish();
+
+  std::size_t num_buckets() const;
+  std::vector<std::size_t> bucket_param_counts() const;
+  const StepStats& last_step() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace ddp_embed

@@ -1,0 +1,676 @@
+// Rendezvous, process group creation and the collectives (process_group.h), plus the
+// differentiable all-gather. All LibTorch-version differences go through compat/.
+#define DDP_EMBED_COMPAT_C10D
+#include "compat/torch_compat.h"
+
+#include "dist/process_group.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace ddp_embed {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// ---- small helpers -------------------------------------------------------------------
+namespace {
+
+std::string seconds_str(milliseconds ms) {
+  std::ostringstream s;
+  s << static_cast<double>(ms.count()) / 1000.0 << " s";
+  return s.str();
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream s;
+  const size_t shown = std::min<size_t>(ranks.size(), 16);
+  for (size_t i = 0; i < shown; ++i) s << (i ? ", " : "") << ranks[i];
+  if (ranks.size() > shown) s << " and " << ranks.size() - shown << " more";
+  return s.str();
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// c10 errors append "Exception raised from ..." and a backtrace: keep the message.
+std::string first_line(const std::string& s) { return s.substr(0, std::min(s.find('\n'), size_t{600})); }
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "?";
+  return buf;
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(a);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (a->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(a);
+    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+  }
+  return false;
+}
+
+// True when every address the host resolves to is a loopback address.
+bool resolves_to_loopback(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
+  bool all = true;
+  for (addrinfo* p = res; p; p = p->ai_next) all = all && is_loopback(p->ai_addr);
+  freeaddrinfo(res);
+  return all;
+}
+
+std::string numeric_host(const sockaddr* a, socklen_t len) {
+  char buf[NI_MAXHOST] = {0};
+  if (getnameinfo(a, len, buf, sizeof(buf), nullptr, 0, NI_NUMERICHOST) != 0) return "";
+  return buf;
+}
+
+// The local address this node would use to reach host:port (a connected UDP socket sends
+// nothing; it only asks the kernel's routing table). Empty when unknown.
+std::string route_source_address(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  const std::string port_s = std::to_string(port);
+  if (getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res) != 0 || !res) return "";
+  std::string out;
+  for (addrinfo* p = res; p && out.empty(); p = p->ai_next) {
+    int fd = socket(p->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) continue;
+    if (connect(fd, p->ai_addr, p->ai_addrlen) == 0) {
+      sockaddr_storage local{};
+      socklen_t len = sizeof(local);
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+          !is_loopback(reinterpret_cast<sockaddr*>(&local))) {
+        out = numeric_host(reinterpret_cast<sockaddr*>(&local), len);
+      }
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+// A listening socket on host:port (host a loopback name), for LibTorch versions whose store
+// server adopts a socket; -1 when that fails (the store then binds by itself).
+int listen_socket(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string port_s = std::to_string(port);
+  if (getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res) != 0 || !res) return -1;
+  int fd = -1;
+  for (addrinfo* p = res; p && fd < 0; p = p->ai_next) {
+    fd = socket(p->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, p->ai_addr, p->ai_addrlen) != 0 || listen(fd, 2048) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  return fd;
+}
+
+// Which network device Gloo binds. Its peers connect to the address it advertises, so it
+// must be one they can reach:
+//  - GLOO_SOCKET_IFNAME=eth0[,eth1]: those interfaces (as in PyTorch);
+//  - a single-node job whose master is a loopback address: loopback, nothing exposed;
+//  - otherwise the address of the interface that routes to MASTER_ADDR (the network the
+//    nodes share), falling back to Gloo's default (the address the hostname resolves to).
+std::vector<compat::GlooDevice> gloo_devices(const WorkerEnv& env, bool loopback) {
+  std::vector<compat::GlooDevice> devices;
+  if (const char* ifn = std::getenv("GLOO_SOCKET_IFNAME"); ifn && *ifn) {
+    std::stringstream s(ifn);
+    std::string name;
+    while (std::getline(s, name, ','))
+      if (!name.empty()) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    if (!devices.empty()) return devices;
+  }
+  if (loopback) {
+    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
+    return devices;
+  }
+  const std::string local = route_source_address(env.master_addr, env.master_port);
+  if (!local.empty()) {
+    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
+  } else {
+    devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return devices;
+}
+
+}  // namespace
+
+// ---- state ---------------------------------------------------------------------------
+struct ProcessGroup::Impl {
+  int rank = 0;
+  int world = 1;
+  std::string backend = "none";
+  c10::Device device{c10::kCPU};
+  milliseconds timeout{600000};
+  std::string store_addr;                 // "host:port", for messages
+  c10::intrusive_ptr<c10d::Store> store;  // prefixed with the restart attempt
+  // Declared after the store: destroyed first (it may still talk to the store).
+  c10::intrusive_ptr<compat::CollectiveBackend> pg;
+
+  std::mutex mu;  // seq, broken, store use for diagnostics
+  std::uint64_t seq = 0;
+  std::string broken;  // the first failure; later collectives fail at once with it
+
+  bool distributed() const { return world > 1; }
+
+  std::uint64_t begin(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!broken.empty())
+      throw DistError(what + " on rank " + std::to_string(rank) +
+                      ": the process group is unusable after an earlier failure: " + broken);
+    return ++seq;
+  }
+
+  // Host-side wait limit. Gloo: always the timeout. NCCL: for tensors that stay on the GPU
+  // only order the current stream after the collective (the CPU keeps queuing work; the
+  // NCCL watchdog enforces the timeout); block the host only when it reads the result.
+  milliseconds wait_limit(bool host_reads_result) const {
+    if (backend == "nccl" && !host_reads_result) return milliseconds(0);
+    return timeout;
+  }
+
+  template <class Launch>
+  c10::intrusive_ptr<c10d::Work> launch(const std::string& what, std::uint64_t seq_no, Launch&& f) {
+    try {
+      return f();
+    } catch (const DistError&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(what, seq_no, e.what());
+    }
+  }
+
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what, std::uint64_t seq_no,
+            bool host_reads_result) {
+    try {
+      compat::wait_work(work, wait_limit(host_reads_result));
+    } catch (const std::exception& e) {
+      fail(what, seq_no, e.what());
+    }
+  }
+
+  // Turns a c10d/Gloo/NCCL failure into a DistError that says which collective failed, how,
+  // and which ranks never reached it. For the latter every rank that fails posts
+  // "stuck/<seq>/<rank>" to the store and looks, for a short while, for the others' posts:
+  // ranks stuck in the same collective post theirs at about the same time; a rank that
+  // exited or is busy elsewhere never does.
+  [[noreturn]] void fail(const std::string& what, std::uint64_t seq_no, const std::string& err) {
+    const std::string e = lower(err);
+    std::string how = "failed";
+    if (e.find("timed out") != std::string::npos || e.find("timeout") != std::string::npos) {
+      how = "did not complete within " + seconds_str(timeout);
+    } else if (e.find("closed") != std::string::npos || e.find("reset") != std::string::npos ||
+               e.find("broken pipe") != std::string::npos || e.find("eof") != std::string::npos ||
+               e.find("refused") != std::string::npos) {
+      how = "failed because a peer closed its connection (another rank probably exited or crashed)";
+    }
+    std::string msg = what + " (collective #" + std::to_string(seq_no) + ") " + how + " on rank " +
+                      std::to_string(rank) + " of " + std::to_string(world);
+    std::lock_guard<std::mutex> lock(mu);
+    if (broken.empty()) {
+      msg += missing_ranks(seq_no, what);
+      broken = msg;
+    }
+    throw DistError(msg + " [" + first_line(err) + "]");
+  }
+
+  std::string missing_ranks(std::uint64_t seq_no, const std::string& what) {
+    if (!store) return "";
+    auto key = [&](int r) { return "stuck/" + std::to_string(seq_no) + "/" + std::to_string(r); };
+    try {
+      store->set(key(rank), bytes(what));
+      const auto grace = std::clamp(timeout / 4, milliseconds(500), milliseconds(5000));
+      const auto deadline = Clock::now() + grace;
+      std::vector<int> missing;
+      for (int r = 0; r < world; ++r)
+        if (r != rank) missing.push_back(r);
+      while (!missing.empty()) {
+        std::vector<int> still;
+        for (int r : missing)
+          if (!store->check({key(r)})) still.push_back(r);
+        missing.swap(still);
+        if (missing.empty() || Clock::now() >= deadline) break;
+        std::this_thread::sleep_for(milliseconds(50));
+      }
+      if (missing.empty()) return "; every other rank failed in the same collective";
+      return "; no sign of rank(s) " + rank_list(missing) + " at this collective (missing, exited, or " +
+             "issuing different collectives)";
+    } catch (const std::exception&) {
+      return "; the rendezvous store at " + store_addr +
+             " does not answer either (rank 0 hosts it: it may be the rank that exited)";
+    }
+  }
+};
+
+struct PendingCollective::State {
+  ProcessGroup::Impl* impl = nullptr;
+  c10::intrusive_ptr<c10d::Work> work;
+  std::string what;
+  std::uint64_t seq = 0;
+};
+
+PendingCollective::PendingCollective() = default;
+PendingCollective::~PendingCollective() = default;
+PendingCollective::PendingCollective(PendingCollective&&) noexcept = default;
+PendingCollective& PendingCollective::operator=(PendingCollective&&) noexcept = default;
+
+void PendingCollective::wait() {
+  if (!state_) return;
+  auto s = std::move(state_);  // waited once, whatever happens
+  s->impl->wait(s->work, s->what, s->seq, /*host_reads_result=*/false);
+}
+
+// ---- creation ------------------------------------------------------------------------
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ProcessGroup::~ProcessGroup() = default;
+
+std::unique_ptr<ProcessGroup> ProcessGroup::single() {
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::make_unique<Impl>()));
+}
+
+namespace {
+
+// Every rank posts "rank/<r>/ready", then waits until it sees everyone's; on timeout the
+// error names the ranks that never posted.
+void rendezvous(const c10::intrusive_ptr<c10d::Store>& store, const WorkerEnv& env,
+                const std::string& addr, Clock::time_point deadline, milliseconds timeout) {
+  auto key = [](int r) { return "rank/" + std::to_string(r) + "/ready"; };
+  store->set(key(env.rank), bytes(host_name() + " pid " + std::to_string(getpid())));
+  std::vector<std::string> keys;
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
+  auto pause = milliseconds(5);
+  while (!store->check(keys)) {
+    if (Clock::now() >= deadline) {
+      std::vector<int> missing, joined;
+      for (int r = 0; r < env.world_size; ++r) (store->check({key(r)}) ? joined : missing).push_back(r);
+      if (missing.empty()) break;
+      throw DistError("rendezvous at " + addr + " timed out after " + seconds_str(timeout) + ": rank(s) " +
+                      rank_list(missing) + " of " + std::to_string(env.world_size) +
+                      " did not join (rank " + std::to_string(env.rank) + " saw rank(s) " +
+                      rank_list(joined) + ")");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, milliseconds(100));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std::string& backend_in,
+                                                 bool cuda_available, std::chrono::seconds timeout_s) {
+  const std::string backend = lower(backend_in);
+  if (backend != "auto" && backend != "gloo" && backend != "nccl")
+    throw DistError("unknown dist.backend '" + backend_in + "' (expected auto, gloo or nccl)");
+  if (!env.distributed()) return single();  // nothing to connect, whatever the backend
+  if (backend == "nccl" && !compat::kHasNccl)
+    throw DistError("dist.backend 'nccl' requested, but this build has no NCCL (LibTorch without CUDA)");
+  if (backend == "nccl" && !cuda_available)
+    throw DistError("dist.backend 'nccl' requested, but no CUDA device is available");
+  if (timeout_s.count() <= 0) throw DistError("dist.timeout_s must be positive");
+
+  auto impl = std::make_unique<Impl>();
+  impl->rank = env.rank;
+  impl->world = env.world_size;
+  impl->timeout = std::chrono::duration_cast<milliseconds>(timeout_s);
+  impl->backend = (backend == "nccl" || (backend == "auto" && cuda_available && compat::kHasNccl)) ? "nccl" : "gloo";
+  impl->store_addr = env.master_addr + ":" + std::to_string(env.master_port);
+  const auto start = Clock::now();
+  const auto deadline = start + impl->timeout;
+  const bool loopback = env.single_node() && resolves_to_loopback(env.master_addr);
+
+  // 1. The store: rank 0 hosts it unless the launcher's agent already does.
+  c10::intrusive_ptr<c10d::Store> tcp;
+  const bool server = env.rank == 0 && !env.agent_store;
+  try {
+    int fd = -1;
+    // Single node on loopback: where LibTorch lets us hand it a socket, serve the store on
+    // the loopback interface only (1.13's server always listens on every interface).
+    if (server && loopback && compat::kStoreTakesListenSocket) fd = listen_socket(env.master_addr, env.master_port);
+    tcp = compat::make_tcp_store(env.master_addr, static_cast<std::uint16_t>(env.master_port), server,
+                                 static_cast<std::size_t>(env.world_size), impl->timeout, fd);
+  } catch (const std::exception& e) {
+    if (server)
+      throw DistError("rank 0 could not host the rendezvous store on " + impl->store_addr + ": " + first_line(e.what()) +
+                      " (is MASTER_PORT " + std::to_string(env.master_port) + " used by another job?)");
+    throw DistError("rank " + std::to_string(env.rank) + " could not reach the rendezvous store at " +
+                    impl->store_addr + " within " + seconds_str(impl->timeout) + ": " + first_line(e.what()) +
+                    " (is rank 0 running, and is MASTER_ADDR reachable from this node?)");
+  }
+  // Keys of a restarted attempt never mix with the previous attempt's (an agent store
+  // outlives the workers).
+  impl->store = compat::make_prefix_store("ddp_embed/attempt" + std::to_string(env.restart_count), tcp);
+
+  // 2. Everyone is there (or the error names who is not).
+  try {
+    rendezvous(impl->store, env, impl->store_addr, deadline, impl->timeout);
+  } catch (const DistError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistError("rendezvous at " + impl->store_addr + " failed on rank " + std::to_string(env.rank) + ": " +
+                    first_line(e.what()));
+  }
+
+  // 3. The process group.
+  try {
+#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
+    if (impl->backend == "nccl") {
+      const int n = static_cast<int>(c10::cuda::device_count());
+      impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(n > 0 ? env.local_rank % n : 0));
+      impl->pg = compat::make_nccl(compat::make_prefix_store("nccl/", impl->store), env.rank, env.world_size,
+                                   impl->timeout);
+    }
+#endif
+    if (impl->backend == "gloo") {
+      impl->pg = compat::make_gloo(compat::make_prefix_store("gloo/", impl->store), env.rank, env.world_size,
+                                   gloo_devices(env, loopback), impl->timeout);
+    }
+  } catch (const std::exception& e) {
+    throw DistError("rank " + std::to_string(env.rank) + " could not set up the " + impl->backend +
+                    " process group with the other ranks: " + first_line(e.what()));
+  }
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
+}
+
+// ---- accessors -----------------------------------------------------------------------
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::world_size() const { return impl_->world; }
+const std::string& ProcessGroup::backend() const { return impl_->backend; }
+c10::Device ProcessGroup::device() const { return impl_->device; }
+milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+std::uint64_t ProcessGroup::collectives_issued() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->seq;
+}
+
+// ---- collectives ---------------------------------------------------------------------
+void ProcessGroup::allreduce_sum_(const at::Tensor& t) {
+  if (!impl_->distributed()) return;
+  at::Tensor buf = t.is_contiguous() ? t : t.contiguous();
+  const std::uint64_t seq = impl_->begin("allreduce");
+  auto work = impl_->launch("allreduce", seq, [&] {
+    std::vector<at::Tensor> v{buf};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = impl_->timeout;
+    return impl_->pg->allreduce(v, o);
+  });
+  impl_->wait(work, "allreduce", seq, false);
+  if (!buf.is_same(t)) t.copy_(buf);
+}
+
+void ProcessGroup::allreduce_mean_(const at::Tensor& t) {
+  if (!at::isFloatingType(t.scalar_type()))
+    throw DistError("allreduce_mean_ needs a floating-point tensor, got " + std::string(c10::toString(t.scalar_type())));
+  allreduce_sum_(t);
+  if (impl_->distributed()) t.div_(impl_->world);
+}
+
+PendingCollective ProcessGroup::allreduce_sum_async(const at::Tensor& t, const std::string& what) {
+  PendingCollective p;
+  if (!impl_->distributed()) return p;
+  if (!t.is_contiguous()) throw DistError(what + ": allreduce_sum_async needs a contiguous tensor");
+  const std::uint64_t seq = impl_->begin(what);
+  auto work = impl_->launch(what, seq, [&] {
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = impl_->timeout;
+    return impl_->pg->allreduce(v, o);
+  });
+  p.state_ = std::make_unique<PendingCollective::State>();
+  p.state_->impl = impl_.get();
+  p.state_->work = std::move(work);
+  p.state_->what = what;
+  p.state_->seq = seq;
+  return p;
+}
+
+void ProcessGroup::broadcast_(std::vector<at::Tensor>& tensors, int root) {
+  if (root < 0 || root >= impl_->world)
+    throw DistError("broadcast_: root " + std::to_string(root) + " is not a rank of the group");
+  if (!impl_->distributed()) return;
+  at::NoGradGuard no_grad;  // parameters are leaves that require grad
+  // One flat buffer per (device, dtype), in order of first appearance: the same grouping
+  // on every rank, since every rank passes the same list of tensors.
+  std::vector<std::pair<std::pair<c10::Device, at::ScalarType>, std::vector<size_t>>> groups;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].numel() == 0) continue;
+    auto k = std::make_pair(tensors[i].device(), tensors[i].scalar_type());
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == k; });
+    if (it == groups.end()) {
+      groups.push_back({k, {}});
+      it = std::prev(groups.end());
+    }
+    it->second.push_back(i);
+  }
+  for (const auto& g : groups) {
+    std::vector<at::Tensor> flat_parts;
+    for (size_t i : g.second) flat_parts.push_back(tensors[i].reshape({-1}));
+    // A lone contiguous tensor is broadcast in place; otherwise through a packed copy.
+    const bool in_place = g.second.size() == 1 && tensors[g.second[0]].is_contiguous();
+    at::Tensor flat = in_place ? tensors[g.second[0]].view({-1}) : at::cat(flat_parts);
+    const std::uint64_t seq = impl_->begin("broadcast");
+    auto work = impl_->launch("broadcast", seq, [&] {
+      std::vector<at::Tensor> v{flat};
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      o.rootTensor = 0;
+      o.timeout = impl_->timeout;
+      return impl_->pg->broadcast(v, o);
+    });
+    impl_->wait(work, "broadcast", seq, false);
+    if (impl_->rank == root || in_place) continue;
+    int64_t off = 0;
+    for (size_t i : g.second) {
+      at::Tensor& t = tensors[i];
+      t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
+      off += t.numel();
+    }
+  }
+}
+
+at::Tensor ProcessGroup::all_gather(const at::Tensor& t) {
+  if (!impl_->distributed()) return t.dim() == 0 ? t.reshape({1}).clone() : t.contiguous().clone();
+  at::Tensor in = t.dim() == 0 ? t.reshape({1}).contiguous() : t.contiguous();
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < impl_->world; ++r) out[0].push_back(at::empty(in.sizes(), in.options()));
+  const std::uint64_t seq = impl_->begin("all_gather");
+  auto work = impl_->launch("all_gather", seq, [&] {
+    std::vector<at::Tensor> inputs{in};
+    c10d::AllgatherOptions o;
+    o.timeout = impl_->timeout;
+    return impl_->pg->allgather(out, inputs, o);
+  });
+  impl_->wait(work, "all_gather", seq, false);
+  return at::cat(out[0], 0);
+}
+
+ProcessGroup::VarsizeGather ProcessGroup::all_gather_varsize(const at::Tensor& t) {
+  if (t.dim() == 0) throw DistError("all_gather_varsize needs a tensor with at least one dimension");
+  VarsizeGather g;
+  if (!impl_->distributed()) {
+    g.data = t.contiguous().clone();
+    g.counts = {t.size(0)};
+    return g;
+  }
+  // Row counts and the size of one row, from every rank.
+  const int64_t row = c10::multiply_integers(t.sizes().begin() + 1, t.sizes().end());
+  at::Tensor meta = at::tensor({t.size(0), row}, at::kLong).to(impl_->device);
+  at::Tensor all = all_gather(meta).cpu();
+  int64_t max_rows = 0;
+  std::vector<int> bad_rows;
+  for (int r = 0; r < impl_->world; ++r) {
+    g.counts.push_back(all[2 * r].item<int64_t>());
+    max_rows = std::max(max_rows, g.counts.back());
+    if (all[2 * r + 1].item<int64_t>() != row) bad_rows.push_back(r);
+  }
+  if (!bad_rows.empty())
+    throw DistError("all_gather_varsize: rank(s) " + rank_list(bad_rows) + " have rows of another size than rank " +
+                    std::to_string(impl_->rank) + " (" + std::to_string(row) + " elements)");
+  // Pad to the longest, gather, keep each rank's real rows.
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  shape[0] = max_rows;
+  at::Tensor padded = at::zeros(shape, t.options());
+  if (t.size(0) > 0) padded.narrow(0, 0, t.size(0)).copy_(t);
+  at::Tensor gathered = all_gather(padded);
+  std::vector<at::Tensor> parts;
+  for (int r = 0; r < impl_->world; ++r) parts.push_back(gathered.narrow(0, r * max_rows, g.counts[r]));
+  g.data = at::cat(parts, 0);
+  return g;
+}
+
+void ProcessGroup::barrier() {
+  if (!impl_->distributed()) return;
+  const std::uint64_t seq = impl_->begin("barrier");
+  auto work = impl_->launch("barrier", seq, [&] {
+    c10d::BarrierOptions o;
+    o.timeout = impl_->timeout;
+    return impl_->pg->barrier(o);
+  });
+  impl_->wait(work, "barrier", seq, true);
+}
+
+void ProcessGroup::check_same(std::uint64_t value, const std::string& what) {
+  if (!impl_->distributed()) return;
+  int64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  at::Tensor all = all_gather(at::tensor({bits}, at::kLong).to(impl_->device)).cpu();
+  std::vector<std::uint64_t> values(impl_->world);
+  for (int r = 0; r < impl_->world; ++r) {
+    int64_t v = all[r].item<int64_t>();
+    std::memcpy(&values[r], &v, sizeof(v));
+  }
+  std::ostringstream msg;
+  std::vector<int> differ;
+  for (int r = 1; r < impl_->world; ++r)
+    if (values[r] != values[0]) differ.push_back(r);
+  if (differ.empty()) return;
+  msg << what << " differs across ranks: rank(s) " << rank_list(differ) << " differ from rank 0 (rank 0: 0x"
+      << std::hex << values[0];
+  for (size_t i = 0; i < differ.size() && i < 8; ++i) msg << ", rank " << std::dec << differ[i] << ": 0x" << std::hex << values[differ[i]];
+  msg << ")";
+  throw DistError(msg.str());
+}
+
+std::int64_t ProcessGroup::allreduce_max_int(std::int64_t value) {
+  if (!impl_->distributed()) return value;
+  at::Tensor t = at::tensor({value}, at::kLong).to(impl_->device);
+  const std::uint64_t seq = impl_->begin("allreduce_max");
+  auto work = impl_->launch("allreduce_max", seq, [&] {
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::MAX;
+    o.timeout = impl_->timeout;
+    return impl_->pg->allreduce(v, o);
+  });
+  impl_->wait(work, "allreduce_max", seq, true);
+  return t.cpu().item<int64_t>();
+}
+
+// ---- differentiable all-gather -------------------------------------------------------
+// Why backward is "all-reduce SUM, then take my slice":
+// Each rank r computes a loss L_r from the gathered G = [x_0; ...; x_{W-1}] (rows of all
+// ranks). The objective is the mean loss L = (1/W) Σ_r L_r. Rank k's rows x_k influence
+// every L_r, so dL/dx_k = (1/W) Σ_r (dL_r/dG)[slice k]. Rank r's autograd only sees its
+// own L_r and produces dL_r/dG ([W*B, D]); summing these over ranks and keeping slice k on
+// rank k gives Σ_r dL_r/dx_k — rank k's own L_k included exactly once, since the gathered
+// copy of x_k is what L_k used. Backward then continues locally from x_k into rank k's
+// parameters, and the gradient averaging of data parallelism (÷W) supplies the 1/W:
+// every rank ends with exactly the gradient a single process would get for the mean loss
+// over the concatenated batch.
+namespace {
+struct AllGatherWithGradFn : public torch::autograd::Function<AllGatherWithGradFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, ProcessGroup* pg) {
+    // The group outlives any backward through it (it lives for the whole run).
+    ctx->saved_data["pg"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(pg));
+    ctx->saved_data["rows"] = x.size(0);
+    return pg->all_gather(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* pg = reinterpret_cast<ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["pg"].toInt()));
+    const int64_t rows = ctx->saved_data["rows"].toInt();
+    // A fresh buffer: the collective writes in place, and the incoming gradient may be
+    // shared with other nodes of the graph.
+    at::Tensor g = grads[0].defined() ? grads[0].contiguous().clone() : at::Tensor();
+    if (!g.defined()) throw DistError("all_gather_with_grad: backward received no gradient");
+    pg->allreduce_sum_(g);
+    return {g.narrow(0, pg->rank() * rows, rows), at::Tensor()};
+  }
+};
+}  // namespace
+
+at::Tensor all_gather_with_grad(ProcessGroup& pg, const at::Tensor& x) {
+  if (x.dim() == 0) throw DistError("all_gather_with_grad needs a tensor with a batch dimension");
+  if (pg.world_size() == 1) return x;
+  return AllGatherWithGradFn::apply(x, &pg);
+}
+
+// ---- checksum ------------------------------------------------------------------------
+std::uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors) {
+  // FNV-1a over 64-bit words (then the tail bytes), with dtype and shape mixed in.
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](std::uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  for (const auto& t0 : tensors) {
+    at::Tensor t = t0.detach().to(at::kCPU).contiguous();
+    mix(static_cast<std::uint64_t>(t.scalar_type()));
+    for (int64_t s : t.sizes()) mix(static_cast<std::uint64_t>(s));
+    const auto* p = static_cast<const unsigned char*>(t.data_ptr());
+    const size_t n = t.numel() * t.element_size();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      mix(w);
+    }
+    for (; i < n; ++i) mix(p[i]);
+  }
+  return h;
+}
+
+}  // namespace ddp_embed

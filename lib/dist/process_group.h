@@ -1,0 +1,113 @@
+// The workers' communication: rendezvous through a TCP key-value store hosted by rank 0
+// (c10d::TCPStore), then a Gloo (CPU) or NCCL (CUDA) process group, and the collectives
+// the trainer needs. Every collective has a timeout and fails with a DistError that names
+// the collective (and, when it can tell, the missing rank) instead of hanging.
+//
+// World size 1 needs no store and no process group: every collective is then the identity,
+// so single-process code paths call the same functions.
+//
+// All ranks must call the same collectives in the same order (that is what matches them
+// up); ProcessGroup numbers them so that error messages can say which one failed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "dist/worker_env.h"
+
+namespace ddp_embed {
+
+class ProcessGroup;
+
+// A collective that is still running (ProcessGroup::allreduce_sum_async). wait() blocks
+// until it is done (on NCCL: until the current CUDA stream is ordered after it) and throws
+// DistError on failure or timeout. An empty handle's wait() does nothing.
+class PendingCollective {
+ public:
+  PendingCollective();
+  ~PendingCollective();
+  PendingCollective(PendingCollective&&) noexcept;
+  PendingCollective& operator=(PendingCollective&&) noexcept;
+  void wait();
+  bool valid() const { return state_ != nullptr; }
+
+ private:
+  friend class ProcessGroup;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+class ProcessGroup {
+ public:
+  // Rendezvous and process group creation.
+  //  backend: "auto" (NCCL when cuda_available and this build has NCCL, else Gloo),
+  //           "gloo" or "nccl".
+  //  timeout: for the rendezvous and for every collective.
+  // Rank 0 hosts the store at MASTER_ADDR:MASTER_PORT (unless the launcher's agent store is
+  // used), the others connect. A rank that does not join within the timeout is named in the
+  // error. With NCCL, collective tensors live on cuda:<local_rank % visible devices>; the
+  // caller makes that device current.
+  static std::unique_ptr<ProcessGroup> init(const WorkerEnv& env, const std::string& backend,
+                                            bool cuda_available, std::chrono::seconds timeout);
+  // The world-size-1 group (what init returns for a single process).
+  static std::unique_ptr<ProcessGroup> single();
+
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  const std::string& backend() const;  // "gloo", "nccl" or "none" (world size 1)
+  c10::Device device() const;          // where collective tensors must live
+  std::chrono::milliseconds timeout() const;
+
+  // In place, over all ranks. mean: floating tensors only.
+  void allreduce_sum_(const at::Tensor& t);
+  void allreduce_mean_(const at::Tensor& t);
+  // In place SUM that returns at once; t must be contiguous and stay alive until wait().
+  PendingCollective allreduce_sum_async(const at::Tensor& t, const std::string& what);
+  // Copies root's values into every rank's tensors (e.g. the initial parameters). One
+  // collective per (device, dtype) group, whatever the number of tensors.
+  void broadcast_(std::vector<at::Tensor>& tensors, int root = 0);
+  // [B, ...] on every rank (same shape everywhere) -> [W*B, ...], rank r's rows at r*B.
+  at::Tensor all_gather(const at::Tensor& t);
+  // Row counts may differ between ranks (trailing dims may not): rows of rank 0, then 1...
+  struct VarsizeGather {
+    at::Tensor data;              // [sum(counts), ...]
+    std::vector<int64_t> counts;  // rows contributed by each rank
+  };
+  VarsizeGather all_gather_varsize(const at::Tensor& t);
+  void barrier();
+  // Throws DistError naming every rank whose value differs from rank 0's (all ranks throw
+  // the same message). For the config hash and the parameter checksum.
+  void check_same(std::uint64_t value, const std::string& what);
+  std::int64_t allreduce_max_int(std::int64_t value);
+
+  // Number of collectives issued so far (the same on every rank when in step).
+  std::uint64_t collectives_issued() const;
+
+  struct Impl;
+
+ private:
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Differentiable all-gather: [B, D] on each rank -> [W*B, D]. Backward all-reduces (SUM)
+// the incoming [W*B, D] gradient and returns this rank's [B, D] slice, so gradients of
+// every rank's loss reach the rank that produced the rows. Every rank must run the
+// backward through it (its loss must depend on the result). See process_group.cpp.
+at::Tensor all_gather_with_grad(ProcessGroup& pg, const at::Tensor& x);
+
+// A 64-bit hash of the tensors' bytes (values, dtypes, shapes), e.g. to check with
+// check_same() that every rank starts from the same parameters.
+std::uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors);
+
+}  // namespace ddp_embed

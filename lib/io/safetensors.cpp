@@ -1,0 +1,299 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace ddp_embed {
+namespace {
+
+// The reference implementation refuses headers above 100 MB; so do we, before allocating.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A header is a flat object of small objects; deeper nesting can only be an attack on the
+// JSON parser's stack.
+constexpr int kMaxJsonDepth = 8;
+
+struct DtypeInfo {
+  StDtype dtype;
+  const char* name;
+  std::size_t size;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {StDtype::F64, "F64", 8}, {StDtype::F32, "F32", 4}, {StDtype::F16, "F16", 2},
+    {StDtype::BF16, "BF16", 2}, {StDtype::I64, "I64", 8}, {StDtype::I32, "I32", 4},
+    {StDtype::I16, "I16", 2},   {StDtype::I8, "I8", 1},   {StDtype::U8, "U8", 1},
+    {StDtype::BOOL, "BOOL", 1},
+};
+
+const DtypeInfo& info(StDtype d) {
+  for (const auto& i : kDtypes)
+    if (i.dtype == d) return i;
+  throw SafetensorsError("unknown safetensors dtype");
+}
+
+[[noreturn]] void fail(const std::string& origin, const std::string& what) {
+  throw SafetensorsError(origin + ": " + what);
+}
+
+std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Nesting depth of a JSON text, strings skipped; to refuse "[[[[..." before parsing.
+int json_depth(const char* p, std::size_t n) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = p[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+// A JSON number that must be a non-negative integer fitting in int64.
+int64_t non_negative_int(const nlohmann::json& v, const std::string& origin, const std::string& what) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail(origin, what + " " + std::to_string(u) + " is too large");
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) fail(origin, what + " " + v.dump() + " is negative");
+  fail(origin, what + " must be a non-negative integer, not " + v.dump());
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// numel * itemsize, or nullopt on overflow.
+std::optional<std::size_t> byte_size(const std::vector<int64_t>& shape, std::size_t itemsize) {
+  uint64_t n = itemsize;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d))
+      return std::nullopt;
+    n *= static_cast<uint64_t>(d);
+  }
+  if (n > std::numeric_limits<std::size_t>::max()) return std::nullopt;
+  return static_cast<std::size_t>(n);
+}
+
+std::vector<std::byte> read_whole_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, sys_error("cannot open"));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    fail(path, sys_error("cannot stat"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "not a regular file");
+  }
+  std::vector<std::byte> bytes;
+  try {
+    bytes.resize(static_cast<std::size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    fail(path, "file of " + std::to_string(st.st_size) + " bytes does not fit in memory");
+  }
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      ::close(fd);
+      fail(path, sys_error("read error"));
+    }
+    if (r == 0) break;  // shrank while we read: the checks below see the short buffer
+    done += static_cast<std::size_t>(r);
+  }
+  ::close(fd);
+  bytes.resize(done);
+  return bytes;
+}
+
+void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) fail(path, sys_error("write error"));
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+}  // namespace
+
+std::string_view st_dtype_name(StDtype dtype) { return info(dtype).name; }
+std::size_t st_dtype_size(StDtype dtype) { return info(dtype).size; }
+
+std::optional<StDtype> st_dtype_from_name(std::string_view name) {
+  for (const auto& i : kDtypes)
+    if (name == i.name) return i.dtype;
+  return std::nullopt;
+}
+
+const StTensorView* SafetensorsFile::find(std::string_view name) const {
+  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                             [](const StTensorView& t, std::string_view n) { return t.name < n; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  return parse_safetensors(read_whole_file(path), path);
+}
+
+SafetensorsFile parse_safetensors(std::vector<std::byte> bytes, const std::string& origin) {
+  SafetensorsFile file;
+  file.path_ = origin;
+  file.bytes_ = std::move(bytes);
+  const std::size_t size = file.bytes_.size();
+  if (size < 8) fail(origin, "too short for a safetensors file (" + std::to_string(size) + " bytes)");
+
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | std::to_integer<uint64_t>(file.bytes_[i]);
+  if (header_len > kMaxHeaderBytes)
+    fail(origin, "header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
+  if (header_len > size - 8)
+    fail(origin, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                     std::to_string(size) + " bytes)");
+
+  const char* header = reinterpret_cast<const char*>(file.bytes_.data() + 8);
+  if (json_depth(header, header_len) > kMaxJsonDepth) fail(origin, "header JSON is nested too deeply");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(header, header + header_len);
+  } catch (const nlohmann::json::exception& e) {
+    fail(origin, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) fail(origin, "header is not a JSON object");
+
+  const std::size_t data_begin = 8 + static_cast<std::size_t>(header_len);
+  const std::size_t data_size = size - data_begin;
+  for (const auto& [name, entry] : j.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) fail(origin, "__metadata__ is not an object");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) fail(origin, "__metadata__ value of \"" + key + "\" is not a string");
+        file.metadata_[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    const std::string what = "tensor \"" + name + "\"";
+    if (!entry.is_object()) fail(origin, what + ": entry is not an object");
+    const auto dt = entry.find("dtype");
+    const auto sh = entry.find("shape");
+    const auto off = entry.find("data_offsets");
+    if (dt == entry.end() || sh == entry.end() || off == entry.end())
+      fail(origin, what + ": needs dtype, shape and data_offsets");
+    if (!dt->is_string()) fail(origin, what + ": dtype is not a string");
+    const auto dtype = st_dtype_from_name(dt->get<std::string>());
+    if (!dtype) fail(origin, what + ": unsupported dtype " + dt->get<std::string>());
+    if (!sh->is_array()) fail(origin, what + ": shape is not an array");
+    std::vector<int64_t> shape;
+    for (const auto& d : *sh) shape.push_back(non_negative_int(d, origin, what + ": dimension"));
+    if (!off->is_array() || off->size() != 2) fail(origin, what + ": data_offsets is not [begin, end]");
+    const int64_t begin = non_negative_int((*off)[0], origin, what + ": data offset");
+    const int64_t end = non_negative_int((*off)[1], origin, what + ": data offset");
+    if (begin > end)
+      fail(origin, what + ": data_offsets begin " + std::to_string(begin) + " > end " + std::to_string(end));
+    if (static_cast<uint64_t>(end) > data_size)
+      fail(origin, what + ": data_offsets end " + std::to_string(end) + " runs past the data (" +
+                       std::to_string(data_size) + " bytes)");
+    const auto nbytes = byte_size(shape, info(*dtype).size);
+    if (!nbytes) fail(origin, what + ": shape " + shape_text(shape) + " overflows");
+    if (*nbytes != static_cast<std::size_t>(end - begin))
+      fail(origin, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") hold " +
+                       std::to_string(end - begin) + " bytes, shape " + shape_text(shape) + " " +
+                       std::string(st_dtype_name(*dtype)) + " needs " + std::to_string(*nbytes));
+    file.tensors_.push_back(StTensorView{name, *dtype, std::move(shape),
+                                         file.bytes_.data() + data_begin + begin, *nbytes});
+  }
+  // nlohmann's object is a sorted map already; sort anyway so find() never depends on it.
+  std::sort(file.tensors_.begin(), file.tensors_.end(),
+            [](const StTensorView& a, const StTensorView& b) { return a.name < b.name; });
+  return file;
+}
+
+void write_safetensors(const std::string& path, const std::vector<StTensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<const StTensorToWrite*> order;
+  for (const auto& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->name < b->name; });
+
+  // ordered_json: __metadata__ first, then tensors in data order, as Python writes it.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto& t = *order[i];
+    if (t.name.empty() || t.name == "__metadata__") fail(path, "invalid tensor name \"" + t.name + "\"");
+    if (i > 0 && order[i - 1]->name == t.name) fail(path, "duplicate tensor name \"" + t.name + "\"");
+    const auto nbytes = byte_size(t.shape, st_dtype_size(t.dtype));
+    if (!nbytes || *nbytes != t.nbytes)
+      fail(path, "tensor \"" + t.name + "\": " + std::to_string(t.nbytes) + " bytes do not match shape " +
+                     shape_text(t.shape) + " " + std::string(st_dtype_name(t.dtype)));
+    header[t.name] = {{"dtype", std::string(st_dtype_name(t.dtype))},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.nbytes}}};
+    offset += t.nbytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  unsigned char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>((text.size() >> (8 * i)) & 0xff);
+
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(tmp, sys_error("cannot create"));
+  try {
+    write_all(fd, len_bytes, 8, tmp);
+    write_all(fd, text.data(), text.size(), tmp);
+    for (const auto* t : order) write_all(fd, t->data, t->nbytes, tmp);
+    if (::fsync(fd) != 0) fail(tmp, sys_error("fsync failed"));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    fail(tmp, sys_error("close failed"));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = sys_error("cannot rename " + tmp + " to it");
+    ::unlink(tmp.c_str());
+    fail(path, err);
+  }
+  // Make the rename itself durable.
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,288 @@
+#include "model/bert.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include <ATen/Dispatch.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "compat/torch_compat.h"
+#include "config/config.h"
+
+namespace ddp_embed {
+namespace {
+
+// A module without parameters of its own: it only puts its children under a name, so
+// that ours are called what Hugging Face calls them (attention.self.query.weight).
+struct NameScope : torch::nn::Module {
+  void pretty_print(std::ostream& os) const override { os << "NameScope"; }
+};
+
+at::Tensor maybe_dropout(const at::Tensor& x, double p, bool training) {
+  return training && p > 0 ? at::dropout(x, p, /*train=*/true) : x;
+}
+
+// ---- config.json reading -------------------------------------------------------------
+
+template <typename T>
+void read_number(const nlohmann::json& j, const char* key, T& out, const std::string& origin) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer())
+      throw ModelError(origin + ": " + key + " must be an integer, not " + it->dump());
+  } else {
+    if (!it->is_number()) throw ModelError(origin + ": " + key + " must be a number, not " + it->dump());
+  }
+  out = it->get<T>();
+}
+
+void require_string(const nlohmann::json& j, const char* key, const std::string& wanted,
+                    const std::string& why, const std::string& origin) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if (!it->is_string() || it->get<std::string>() != wanted)
+    throw ModelError(origin + ": " + key + " " + it->dump() + " is not supported (" + why + ")");
+}
+
+}  // namespace
+
+BertConfig BertConfig::from_hf_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ModelError(path + ": cannot open");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelError(path + ": not valid JSON: " + e.what());
+  }
+  return from_hf_json(j, path);
+}
+
+BertConfig BertConfig::from_hf_json(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object()) throw ModelError(origin + ": a config must be a JSON object");
+  require_string(j, "model_type", "bert", "only BERT models are supported", origin);
+  require_string(j, "hidden_act", "gelu", "only the exact erf GELU, \"gelu\", is implemented", origin);
+  require_string(j, "position_embedding_type", "absolute", "only absolute positions are implemented", origin);
+  BertConfig c;
+  read_number(j, "vocab_size", c.vocab_size, origin);
+  read_number(j, "hidden_size", c.hidden_size, origin);
+  read_number(j, "num_hidden_layers", c.num_layers, origin);
+  read_number(j, "num_attention_heads", c.num_heads, origin);
+  read_number(j, "intermediate_size", c.intermediate_size, origin);
+  read_number(j, "max_position_embeddings", c.max_position, origin);
+  read_number(j, "type_vocab_size", c.type_vocab_size, origin);
+  read_number(j, "layer_norm_eps", c.layer_norm_eps, origin);
+  read_number(j, "hidden_dropout_prob", c.hidden_dropout, origin);
+  read_number(j, "attention_probs_dropout_prob", c.attention_dropout, origin);
+  read_number(j, "pad_token_id", c.pad_token_id, origin);
+  read_number(j, "initializer_range", c.initializer_range, origin);
+  c.validate(origin);
+  return c;
+}
+
+BertConfig BertConfig::from_model_config(const ModelConfig& m) {
+  BertConfig c;
+  c.vocab_size = m.vocab_size;
+  c.hidden_size = m.hidden_size;
+  c.num_layers = m.num_layers;
+  c.num_heads = m.num_heads;
+  c.intermediate_size = m.intermediate_size;
+  c.max_position = m.max_position;
+  c.hidden_dropout = c.attention_dropout = m.dropout;
+  c.validate("model config");
+  return c;
+}
+
+nlohmann::json BertConfig::to_hf_json() const {
+  return {{"architectures", {"BertModel"}},
+          {"model_type", "bert"},
+          {"vocab_size", vocab_size},
+          {"hidden_size", hidden_size},
+          {"num_hidden_layers", num_layers},
+          {"num_attention_heads", num_heads},
+          {"intermediate_size", intermediate_size},
+          {"max_position_embeddings", max_position},
+          {"type_vocab_size", type_vocab_size},
+          {"layer_norm_eps", layer_norm_eps},
+          {"hidden_dropout_prob", hidden_dropout},
+          {"attention_probs_dropout_prob", attention_dropout},
+          {"pad_token_id", pad_token_id},
+          {"initializer_range", initializer_range},
+          {"hidden_act", "gelu"},
+          {"position_embedding_type", "absolute"}};
+}
+
+void BertConfig::validate(const std::string& origin) const {
+  const auto positive = [&](int64_t v, const char* name) {
+    if (v <= 0) throw ModelError(origin + ": " + name + " must be positive, not " + std::to_string(v));
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(num_layers, "num_hidden_layers");
+  positive(num_heads, "num_attention_heads");
+  positive(intermediate_size, "intermediate_size");
+  positive(max_position, "max_position_embeddings");
+  positive(type_vocab_size, "type_vocab_size");
+  if (hidden_size % num_heads != 0)
+    throw ModelError(origin + ": hidden_size " + std::to_string(hidden_size) +
+                     " is not a multiple of num_attention_heads " + std::to_string(num_heads));
+  if (pad_token_id < 0 || pad_token_id >= vocab_size)
+    throw ModelError(origin + ": pad_token_id " + std::to_string(pad_token_id) + " is outside the vocabulary");
+  for (double p : {hidden_dropout, attention_dropout})
+    if (!(p >= 0 && p < 1)) throw ModelError(origin + ": dropout " + std::to_string(p) + " is not in [0, 1)");
+  if (!(layer_norm_eps > 0)) throw ModelError(origin + ": layer_norm_eps must be positive");
+}
+
+// ---- modules ----------------------------------------------------------------------------
+
+BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) : dropout_(c.hidden_dropout) {
+  using torch::nn::EmbeddingOptions;
+  word_embeddings = register_module(
+      "word_embeddings",
+      torch::nn::Embedding(EmbeddingOptions(c.vocab_size, c.hidden_size).padding_idx(c.pad_token_id)));
+  position_embeddings =
+      register_module("position_embeddings", torch::nn::Embedding(c.max_position, c.hidden_size));
+  token_type_embeddings =
+      register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
+  LayerNorm = register_module(
+      "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
+}
+
+at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids) {
+  const int64_t length = input_ids.size(1);
+  const int64_t max_position = position_embeddings->weight.size(0);
+  if (length > max_position)
+    throw ModelError("sequence length " + std::to_string(length) + " exceeds max_position_embeddings " +
+                     std::to_string(max_position));
+  // Token types are all 0, so their embedding is one row: add it to the [L, H]
+  // positions once instead of gathering a [B, L, H] tensor of copies.
+  const at::Tensor position_and_type =
+      position_embeddings->weight.slice(0, 0, length) + token_type_embeddings->weight[0];
+  at::Tensor x = word_embeddings(input_ids) + position_and_type;
+  return maybe_dropout(LayerNorm(x), dropout_, is_training());
+}
+
+BertLayerImpl::BertLayerImpl(const BertConfig& c)
+    : num_heads_(c.num_heads), hidden_dropout_(c.hidden_dropout), attention_dropout_(c.attention_dropout) {
+  using torch::nn::Linear;
+  const auto layer_norm = [&] {
+    return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
+  };
+  // Constructed in Hugging Face's order: the default-init random draws then match.
+  auto attention = register_module("attention", std::make_shared<NameScope>());
+  auto self = attention->register_module("self", std::make_shared<NameScope>());
+  query = self->register_module("query", Linear(c.hidden_size, c.hidden_size));
+  key = self->register_module("key", Linear(c.hidden_size, c.hidden_size));
+  value = self->register_module("value", Linear(c.hidden_size, c.hidden_size));
+  auto attention_output = attention->register_module("output", std::make_shared<NameScope>());
+  attention_dense = attention_output->register_module("dense", Linear(c.hidden_size, c.hidden_size));
+  attention_norm = attention_output->register_module("LayerNorm", layer_norm());
+  auto intermediate = register_module("intermediate", std::make_shared<NameScope>());
+  intermediate_dense = intermediate->register_module("dense", Linear(c.hidden_size, c.intermediate_size));
+  auto output = register_module("output", std::make_shared<NameScope>());
+  output_dense = output->register_module("dense", Linear(c.intermediate_size, c.hidden_size));
+  output_norm = output->register_module("LayerNorm", layer_norm());
+}
+
+at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bias) {
+  const int64_t batch = x.size(0), length = x.size(1), hidden = x.size(2);
+  const int64_t head_dim = hidden / num_heads_;
+  // [B, L, H] → [B, heads, L, head_dim], a view.
+  const auto split_heads = [&](const at::Tensor& t) {
+    return t.view({batch, length, num_heads_, head_dim}).transpose(1, 2);
+  };
+  const at::Tensor q = split_heads(query(x));
+  const at::Tensor k = split_heads(key(x));
+  const at::Tensor v = split_heads(value(x));
+  const double attention_p = is_training() ? attention_dropout_ : 0.0;
+  const at::Tensor context =
+      compat::attention(q, k, v, mask_bias, attention_p).transpose(1, 2).reshape({batch, length, hidden});
+
+  const bool training = is_training();
+  const at::Tensor a = attention_norm(maybe_dropout(attention_dense(context), hidden_dropout_, training) + x);
+  const at::Tensor h = at::gelu(intermediate_dense(a));  // exact erf GELU, as "gelu" in HF
+  return output_norm(maybe_dropout(output_dense(h), hidden_dropout_, training) + a);
+}
+
+BertModelImpl::BertModelImpl(const BertConfig& c) : config_(c) {
+  config_.validate();
+  embeddings = register_module("embeddings", BertEmbeddings(config_));
+  auto encoder = register_module("encoder", std::make_shared<NameScope>());
+  auto layer_list = encoder->register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    layers_.push_back(BertLayer(config_));
+    layer_list->push_back(layers_.back());
+  }
+  // transformers' BertModel(config) also builds a pooler Linear(H, H) here and initializes
+  // it last: consume the same random numbers so a seed gives the same weights as there.
+  const int64_t h = config_.hidden_size;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(h));
+  {
+    at::NoGradGuard no_grad;
+    at::empty({h, h}).uniform_(-bound, bound);  // its kaiming_uniform_ weight
+    at::empty({h}).uniform_(-bound, bound);     // its bias
+  }
+  init_weights();
+  {
+    at::NoGradGuard no_grad;
+    at::empty({h, h}).normal_(0.0, config_.initializer_range);  // its weight, re-initialized
+  }
+}
+
+void BertModelImpl::init_weights() {
+  at::NoGradGuard no_grad;
+  const double std = config_.initializer_range;
+  // modules() visits depth-first in registration order: the leaves come in the same
+  // order as in transformers' post-order apply(), so the draws match.
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (auto* linear = dynamic_cast<torch::nn::LinearImpl*>(m.get())) {
+      linear->weight.normal_(0.0, std);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* embedding = dynamic_cast<torch::nn::EmbeddingImpl*>(m.get())) {
+      embedding->weight.normal_(0.0, std);
+      if (const auto& pad = embedding->options.padding_idx()) embedding->weight[*pad].zero_();
+    } else if (auto* norm = dynamic_cast<torch::nn::LayerNormImpl*>(m.get())) {
+      norm->weight.fill_(1.0);
+      norm->bias.zero_();
+    }
+  }
+}
+
+at::Tensor BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, length], got ", input_ids.sizes());
+  TORCH_CHECK(attention_mask.sizes() == input_ids.sizes(), "attention_mask ", attention_mask.sizes(),
+              " does not match input_ids ", input_ids.sizes());
+  at::Tensor x = embeddings(input_ids);
+  // Additive attention bias, 0 for real keys and the lowest finite value for padding
+  // (as transformers does): exp() of it is exactly 0, so padding never reaches a real
+  // token, and unlike -inf a row of all padding cannot make NaN.
+  double lowest = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "mask_bias", [&] {
+    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+  });
+  const int64_t batch = input_ids.size(0), length = input_ids.size(1);
+  const at::Tensor mask_bias = at::zeros({batch, 1, 1, length}, x.options())
+                                   .masked_fill_((attention_mask == 0).view({batch, 1, 1, length}), lowest);
+  for (auto& layer : layers_) x = layer(x, mask_bias);
+  return x;
+}
+
+Pooling parse_pooling(const std::string& name) {
+  if (name == "cls") return Pooling::Cls;
+  if (name == "mean") return Pooling::Mean;
+  throw ModelError("unknown pooling \"" + name + "\" (cls | mean)");
+}
+
+std::string pooling_name(Pooling p) { return p == Pooling::Cls ? "cls" : "mean"; }
+
+at::Tensor pool(const at::Tensor& hidden, const at::Tensor& attention_mask, Pooling mode) {
+  if (mode == Pooling::Cls) return hidden.select(1, 0);
+  const at::Tensor m = attention_mask.to(hidden.scalar_type()).unsqueeze(-1);  // [B, L, 1]
+  // clamp: an all-padding row gives 0 rather than NaN (as sentence-transformers does).
+  return (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9);
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,137 @@
+// The BERT encoder (post-LayerNorm transformer, exact erf GELU, learned absolute
+// positions) with Hugging Face BertModel's parameter names, so that a Hugging Face
+// model.safetensors loads by name and ours loads in transformers:
+//
+//   embeddings.{word,position,token_type}_embeddings.weight, embeddings.LayerNorm.*
+//   encoder.layer.N.attention.self.{query,key,value}.*
+//   encoder.layer.N.attention.output.{dense,LayerNorm}.*
+//   encoder.layer.N.intermediate.dense.*   encoder.layer.N.output.{dense,LayerNorm}.*
+//
+// There is no pooler: sentence embeddings pool the last hidden state (pool() below).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json_fwd.hpp>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+namespace ddp_embed {
+
+struct ModelConfig;
+
+struct ModelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct BertConfig {
+  int64_t vocab_size = 30522;
+  int64_t hidden_size = 768;
+  int64_t num_layers = 12;
+  int64_t num_heads = 12;
+  int64_t intermediate_size = 3072;
+  int64_t max_position = 512;
+  int64_t type_vocab_size = 2;
+  double layer_norm_eps = 1e-12;
+  double hidden_dropout = 0.1;     // embeddings and every sub-layer's output
+  double attention_dropout = 0.1;  // attention probabilities
+  int64_t pad_token_id = 0;
+  double initializer_range = 0.02;  // std of the normal init of weights
+
+  // A Hugging Face config.json. Keys: hidden_size, num_hidden_layers,
+  // num_attention_heads, intermediate_size, max_position_embeddings, vocab_size,
+  // type_vocab_size, layer_norm_eps, hidden_dropout_prob, attention_probs_dropout_prob,
+  // pad_token_id, initializer_range (missing ones keep the defaults above). hidden_act
+  // must be "gelu" (exact erf) and position_embedding_type "absolute". Throws ModelError
+  // naming the file and key.
+  static BertConfig from_hf_json(const std::string& path);
+  static BertConfig from_hf_json(const nlohmann::json& j, const std::string& origin);
+  // The architecture of DESIGN.md's "model" config section (dropout → both dropouts).
+  static BertConfig from_model_config(const ModelConfig& m);
+  // A config.json that transformers' BertModel reads back (model_type "bert").
+  nlohmann::json to_hf_json() const;
+  // Throws ModelError if sizes are not positive or hidden_size % num_heads != 0.
+  void validate(const std::string& origin = "bert config") const;
+};
+
+// word + position + token type (always 0) embeddings, LayerNorm, dropout.
+class BertEmbeddingsImpl : public torch::nn::Module {
+ public:
+  explicit BertEmbeddingsImpl(const BertConfig& c);
+  at::Tensor forward(const at::Tensor& input_ids);  // [B, L] int64 → [B, L, H]
+
+  torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
+      token_type_embeddings{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(BertEmbeddings);
+
+// One encoder layer: self-attention and feed-forward, each followed by residual +
+// LayerNorm. Registered under HF's nested names (attention.self.query, ...).
+class BertLayerImpl : public torch::nn::Module {
+ public:
+  explicit BertLayerImpl(const BertConfig& c);
+  // x [B, L, H]; mask_bias: additive, [B, 1, 1, L] (see BertModelImpl::forward).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask_bias);
+
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  torch::nn::Linear attention_dense{nullptr};      // attention.output.dense
+  torch::nn::LayerNorm attention_norm{nullptr};    // attention.output.LayerNorm
+  torch::nn::Linear intermediate_dense{nullptr};   // intermediate.dense
+  torch::nn::Linear output_dense{nullptr};         // output.dense
+  torch::nn::LayerNorm output_norm{nullptr};       // output.LayerNorm
+
+ private:
+  int64_t num_heads_;
+  double hidden_dropout_, attention_dropout_;
+};
+TORCH_MODULE(BertLayer);
+
+class BertModelImpl : public torch::nn::Module {
+ public:
+  // Builds the layers and initializes them as BERT does (init_weights()).
+  explicit BertModelImpl(const BertConfig& c);
+
+  // input_ids int64 [B, L]; attention_mask [B, L], 1 = real token, 0 = padding (any
+  // integer, bool or float dtype). Token types are all 0, positions 0..L-1. Returns the
+  // last hidden state [B, L, H]. Padding never changes a real token's output: padded
+  // keys get the dtype's lowest value added to their attention scores.
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask);
+
+  // BERT's initialization, deterministic under torch::manual_seed: N(0,
+  // initializer_range) for Linear and Embedding weights, zero biases and padding row,
+  // LayerNorm weight 1 and bias 0. The constructor draws the same random numbers, in
+  // the same order, as transformers' BertModel(config) (whose pooler we lack: its
+  // draws are made and thrown away), so a given seed gives its initial weights.
+  void init_weights();
+
+  const BertConfig& config() const { return config_; }
+  std::vector<BertLayer>& layers() { return layers_; }
+
+  BertEmbeddings embeddings{nullptr};
+
+ private:
+  BertConfig config_;
+  std::vector<BertLayer> layers_;  // also registered as encoder.layer.N
+};
+TORCH_MODULE(BertModel);
+
+enum class Pooling { Cls, Mean };
+Pooling parse_pooling(const std::string& name);  // "cls" | "mean"; throws ModelError
+std::string pooling_name(Pooling p);
+
+// Sentence embeddings from a last hidden state [B, L, H] and its mask [B, L]: the [CLS]
+// position, or the mean over real tokens only. → [B, H]
+at::Tensor pool(const at::Tensor& hidden, const at::Tensor& attention_mask, Pooling mode);
+
+}  // namespace ddp_embed

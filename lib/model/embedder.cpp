@@ -1,0 +1,102 @@
+#include "model/embedder.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "model/loss.h"
+
+namespace ddp_embed {
+namespace {
+
+void check_input(const EncoderInput& in, const char* what) {
+  if (!in.ids.defined() || !in.mask.defined() || in.ids.dim() != 2 || in.mask.sizes() != in.ids.sizes())
+    throw std::invalid_argument(std::string(what) + ": needs ids and mask of the same [n, L] shape");
+}
+
+// Puts a module back into training mode when the scope ends, if it was in it.
+class RestoreTraining {
+ public:
+  explicit RestoreTraining(torch::nn::Module& m) : module_(m), was_training_(m.is_training()) {}
+  ~RestoreTraining() { module_.train(was_training_); }
+
+ private:
+  torch::nn::Module& module_;
+  bool was_training_;
+};
+
+}  // namespace
+
+SentenceEmbedderImpl::SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
+    : pooling_(pooling) {
+  if (projection_dim < 0) throw std::invalid_argument("projection_dim must be >= 0");
+  bert = register_module("bert", BertModel(config));
+  // PyTorch's default Linear init, as sentence-transformers' Dense and the reference
+  // recipe's head use.
+  if (projection_dim > 0)
+    projection = register_module("projection", torch::nn::Linear(config.hidden_size, projection_dim));
+}
+
+int64_t SentenceEmbedderImpl::embedding_dim() const {
+  return projection ? projection->options.out_features() : bert->config().hidden_size;
+}
+
+at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
+  check_input(input, "embed");
+  at::Tensor e = pool(bert(input.ids, input.mask), input.mask, pooling_);
+  return projection ? projection(e) : e;
+}
+
+at::Tensor SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos,
+                                         const EncoderInput& neg, const LossSettings& loss,
+                                         const CandidateExchange& exchange) {
+  check_input(query, "query");
+  check_input(pos, "pos");
+  if (pos.ids.size(0) != query.ids.size(0))
+    throw std::invalid_argument("forward: " + std::to_string(query.ids.size(0)) + " queries but " +
+                                std::to_string(pos.ids.size(0)) + " positives");
+  std::vector<EncoderInput> parts = {query, pos};
+  if (neg.defined()) {
+    check_input(neg, "neg");
+    parts.push_back(neg);
+  }
+
+  // One encoder call for all the sequences when they are padded to the same length:
+  // larger matrix products and half the per-op overhead.
+  std::vector<at::Tensor> embedded;
+  bool same_length = true;
+  for (const auto& p : parts) same_length = same_length && p.ids.size(1) == query.ids.size(1);
+  if (same_length) {
+    std::vector<at::Tensor> ids, masks;
+    std::vector<int64_t> counts;
+    for (const auto& p : parts) {
+      ids.push_back(p.ids);
+      masks.push_back(p.mask);
+      counts.push_back(p.ids.size(0));
+    }
+    embedded = embed({at::cat(ids), at::cat(masks)}).split_with_sizes(counts);
+  } else {
+    for (const auto& p : parts) embedded.push_back(embed(p));
+  }
+
+  const at::Tensor q = embedded[0];
+  at::Tensor candidates = neg.defined() ? at::cat({embedded[1], embedded[2]}) : embedded[1];
+  int64_t positive_offset = 0;
+  if (exchange.all_gather) {
+    const int64_t local = candidates.size(0);
+    candidates = exchange.all_gather(candidates);
+    if (candidates.dim() != 2 || candidates.size(0) % local != 0 || candidates.size(0) < (exchange.rank + 1) * local)
+      throw std::runtime_error("all_gather of " + std::to_string(local) + " candidates returned " +
+                               std::to_string(candidates.size(0)) + " rows for rank " + std::to_string(exchange.rank));
+    positive_offset = exchange.rank * local;
+  }
+  return contrastive_loss(q, candidates, positive_offset, loss.type, loss.temperature);
+}
+
+at::Tensor SentenceEmbedderImpl::encode_batch(const EncoderInput& input) {
+  RestoreTraining restore(*this);
+  eval();
+  at::NoGradGuard no_grad;
+  return embed(input);
+}
+
+}  // namespace ddp_embed

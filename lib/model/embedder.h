@@ -1,0 +1,79 @@
+// The sentence-embedding model: BERT → pooling (cls | mean) → optional Linear(hidden,
+// projection_dim), with the contrastive loss computed inside forward() so that the
+// training step (and gradient averaging) sees one module call per micro-batch.
+//
+// Parameter names: bert.<Hugging Face BertModel names> and projection.{weight,bias}.
+// Saved as a sentence-transformers folder, the BERT goes to model.safetensors without
+// the "bert." prefix and the projection to 2_Dense/model.safetensors as linear.* (an
+// identity-activation Dense), e.g. with weights.h:
+//   save_module(*embedder->bert, dir + "/model.safetensors");
+//   save_module(*embedder->projection, dir + "/2_Dense/model.safetensors", "linear.");
+//   load_module(*embedder->projection, path, LoadOptions{{"linear."}});
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/bert.h"
+
+namespace ddp_embed {
+
+// One padded batch of token sequences.
+struct EncoderInput {
+  at::Tensor ids;   // int64 [n, L]
+  at::Tensor mask;  // [n, L], 1 = real token, 0 = padding
+  bool defined() const { return ids.defined(); }
+};
+
+struct LossSettings {
+  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce (model/loss.h)
+  double temperature = 0.05;
+};
+
+// Cross-rank negatives: when all_gather is set, the loss compares each query with the
+// candidates (positives, then hard negatives) of every rank. all_gather maps this rank's
+// [n, D] to [world * n, D], the ranks' blocks in rank order, differentiable (provided by
+// the dist code); every rank must have the same n. The local positives then start at
+// row rank * n.
+struct CandidateExchange {
+  std::function<at::Tensor(const at::Tensor&)> all_gather;
+  int64_t rank = 0;
+};
+
+class SentenceEmbedderImpl : public torch::nn::Module {
+ public:
+  // projection_dim 0: no projection, embeddings are the pooled hidden states.
+  SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling);
+
+  // Pooled (and projected) embeddings [n, D], with gradient, in the current mode.
+  at::Tensor embed(const EncoderInput& input);
+
+  // The training loss for a micro-batch of pairs: embeds queries, positives and (if
+  // neg.defined()) hard negatives, which join the positives as further candidates for
+  // every query; with `exchange`, gathers the candidates of all ranks first. Returns the
+  // scalar contrastive_loss() (fp32).
+  at::Tensor forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
+                     const LossSettings& loss, const CandidateExchange& exchange = {});
+
+  // Embeddings for inference: eval mode (no dropout) and no autograd, the previous mode
+  // restored afterwards. Not normalized.
+  at::Tensor encode_batch(const EncoderInput& input);
+
+  int64_t embedding_dim() const;
+  Pooling pooling() const { return pooling_; }
+
+  BertModel bert{nullptr};
+  torch::nn::Linear projection{nullptr};  // null without projection
+
+ private:
+  Pooling pooling_;
+};
+TORCH_MODULE(SentenceEmbedder);
+
+}  // namespace ddp_embed

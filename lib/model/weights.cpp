@@ -1,0 +1,156 @@
+#include "model/weights.h"
+
+#include <cstring>
+#include <set>
+
+#include "io/safetensors.h"
+
+namespace ddp_embed {
+namespace {
+
+struct DtypePair {
+  StDtype st;
+  at::ScalarType at;
+};
+constexpr DtypePair kDtypePairs[] = {
+    {StDtype::F64, at::kDouble}, {StDtype::F32, at::kFloat}, {StDtype::F16, at::kHalf},
+    {StDtype::BF16, at::kBFloat16}, {StDtype::I64, at::kLong}, {StDtype::I32, at::kInt},
+    {StDtype::I16, at::kShort}, {StDtype::I8, at::kChar}, {StDtype::U8, at::kByte},
+    {StDtype::BOOL, at::kBool},
+};
+
+at::ScalarType to_scalar_type(StDtype d) {
+  for (const auto& p : kDtypePairs)
+    if (p.st == d) return p.at;
+  throw WeightsError("unmapped safetensors dtype");
+}
+
+StDtype to_st_dtype(at::ScalarType t, const std::string& name) {
+  for (const auto& p : kDtypePairs)
+    if (p.at == t) return p.st;
+  throw WeightsError("tensor \"" + name + "\": dtype " + std::string(c10::toString(t)) +
+                     " cannot be stored in safetensors");
+}
+
+at::Tensor to_tensor(const StTensorView& v) {
+  at::Tensor t = at::empty(v.shape, at::TensorOptions().dtype(to_scalar_type(v.dtype)));
+  if (v.nbytes > 0) std::memcpy(t.data_ptr(), v.data, v.nbytes);  // memcpy: file data may be unaligned
+  return t;
+}
+
+std::string shape_text(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// "a, b, c and 7 more"
+std::string name_list(const std::vector<std::string>& names) {
+  if (names.empty()) return "none";
+  constexpr size_t kShown = 8;
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > kShown) s += " and " + std::to_string(names.size() - kShown) + " more";
+  return s;
+}
+
+NamedTensors module_tensors(const torch::nn::Module& module) {
+  NamedTensors out;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
+// The file names that may hold module tensor `name`, best first.
+std::vector<std::string> candidate_names(const std::string& name, const LoadOptions& options) {
+  std::vector<std::string> bases = {name};
+  // Old TensorFlow-converted checkpoints call LayerNorm's weight/bias gamma/beta.
+  const auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with("LayerNorm.weight")) bases.push_back(name.substr(0, name.size() - 6) + "gamma");
+  if (ends_with("LayerNorm.bias")) bases.push_back(name.substr(0, name.size() - 4) + "beta");
+  std::vector<std::string> out = bases;
+  for (const auto& prefix : options.strip_prefixes)
+    for (const auto& base : bases) out.push_back(prefix + base);
+  return out;
+}
+
+}  // namespace
+
+NamedTensors load_tensors(const std::string& path) {
+  const SafetensorsFile file = read_safetensors(path);
+  NamedTensors out;
+  for (const auto& v : file.tensors()) out.emplace_back(v.name, to_tensor(v));
+  return out;
+}
+
+void save_tensors(const std::string& path, const NamedTensors& tensors,
+                  const std::map<std::string, std::string>& metadata) {
+  std::vector<at::Tensor> keep_alive;  // CPU contiguous copies the views below point into
+  std::vector<StTensorToWrite> views;
+  keep_alive.reserve(tensors.size());
+  for (const auto& [name, tensor] : tensors) {
+    const StDtype dtype = to_st_dtype(tensor.scalar_type(), name);
+    keep_alive.push_back(tensor.detach().to(at::kCPU).contiguous());
+    const at::Tensor& t = keep_alive.back();
+    views.push_back({name, dtype, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size()});
+  }
+  write_safetensors(path, views, metadata);
+}
+
+LoadReport load_module(torch::nn::Module& module, const std::string& path, const LoadOptions& options) {
+  const SafetensorsFile file = read_safetensors(path);
+  const NamedTensors targets = module_tensors(module);
+
+  std::set<std::string> used;
+  std::vector<std::pair<const StTensorView*, at::Tensor>> plan;
+  std::vector<std::string> missing;
+  LoadReport report;
+  for (const auto& [name, target] : targets) {
+    const StTensorView* found = nullptr;
+    for (const auto& candidate : candidate_names(name, options))
+      if ((found = file.find(candidate))) break;
+    if (!found) {
+      missing.push_back(name + " " + shape_text(target.sizes()));
+      continue;
+    }
+    used.insert(found->name);
+    plan.emplace_back(found, target);
+    report.loaded.push_back(name);
+  }
+  for (const auto& v : file.tensors())
+    if (!used.count(v.name)) report.unused.push_back(v.name);
+  if (!missing.empty())
+    throw WeightsError(path + ": missing tensor" + (missing.size() > 1 ? "s " : " ") + name_list(missing) +
+                       "; tensors of the file that matched nothing: " + name_list(report.unused));
+
+  // Check everything before changing anything: a failed load leaves the module as it was.
+  for (const auto& [view, target] : plan) {
+    if (at::IntArrayRef(view->shape) != target.sizes())
+      throw WeightsError(path + ": tensor \"" + view->name + "\" has shape " + shape_text(view->shape) +
+                         ", the model's has " + shape_text(target.sizes()));
+    const at::ScalarType from = to_scalar_type(view->dtype);
+    const bool ok = at::isFloatingType(target.scalar_type()) ? at::isFloatingType(from) : from == target.scalar_type();
+    if (!ok)
+      throw WeightsError(path + ": tensor \"" + view->name + "\" is " + std::string(st_dtype_name(view->dtype)) +
+                         ", which cannot fill a " + std::string(c10::toString(target.scalar_type())) + " tensor");
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [view, target] : plan) {
+    at::Tensor t = target;  // shares storage with the module's tensor
+    t.copy_(to_tensor(*view));
+  }
+  return report;
+}
+
+void save_module(const torch::nn::Module& module, const std::string& path, const std::string& name_prefix,
+                 const std::map<std::string, std::string>& metadata) {
+  NamedTensors out;
+  for (const auto& [name, tensor] : module_tensors(module))
+    out.emplace_back(name_prefix + name, at::isFloatingType(tensor.scalar_type()) ? tensor.detach().to(at::kFloat)
+                                                                                   : tensor.detach());
+  save_tensors(path, out, metadata);
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,55 @@
+// Tensors and module weights to and from safetensors files (io/safetensors.h): what
+// model.safetensors, 2_Dense/model.safetensors and checkpoints are made of. No pickle.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+namespace ddp_embed {
+
+struct WeightsError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Every tensor of a file, as CPU tensors in the file's dtype, sorted by name.
+// Throws SafetensorsError for a bad file.
+NamedTensors load_tensors(const std::string& path);
+
+// Writes tensors (any device, contiguous or not) in their own dtype; names must be unique.
+// Metadata defaults to {"format": "pt"}, which transformers requires.
+void save_tensors(const std::string& path, const NamedTensors& tensors,
+                  const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+struct LoadOptions {
+  // A file name starting with one of these also matches the module name without it
+  // ("bert.encoder..." → "encoder..."; "linear.weight" → "weight").
+  std::vector<std::string> strip_prefixes = {"bert."};
+};
+
+struct LoadReport {
+  std::vector<std::string> loaded;  // module names that were filled
+  std::vector<std::string> unused;  // file names that matched nothing (pooler.*, cls.*, ...)
+};
+
+// Fills every parameter and buffer of `module` from the file by name, converting
+// F32/F16/BF16/F64 to the parameter's dtype and device (old "LayerNorm.gamma/beta"
+// names are read as weight/bias). A module tensor missing from the file, or a shape
+// or dtype-kind mismatch, throws WeightsError naming the tensor and listing the file's
+// unused names; extra file tensors are returned in LoadReport::unused.
+LoadReport load_module(torch::nn::Module& module, const std::string& path, const LoadOptions& options = {});
+
+// Writes the module's parameters and buffers as F32 (integer buffers keep their dtype),
+// each name prefixed with `name_prefix` (e.g. "linear." for sentence-transformers'
+// 2_Dense/model.safetensors).
+void save_module(const torch::nn::Module& module, const std::string& path, const std::string& name_prefix = "",
+                 const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+}  // namespace ddp_embed

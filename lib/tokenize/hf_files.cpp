@@ -1,0 +1,77 @@
+#include "tokenize/hf_files.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace ddp_embed {
+namespace hf_files {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TokenizerError("cannot open " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw TokenizerError("cannot read " + path.string() + ": " + std::strerror(errno));
+  return std::move(buffer).str();
+}
+
+void write_file(const fs::path& path, std::string_view content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw TokenizerError("cannot write " + path.string() + ": " + std::strerror(errno));
+  out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  out.close();
+  if (!out) throw TokenizerError("cannot write " + path.string() + ": " + std::strerror(errno));
+}
+
+void make_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw TokenizerError("cannot create " + dir.string() + ": " + ec.message());
+}
+
+std::optional<nlohmann::json> read_json_if_exists(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  const std::string text = read_file(path);
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded() || !value.is_object())
+    throw TokenizerError(path.string() + ": not a JSON object");
+  return value;
+}
+
+void write_json(const fs::path& path, const nlohmann::ordered_json& value) {
+  write_file(path, value.dump(2) + "\n");
+}
+
+std::string token_name(const nlohmann::json& config, const char* key, const std::string& fallback) {
+  auto it = config.find(key);
+  if (it == config.end()) return fallback;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto content = it->find("content");
+    if (content != it->end() && content->is_string()) return content->get<std::string>();
+  }
+  return fallback;
+}
+
+bool bool_setting(const nlohmann::json& config, const char* key, bool fallback,
+                  const std::string& source) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) throw TokenizerError(source + ": \"" + key + "\" must be true or false");
+  return it->get<bool>();
+}
+
+int max_length_setting(const nlohmann::json& config, int fallback) {
+  auto it = config.find("model_max_length");
+  if (it == config.end() || !it->is_number_integer()) return fallback;
+  const auto n = it->get<int64_t>();
+  return (n > 0 && n <= (1 << 24)) ? static_cast<int>(n) : fallback;
+}
+
+}  // namespace hf_files
+}  // namespace ddp_embed

@@ -1,0 +1,41 @@
+// Reading and writing the small files that go with a Hugging Face tokenizer
+// (tokenizer_config.json, special_tokens_map.json, the vocabulary). Every failure is a
+// TokenizerError that names the file.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tokenize/tokenizer.h"
+
+namespace ddp_embed {
+namespace hf_files {
+
+// The whole file; throws "cannot open PATH: <strerror>".
+std::string read_file(const std::filesystem::path& path);
+// Writes (replacing) the file; throws "cannot write PATH: <strerror>".
+void write_file(const std::filesystem::path& path, std::string_view content);
+// Creates the folder and its parents; throws naming it.
+void make_dir(const std::filesystem::path& dir);
+
+// The parsed JSON object in `path`, or nothing when the file does not exist.
+std::optional<nlohmann::json> read_json_if_exists(const std::filesystem::path& path);
+void write_json(const std::filesystem::path& path, const nlohmann::ordered_json& value);
+
+// A special token's text from a tokenizer config: "unk_token": "[UNK]" or
+// "unk_token": {"content": "[UNK]", ...}; `fallback` when absent.
+std::string token_name(const nlohmann::json& config, const char* key, const std::string& fallback);
+
+// A boolean setting; `fallback` when absent or null. Throws naming `source` on a non-bool.
+bool bool_setting(const nlohmann::json& config, const char* key, bool fallback,
+                  const std::string& source);
+
+// tokenizer_config.json's model_max_length when it is a sane integer (Hugging Face writes
+// 1e30 for "no limit"), else `fallback`.
+int max_length_setting(const nlohmann::json& config, int fallback);
+
+}  // namespace hf_files
+}  // namespace ddp_embed

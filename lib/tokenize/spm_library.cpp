@@ -1,0 +1,143 @@
+#include "tokenize/spm_library.h"
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1  // dlmopen, LM_ID_NEWLM
+#endif
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include "tokenize/tokenizer.h"
+
+// Set by CMake for this file: the module's file name, the build folder it is written to,
+// and the lib folder it is installed to.
+#ifndef DDP_EMBED_SPM_FILE
+#define DDP_EMBED_SPM_FILE "libddp_embed_spm.so"
+#endif
+#ifndef DDP_EMBED_SPM_BUILD_DIR
+#define DDP_EMBED_SPM_BUILD_DIR ""
+#endif
+#ifndef DDP_EMBED_SPM_INSTALL_DIR
+#define DDP_EMBED_SPM_INSTALL_DIR ""
+#endif
+
+namespace ddp_embed::spm {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Why dlmopen(LM_ID_NEWLM) and not dlopen(RTLD_LOCAL | RTLD_DEEPBIND): both keep
+// sentencepiece's protobuf away from LibTorch's libprotobuf, but DEEPBIND also binds
+// sentencepiece to libstdc++'s own std::cerr/std::cout, which are never constructed when
+// the program (embed-train is one) holds copy-relocated ones: sentencepiece's first log
+// line then crashes. DEEPBIND is also refused by AddressSanitizer. A namespace of its own
+// has its own libstdc++ and libc (its own heap: hence the C API copying into our buffers).
+void* open_module(const std::string& path, std::string& error) {
+  dlerror();
+  void* handle = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* message = dlerror();
+    error = message != nullptr ? message : "dlmopen failed";
+  }
+  return handle;
+}
+
+template <typename F>
+bool resolve(void* handle, const char* name, F& out, std::string& error) {
+  out = reinterpret_cast<F>(dlsym(handle, name));
+  if (out == nullptr) error = std::string("no symbol ") + name;
+  return out != nullptr;
+}
+
+bool resolve_all(void* handle, Library& lib, std::string& error) {
+  decltype(&ddp_embed_spm_api_version) version = nullptr;
+  if (!resolve(handle, "ddp_embed_spm_api_version", version, error)) return false;
+  if (version() != DDP_EMBED_SPM_API_VERSION) {
+    error = "API version " + std::to_string(version()) + ", expected " +
+            std::to_string(DDP_EMBED_SPM_API_VERSION) + " (a stale build?)";
+    return false;
+  }
+  return resolve(handle, "ddp_embed_spm_load", lib.load, error) &&
+         resolve(handle, "ddp_embed_spm_free", lib.free, error) &&
+         resolve(handle, "ddp_embed_spm_vocab_size", lib.vocab_size, error) &&
+         resolve(handle, "ddp_embed_spm_special_ids", lib.special_ids, error) &&
+         resolve(handle, "ddp_embed_spm_piece_to_id", lib.piece_to_id, error) &&
+         resolve(handle, "ddp_embed_spm_id_to_piece", lib.id_to_piece, error) &&
+         resolve(handle, "ddp_embed_spm_encode", lib.encode, error) &&
+         resolve(handle, "ddp_embed_spm_serialized", lib.serialized, error) &&
+         resolve(handle, "ddp_embed_spm_train", lib.train, error);
+}
+
+std::vector<std::string> candidates() {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && exe.has_parent_path()) {
+    dirs.push_back(exe.parent_path().string());
+    if (exe.parent_path().has_parent_path())
+      dirs.push_back(exe.parent_path().parent_path().string());
+  }
+  for (const char* dir : {DDP_EMBED_SPM_BUILD_DIR, DDP_EMBED_SPM_INSTALL_DIR})
+    if (*dir != '\0') dirs.emplace_back(dir);
+  std::vector<std::string> out;
+  for (const auto& dir : dirs) {
+    std::string file = (fs::path(dir) / DDP_EMBED_SPM_FILE).lexically_normal().string();
+    bool seen = false;
+    for (const auto& known : out) seen = seen || known == file;
+    if (!seen) out.push_back(std::move(file));
+  }
+  return out;
+}
+
+struct Loaded {
+  Library library;
+  std::string error;  // empty: loaded
+};
+
+Loaded load() {
+  Loaded result;
+  std::vector<std::string> files;
+  const char* env = std::getenv("DDP_EMBED_SPM_LIBRARY");
+  const bool from_env = env != nullptr && *env != '\0';
+  if (from_env) files.emplace_back(env);
+  else files = candidates();
+
+  std::string tried;
+  for (const auto& file : files) {
+    std::error_code ec;
+    if (!from_env && !fs::exists(file, ec)) {
+      tried += "\n  " + file + ": not there";
+      continue;
+    }
+    std::string error;
+    void* handle = open_module(file, error);
+    if (handle != nullptr && resolve_all(handle, result.library, error)) {
+      result.library.path = file;
+      return result;  // never closed: the models live as long as the process
+    }
+    if (handle != nullptr) dlclose(handle);
+    tried += "\n  " + file + ": " + error;
+  }
+  result.library = Library{};
+  result.error = std::string("cannot load sentencepiece's module ") + DDP_EMBED_SPM_FILE +
+                 " (build the CMake target ddp_embed_spm, or set DDP_EMBED_SPM_LIBRARY to "
+                 "its path)" +
+                 (from_env ? "; DDP_EMBED_SPM_LIBRARY is set:" : "; looked for it at:") + tried;
+  return result;
+}
+
+}  // namespace
+
+const Library& library() {
+  static std::once_flag once;
+  static Loaded loaded;
+  std::call_once(once, [] { loaded = load(); });
+  if (!loaded.error.empty()) throw TokenizerError(loaded.error);
+  return loaded.library;
+}
+
+}  // namespace ddp_embed::spm

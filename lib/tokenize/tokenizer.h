@@ -1,0 +1,61 @@
+// Text → token ids. Two implementations behind one interface:
+//  - WordPiece from a Hugging Face vocab.txt (BERT's basic tokenization + greedy
+//    longest-match WordPiece), producing exactly BertTokenizer's ids;
+//  - sentencepiece models, including ones trained by `embed-train tokenizer`.
+// encode() is const and thread-safe: the data loader tokenizes on several threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddp_embed {
+
+struct TokenizerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct SpecialIds {
+  int32_t pad = 0, unk = 100, cls = 101, sep = 102, mask = 103;
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // [CLS] pieces... [SEP], at most max_length ids in all (longer text loses its tail
+  // pieces; [SEP] stays last), like Hugging Face's truncation=True.
+  virtual std::vector<int32_t> encode(std::string_view text, int max_length) const = 0;
+  virtual int32_t vocab_size() const = 0;
+  virtual SpecialIds special() const = 0;
+  virtual std::string type() const = 0;  // "wordpiece" | "sentencepiece"
+  // Writes the files that load_tokenizer(type(), dir) and Hugging Face's AutoTokenizer
+  // read back (vocab.txt or the .model file, plus tokenizer_config.json,
+  // special_tokens_map.json).
+  virtual void save(const std::string& dir) const = 0;
+
+  // The longest input the model takes; save() writes it to tokenizer_config.json
+  // (model_max_length). Loading takes it from there, else 512.
+  int model_max_length() const { return model_max_length_; }
+  void set_model_max_length(int n) { model_max_length_ = n; }
+
+ protected:
+  int model_max_length_ = 512;
+};
+
+// type: "wordpiece" or "sentencepiece". path: the vocab.txt / .model file, or a folder
+// holding one. For WordPiece, a tokenizer_config.json beside the vocab decides
+// lower-casing (do_lower_case); otherwise `lower_case`. Throws TokenizerError naming the
+// path.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& type, const std::string& path,
+                                          bool lower_case = true);
+
+// Trains a sentencepiece (unigram) model on the text of `inputs` (JSONL pair files: every
+// text field is used; or plain text, one sentence a line) with BERT's special tokens
+// [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, and saves it into output_dir as save() does.
+void train_sentencepiece(const std::vector<std::string>& inputs, int vocab_size,
+                         const std::string& output_dir);
+
+}  // namespace ddp_embed

@@ -1,0 +1,121 @@
+#include "train/batches.h"
+
+#include <algorithm>
+
+namespace ddp_embed {
+
+EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequences) {
+  int64_t longest = 1;
+  for (auto s : sequences) longest = std::max<int64_t>(longest, store.length(s));
+  const int64_t n = static_cast<int64_t>(sequences.size());
+  auto ids = torch::zeros({n, longest}, torch::kInt64);  // 0 = [PAD] for our tokenizers
+  auto mask = torch::zeros({n, longest}, torch::kInt64);
+  auto* id_rows = ids.data_ptr<int64_t>();
+  auto* mask_rows = mask.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t len = store.length(sequences[i]);
+    store.copy(sequences[i], id_rows + i * longest);
+    std::fill(mask_rows + i * longest, mask_rows + i * longest + len, int64_t{1});
+  }
+  return {ids, mask};
+}
+
+PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& indices,
+                          int64_t epoch, uint64_t seed, int negatives_per_query) {
+  std::vector<int64_t> queries, positives, negatives;
+  queries.reserve(indices.size());
+  positives.reserve(indices.size());
+  for (auto i : indices) {
+    const PairIndex& p = data.pairs[size_t(i)];
+    queries.push_back(p.query);
+    // One positive per epoch, drawn from (seed, epoch, pair): the same whichever rank
+    // and step the pair lands on.
+    const uint64_t pick = p.pos_count > 1 ? mix_hash(seed, uint64_t(epoch), uint64_t(i)) % uint64_t(p.pos_count) : 0;
+    positives.push_back(p.pos_begin + int64_t(pick));
+    // Hard negatives: up to negatives_per_query of the pair's list, starting at a
+    // seeded rotation so that different negatives are used in different epochs.
+    const int take = std::min<int>(negatives_per_query, p.neg_count);
+    const uint64_t start = p.neg_count > 0 ? mix_hash(seed + 1, uint64_t(epoch), uint64_t(i)) % uint64_t(p.neg_count) : 0;
+    for (int k = 0; k < take; ++k) negatives.push_back(p.neg_begin + int64_t((start + k) % p.neg_count));
+  }
+  PairBatch batch;
+  batch.query = collate(data.tokens, queries);
+  batch.pos = collate(data.tokens, positives);
+  if (!negatives.empty()) batch.neg = collate(data.tokens, negatives);
+  for (const auto* seqs : {&queries, &positives, &negatives})
+    for (auto s : *seqs) batch.real_tokens += data.tokens.length(s);
+  return batch;
+}
+
+BatchLoader::BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank,
+                         int accum_steps, int negatives_per_query, uint64_t seed,
+                         int64_t start_epoch, int64_t start_step, int64_t total_steps,
+                         size_t prefetch)
+    : data_(data),
+      plan_(plan),
+      rank_(rank),
+      accum_(accum_steps),
+      negatives_(negatives_per_query),
+      seed_(seed),
+      epoch_(start_epoch),
+      step_(start_step),
+      remaining_(total_steps),
+      capacity_(std::max<size_t>(1, prefetch)),
+      thread_([this] { run(); }) {}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void BatchLoader::run() {
+  try {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || ready_.size() < capacity_; });
+        if (stop_ || remaining_ <= 0) return;
+      }
+      StepBatches step;
+      step.epoch = epoch_;
+      step.step_in_epoch = step_;
+      for (int a = 0; a < accum_; ++a)
+        step.micro.push_back(make_pair_batch(data_, plan_.micro_batch(epoch_, step_, a, rank_),
+                                             epoch_, seed_, negatives_));
+      if (++step_ == plan_.steps_per_epoch()) {
+        step_ = 0;
+        ++epoch_;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_.push_back(std::move(step));
+        --remaining_;
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+StepBatches BatchLoader::next() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !ready_.empty() || error_ || (remaining_ <= 0); });
+  if (ready_.empty()) {
+    if (error_) std::rethrow_exception(error_);
+    throw std::logic_error("BatchLoader::next() called after the last step");
+  }
+  StepBatches out = std::move(ready_.front());
+  ready_.pop_front();
+  lock.unlock();
+  changed_.notify_all();
+  return out;
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,73 @@
+// Micro-batches as tensors, built on a background thread.
+//
+// The loader walks the BatchPlan from a start position, picks each pair's positive for
+// the epoch (seeded, so the choice does not depend on the world size), collects hard
+// negatives, pads each batch only to its own longest sequence, and keeps a few steps
+// ready in a bounded queue: the training thread never waits on data.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "data/pairs.h"
+#include "data/sampler.h"
+#include "model/embedder.h"
+
+namespace ddp_embed {
+
+// Pads `sequences` of `store` into one batch (int64 ids and mask [n, longest]).
+EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequences);
+
+struct PairBatch {
+  EncoderInput query, pos, neg;  // neg undefined without hard negatives
+  int64_t real_tokens = 0;     // query + positive (+ negative) tokens, padding excluded
+};
+
+// The micro-batches of one optimizer step, for this rank.
+struct StepBatches {
+  int64_t epoch = 0, step_in_epoch = 0;
+  std::vector<PairBatch> micro;  // grad_accum_steps of them
+};
+
+// Builds the micro-batch of the given dataset indices for `epoch`.
+PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& indices,
+                          int64_t epoch, uint64_t seed, int negatives_per_query);
+
+class BatchLoader {
+ public:
+  // Produces `total_steps` steps starting at (start_epoch, start_step).
+  BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank, int accum_steps,
+              int negatives_per_query, uint64_t seed, int64_t start_epoch,
+              int64_t start_step, int64_t total_steps, size_t prefetch = 4);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // The next step's micro-batches; blocks only if the loader fell behind. Rethrows an
+  // error of the loader thread.
+  StepBatches next();
+
+ private:
+  void run();
+
+  const PairDataset& data_;
+  const BatchPlan& plan_;
+  int rank_, accum_, negatives_;
+  uint64_t seed_;
+  int64_t epoch_, step_, remaining_;
+  size_t capacity_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<StepBatches> ready_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ddp_embed

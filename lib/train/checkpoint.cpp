@@ -1,0 +1,182 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "model/weights.h"
+
+namespace fs = std::filesystem;
+
+namespace ddp_embed {
+namespace {
+
+constexpr const char* kFiles[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
+
+void fsync_path(const fs::path& p) {
+  int fd = ::open(p.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw CheckpointError("cannot write " + path.string() + " (disk full or not writable?)");
+  fsync_path(path);
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+int64_t step_of(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  if (name.rfind("step-", 0) != 0) return -1;
+  const std::string digits = name.substr(5);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+// A test-only knob: sleep this many milliseconds between writing the files of a
+// checkpoint, so that a test can kill a worker in the middle of a write.
+void test_pause() {
+  if (const char* ms = std::getenv("DDP_EMBED_TEST_CHECKPOINT_PAUSE_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(ms)));
+}
+
+}  // namespace
+
+uint64_t fnv1a64_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError("cannot open " + path);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  std::vector<char> buf(1 << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h ^= static_cast<unsigned char>(buf[size_t(i)]);
+      h *= 0x100000001b3ULL;
+    }
+  }
+  return h;
+}
+
+std::string save_checkpoint(const std::string& checkpoints_dir, SentenceEmbedder& model,
+                            const FlatAdamW& optimizer, const TrainPosition& position,
+                            const nlohmann::json& run_info, int keep_last) {
+  const fs::path root(checkpoints_dir);
+  const fs::path final_dir = root / ("step-" + std::to_string(position.step));
+  const fs::path tmp = root / ("step-" + std::to_string(position.step) + ".tmp-" + std::to_string(::getpid()));
+  fs::create_directories(root);
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+
+  save_module(*model, (tmp / "model.safetensors").string());
+  test_pause();
+  NamedTensors opt;
+  for (auto& [name, t] : optimizer.state()) opt.emplace_back(name, t);
+  save_tensors((tmp / "optimizer.safetensors").string(), opt);
+  test_pause();
+  nlohmann::json state = run_info;
+  state["step"] = position.step;
+  state["epoch"] = position.epoch;
+  state["step_in_epoch"] = position.step_in_epoch;
+  state["optimizer_steps"] = optimizer.steps_taken();
+  state["loss_scale"] = position.loss_scale;
+  write_text(tmp / "state.json", state.dump(2) + "\n");
+
+  nlohmann::json manifest = {{"format", "ddp-embed checkpoint"}, {"version", 1}, {"files", nlohmann::json::object()}};
+  for (const char* f : kFiles) {
+    const fs::path p = tmp / f;
+    manifest["files"][f] = {{"bytes", fs::file_size(p)}, {"fnv1a64", hex64(fnv1a64_file(p.string()))}};
+  }
+  write_text(tmp / "manifest.json", manifest.dump(2) + "\n");
+  fsync_path(tmp);
+
+  fs::remove_all(final_dir);  // a stale one from a run that went further before a restart
+  fs::rename(tmp, final_dir);
+  fsync_path(root);
+
+  // Older checkpoints go only now that the new one is complete.
+  auto all = list_checkpoints(checkpoints_dir);
+  for (size_t i = size_t(std::max(1, keep_last)); i < all.size(); ++i) fs::remove_all(all[i]);
+  return final_dir.string();
+}
+
+std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(checkpoints_dir, ec)) return {};
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
+    const int64_t step = step_of(e.path());
+    if (step >= 0 && e.is_directory()) found.emplace_back(step, e.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+void verify_checkpoint(const std::string& dir) {
+  const fs::path root(dir);
+  const fs::path manifest_path = root / "manifest.json";
+  std::ifstream in(manifest_path);
+  if (!in) throw CheckpointError(manifest_path.string() + ": missing (incomplete checkpoint)");
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw CheckpointError(manifest_path.string() + ": not valid JSON");
+  }
+  if (!manifest.contains("files") || !manifest["files"].is_object())
+    throw CheckpointError(manifest_path.string() + ": no \"files\" object");
+  for (const char* f : kFiles) {
+    const fs::path p = root / f;
+    if (!manifest["files"].contains(f)) throw CheckpointError(manifest_path.string() + ": does not list " + f);
+    const auto& entry = manifest["files"][f];
+    std::error_code ec;
+    const auto size = fs::file_size(p, ec);
+    if (ec) throw CheckpointError(p.string() + ": missing");
+    if (!entry.contains("bytes") || !entry["bytes"].is_number_unsigned() || entry["bytes"].get<uint64_t>() != size)
+      throw CheckpointError(p.string() + ": size " + std::to_string(size) + " does not match the manifest");
+    if (!entry.contains("fnv1a64") || !entry["fnv1a64"].is_string() ||
+        entry["fnv1a64"].get<std::string>() != hex64(fnv1a64_file(p.string())))
+      throw CheckpointError(p.string() + ": checksum does not match the manifest (corrupt file)");
+  }
+}
+
+TrainPosition load_checkpoint(const std::string& dir, SentenceEmbedder& model, FlatAdamW& optimizer,
+                              nlohmann::json* run_info) {
+  verify_checkpoint(dir);
+  const fs::path root(dir);
+  nlohmann::json state;
+  {
+    std::ifstream in(root / "state.json");
+    state = nlohmann::json::parse(in);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    load_module(*model, (root / "model.safetensors").string(), LoadOptions{{}});
+  }
+  NamedTensors opt = load_tensors((root / "optimizer.safetensors").string());
+  optimizer.load_state(opt, state.value("optimizer_steps", int64_t{0}));
+  TrainPosition pos;
+  pos.step = state.at("step").get<int64_t>();
+  pos.epoch = state.at("epoch").get<int64_t>();
+  pos.step_in_epoch = state.at("step_in_epoch").get<int64_t>();
+  pos.loss_scale = state.value("loss_scale", 1.0);
+  if (run_info) *run_info = state;
+  return pos;
+}
+
+}  // namespace ddp_embed

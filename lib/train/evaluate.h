@@ -1,0 +1,30 @@
+// Evaluation on a pair set, spread over the ranks.
+//
+// The pairs are cut into fixed chunks of `batch_size`; rank r embeds a contiguous run of
+// chunks, and the embeddings are all-gathered in order. Each chunk is embedded the same
+// way whatever the world size, so the metrics equal a single-process evaluation's.
+//   retrieval: each query against the positives of all pairs → recall@1/5/10, MRR@10,
+//              nDCG@10;
+//   sts:       cosine(text1, text2) against the gold score → Spearman, Pearson.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "data/pairs.h"
+#include "dist/process_group.h"
+#include "model/embedder.h"
+
+namespace ddp_embed {
+
+// Embeddings of the dataset's queries and first positives, in dataset order, on every
+// rank: {queries [N, D], positives [N, D]} (fp32, CPU).
+std::pair<at::Tensor, at::Tensor> embed_pairs(SentenceEmbedder& model, const PairDataset& data,
+                                              ProcessGroup& pg, int64_t batch_size, c10::Device device);
+
+// task: "retrieval", "sts" or "" (sts when the data has scores, else retrieval).
+// Returns the metric names of metrics.jsonl without the "eval/" prefix.
+std::map<std::string, double> evaluate(SentenceEmbedder& model, const PairDataset& data, ProcessGroup& pg,
+                                       int64_t batch_size, c10::Device device, const std::string& task = "");
+
+}  // namespace ddp_embed

@@ -1,0 +1,142 @@
+#include "train/inference.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "data/pairs.h"
+#include "dist/process_group.h"
+#include "model/model_folder.h"
+#include "train/batches.h"
+#include "train/evaluate.h"
+
+namespace ddp_embed {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// One sentence a line, or JSONL objects with a "text" field.
+std::vector<std::string> read_sentences(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::vector<std::string> out;
+  std::string line;
+  int64_t number = 0;
+  const bool jsonl = ends_with(path, ".jsonl") || ends_with(path, ".json");
+  while (std::getline(in, line)) {
+    ++number;
+    if (!jsonl) {
+      out.push_back(line);
+      continue;
+    }
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      throw std::runtime_error(path + ":" + std::to_string(number) + ": not valid JSON");
+    }
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+      throw std::runtime_error(path + ":" + std::to_string(number) + ": expected an object with a string \"text\"");
+    out.push_back(j["text"].get<std::string>());
+  }
+  return out;
+}
+
+// NumPy .npy, version 1.0: little-endian float32, C order, shape [rows, cols].
+void write_npy(const std::string& path, const at::Tensor& m) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(m.size(0)) + ", " +
+                       std::to_string(m.size(1)) + "), }";
+  const size_t unpadded = 10 + header.size() + 1;
+  header += std::string((64 - unpadded % 64) % 64, ' ') + "\n";
+  std::ofstream out(path, std::ios::binary);
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.put(char(len & 0xff));
+  out.put(char(len >> 8));
+  out << header;
+  out.write(static_cast<const char*>(m.data_ptr()), std::streamsize(m.numel() * 4));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace
+
+int run_encode(const EncodeOptions& o) {
+  LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
+  const c10::Device device(o.device);
+  loaded.model->to(device);
+  std::vector<std::string> sentences = read_sentences(o.input);
+
+  // Batches of similar lengths pad less; the output keeps the input order.
+  std::vector<std::vector<int32_t>> ids(sentences.size());
+  for (size_t i = 0; i < sentences.size(); ++i) ids[i] = loaded.tokenizer->encode(sentences[i], loaded.max_length);
+  std::vector<size_t> order(sentences.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() > ids[b].size(); });
+
+  const int64_t n = int64_t(sentences.size());
+  at::Tensor out = at::zeros({n, loaded.model->embedding_dim()}, at::kFloat);
+  for (int64_t b = 0; b < n; b += o.batch_size) {
+    const int64_t rows = std::min<int64_t>(o.batch_size, n - b);
+    TokenStore store;
+    store.reserve(true, rows, 0);
+    for (int64_t i = 0; i < rows; ++i) store.append(ids[order[size_t(b + i)]]);
+    std::vector<int64_t> seqs(static_cast<size_t>(rows));
+    std::iota(seqs.begin(), seqs.end(), int64_t{0});
+    EncoderInput in = collate(store, seqs);
+    in.ids = in.ids.to(device);
+    in.mask = in.mask.to(device);
+    at::Tensor e = loaded.model->encode_batch(in).to(at::kFloat).cpu();
+    if (o.normalize) e = e / e.norm(2, 1, true).clamp_min(1e-12);
+    for (int64_t i = 0; i < rows; ++i) out[int64_t(order[size_t(b + i)])].copy_(e[i]);
+    std::fprintf(stderr, "\rencode: %lld/%lld", static_cast<long long>(b + rows), static_cast<long long>(n));
+  }
+  std::fprintf(stderr, "\n");
+
+  if (ends_with(o.output, ".npy")) {
+    write_npy(o.output, out.contiguous());
+  } else {
+    std::ofstream f(o.output);
+    const float* p = out.data_ptr<float>();
+    const int64_t d = out.size(1);
+    for (int64_t i = 0; i < n; ++i) {
+      nlohmann::json line = {{"text", sentences[size_t(i)]},
+                             {"embedding", std::vector<float>(p + i * d, p + (i + 1) * d)}};
+      f << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+    if (!f) throw std::runtime_error("cannot write " + o.output);
+  }
+  spdlog::info("encode: {} embeddings of dimension {} written to {}", n, out.size(1), o.output);
+  return 0;
+}
+
+int run_eval(const EvalOptions& o) {
+  LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
+  const c10::Device device(o.device);
+  loaded.model->to(device);
+  PairDataset data = load_pairs({o.data}, *loaded.tokenizer, loaded.max_length, false);
+  auto pg = ProcessGroup::single();
+  auto metrics = evaluate(loaded.model, data, *pg, o.batch_size, device, o.task);
+  std::printf("%-12s %s\n", "metric", "value");
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& [k, v] : metrics) {
+    std::printf("%-12s %.4f\n", k.c_str(), v);
+    j[k] = v;
+  }
+  j["pairs"] = data.size();
+  std::printf("%s\n", j.dump().c_str());
+  if (!o.json_out.empty()) {
+    std::ofstream f(o.json_out);
+    f << j.dump(2) << "\n";
+    if (!f) throw std::runtime_error("cannot write " + o.json_out);
+  }
+  return 0;
+}
+
+}  // namespace ddp_embed

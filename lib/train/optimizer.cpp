@@ -1,0 +1,121 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ddp_embed {
+
+FlatAdamW::FlatAdamW(std::vector<Group> groups, double beta1, double beta2, double eps)
+    : beta1_(beta1), beta2_(beta2), eps_(eps) {
+  torch::NoGradGuard no_grad;
+  for (auto& g : groups) {
+    if (g.params.empty()) continue;
+    int64_t total = 0;
+    for (auto& p : g.params) total += p.numel();
+    auto opts = g.params.front().options().requires_grad(false);
+    auto flat = torch::empty({total}, opts);
+    auto flat_grad = torch::zeros({total}, opts);
+    int64_t offset = 0;
+    for (auto& p : g.params) {
+      const int64_t n = p.numel();
+      auto view = flat.narrow(0, offset, n).view(p.sizes());
+      view.copy_(p);
+      p.set_data(view);
+      // A defined gradient is accumulated into in place by autograd, so the gradient
+      // stays a view of the flat buffer.
+      p.mutable_grad() = flat_grad.narrow(0, offset, n).view(p.sizes());
+      offset += n;
+    }
+    params_.push_back(flat);
+    grads_.push_back(flat_grad);
+    exp_avg_.push_back(torch::zeros_like(flat));
+    exp_avg_sq_.push_back(torch::zeros_like(flat));
+    weight_decay_.push_back(g.weight_decay);
+  }
+}
+
+void FlatAdamW::zero_grad() {
+  for (auto& g : grads_) g.zero_();
+}
+
+double FlatAdamW::grad_norm() const {
+  double sq = 0;
+  for (auto& g : grads_) sq += g.pow(2).sum().item<double>();
+  return std::sqrt(sq);
+}
+
+void FlatAdamW::clip_grad_norm(double norm, double max_norm) {
+  if (max_norm <= 0 || !(norm > max_norm)) return;
+  const double scale = max_norm / (norm + 1e-6);  // torch.nn.utils.clip_grad_norm_'s rule
+  for (auto& g : grads_) g.mul_(scale);
+}
+
+bool FlatAdamW::grads_finite() const {
+  for (auto& g : grads_)
+    if (!torch::isfinite(g).all().item<bool>()) return false;
+  return true;
+}
+
+void FlatAdamW::step(double lr) {
+  torch::NoGradGuard no_grad;
+  ++steps_;
+  const double bias1 = 1 - std::pow(beta1_, double(steps_));
+  const double bias2 = 1 - std::pow(beta2_, double(steps_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    const auto& g = grads_[i];
+    if (weight_decay_[i] != 0) p.mul_(1 - lr * weight_decay_[i]);
+    exp_avg_[i].mul_(beta1_).add_(g, 1 - beta1_);
+    exp_avg_sq_[i].mul_(beta2_).addcmul_(g, g, 1 - beta2_);
+    auto denom = (exp_avg_sq_[i].sqrt() / std::sqrt(bias2)).add_(eps_);
+    p.addcdiv_(exp_avg_[i], denom, -lr / bias1);
+  }
+}
+
+int64_t FlatAdamW::num_parameters() const {
+  int64_t n = 0;
+  for (auto& p : params_) n += p.numel();
+  return n;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> FlatAdamW::state() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back("adamw." + std::to_string(i) + ".exp_avg", exp_avg_[i]);
+    out.emplace_back("adamw." + std::to_string(i) + ".exp_avg_sq", exp_avg_sq_[i]);
+  }
+  return out;
+}
+
+void FlatAdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                           int64_t steps) {
+  torch::NoGradGuard no_grad;
+  auto find = [&](const std::string& name) -> const torch::Tensor& {
+    for (auto& [n, t] : named)
+      if (n == name) return t;
+    throw std::runtime_error("optimizer state: missing tensor " + name);
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    for (auto* dst : {&exp_avg_[i], &exp_avg_sq_[i]}) {
+      const std::string name = "adamw." + std::to_string(i) + (dst == &exp_avg_[i] ? ".exp_avg" : ".exp_avg_sq");
+      const auto& src = find(name);
+      if (src.numel() != dst->numel())
+        throw std::runtime_error("optimizer state: " + name + " has " + std::to_string(src.numel()) +
+                                 " values, the model needs " + std::to_string(dst->numel()));
+      dst->copy_(src.reshape({-1}));
+    }
+  }
+  steps_ = steps;
+}
+
+double learning_rate(double peak, const std::string& schedule, int64_t warmup_steps,
+                     int64_t total_steps, int64_t step) {
+  if (warmup_steps > 0 && step < warmup_steps) return peak * double(step + 1) / double(warmup_steps);
+  if (schedule == "constant") return peak;
+  const double span = double(std::max<int64_t>(1, total_steps - warmup_steps));
+  const double progress = std::min(1.0, double(step - warmup_steps) / span);
+  if (schedule == "cosine") return peak * 0.5 * (1 + std::cos(M_PI * progress));
+  return peak * (1 - progress);  // linear
+}
+
+}  // namespace ddp_embed

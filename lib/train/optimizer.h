@@ -1,0 +1,57 @@
+// AdamW over flat parameter groups, and the learning-rate schedule.
+//
+// At construction every parameter of a group is moved into one contiguous buffer (the
+// module keeps its parameters; they become views of the buffer), and so is its
+// gradient. A step is then a handful of vectorized operations over each whole buffer
+// instead of ~10 small kernels per tensor, the gradient norm is one reduction, and
+// the optimizer state is two tensors per group (easy to checkpoint).
+//
+// Decoupled weight decay as in torch.optim.AdamW: p ← p·(1 − lr·wd) − lr·m̂/(√v̂ + eps).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ddp_embed {
+
+class FlatAdamW {
+ public:
+  struct Group {
+    std::vector<torch::Tensor> params;
+    double weight_decay = 0;
+  };
+  FlatAdamW(std::vector<Group> groups, double beta1 = 0.9, double beta2 = 0.999,
+            double eps = 1e-8);
+
+  void zero_grad();
+  // The L2 norm of all gradients together.
+  double grad_norm() const;
+  // Scales gradients so their norm is at most max_norm (when max_norm > 0).
+  void clip_grad_norm(double norm, double max_norm);
+  bool grads_finite() const;
+  void step(double lr);
+
+  int64_t steps_taken() const { return steps_; }
+  int64_t num_parameters() const;
+  // The flat gradient buffers (for gradient synchronization) and parameter buffers.
+  const std::vector<torch::Tensor>& grad_buffers() const { return grads_; }
+  const std::vector<torch::Tensor>& param_buffers() const { return params_; }
+
+  // Optimizer state as named tensors ("adamw.<g>.exp_avg", ...) and back, for checkpoints.
+  std::vector<std::pair<std::string, torch::Tensor>> state() const;
+  void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& named, int64_t steps);
+
+ private:
+  std::vector<double> weight_decay_;
+  std::vector<torch::Tensor> params_, grads_, exp_avg_, exp_avg_sq_;
+  double beta1_, beta2_, eps_;
+  int64_t steps_ = 0;
+};
+
+// Learning rate at optimizer step `step` (0-based): linear warmup from 0 over
+// warmup_steps, then `schedule` (linear to 0 | cosine to 0 | constant) until total_steps.
+double learning_rate(double peak, const std::string& schedule, int64_t warmup_steps,
+                     int64_t total_steps, int64_t step);
+
+}  // namespace ddp_embed

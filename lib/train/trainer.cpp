@@ -1,0 +1,457 @@
+// One worker's training run. Read top to bottom: set-up, then the step loop.
+#include "train/trainer.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "data/pairs.h"
+#include "data/sampler.h"
+#include "dist/grad_sync.h"
+#include "dist/process_group.h"
+#include "dist/worker_env.h"
+#include "model/bert.h"
+#include "model/model_folder.h"
+#include "model/weights.h"
+#include "tokenize/tokenizer.h"
+#include "train/batches.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/optimizer.h"
+#include "util/log.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace ddp_embed {
+namespace {
+
+// ---- process set-up -------------------------------------------------------------------
+
+// Debian's LibTorch starts with one intra-op thread whatever the core count: use
+// OMP_NUM_THREADS when set, else this node's cores shared among its workers.
+int choose_threads(const WorkerEnv& env) {
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, env.local_world_size));
+}
+
+// The BLAS library actually mapped into this process (matrix products on CPU go through
+// the system libblas.so.3: the reference BLAS is ~30x slower than OpenBLAS).
+std::string mapped_blas() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    const std::string name = fs::path(path).filename().string();
+    if (name.find("blas") != std::string::npos || name.find("mkl_core") != std::string::npos) return path;
+  }
+  return "none mapped";
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = long(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+// Test-only knobs, read from the environment once, so that the tests can make a real
+// run fail at a chosen point:
+//   DDP_EMBED_TEST_DIE_AT_STEP=R:S   rank R kills itself (SIGKILL) after S steps;
+//   DDP_EMBED_TEST_NAN_STEPS=S1,S2   the loss of steps S1, S2, ... (1-based) becomes NaN.
+struct TestKnobs {
+  int die_rank = -1;
+  int64_t die_step = -1;
+  std::vector<int64_t> nan_steps;
+
+  static TestKnobs from_env() {
+    TestKnobs k;
+    if (const char* v = std::getenv("DDP_EMBED_TEST_DIE_AT_STEP"))
+      std::sscanf(v, "%d:%ld", &k.die_rank, &k.die_step);
+    if (const char* v = std::getenv("DDP_EMBED_TEST_NAN_STEPS")) {
+      std::string list = v;
+      size_t at = 0;
+      while (at < list.size()) {
+        k.nan_steps.push_back(std::atoll(list.c_str() + at));
+        at = list.find(',', at);
+        if (at == std::string::npos) break;
+        ++at;
+      }
+    }
+    return k;
+  }
+  bool nan_at(int64_t step) const {
+    return std::find(nan_steps.begin(), nan_steps.end(), step) != nan_steps.end();
+  }
+};
+
+// Evaluation batches have a fixed size so that metrics do not depend on the world size.
+constexpr int64_t kEvalBatch = 64;
+
+// SIGTERM / SIGUSR1 (a preemption notice, forwarded by ddp-launch or sent by SLURM):
+// finish the step, checkpoint, exit 0. The handler only sets a flag.
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+// ---- the tokenizer and data -------------------------------------------------------------
+
+std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, ProcessGroup& pg) {
+  if (cfg.model.init) return load_tokenizer("wordpiece", *cfg.model.init);  // the HF folder's vocab.txt
+  const bool missing = !fs::exists(cfg.tokenizer.path);
+  if (missing && cfg.tokenizer.type == "sentencepiece") {
+    // Convenience for a first run: train the tokenizer on the training data (rank 0),
+    // the others wait for it.
+    if (pg.rank() == 0) {
+      spdlog::info("tokenizer: {} does not exist; training a sentencepiece model (vocab {}) on data.train",
+                   cfg.tokenizer.path, cfg.model.vocab_size);
+      train_sentencepiece(cfg.data.train, cfg.model.vocab_size, cfg.tokenizer.path);
+    }
+    pg.barrier();
+  }
+  return load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path, cfg.tokenizer.lower_case);
+}
+
+// ---- the model --------------------------------------------------------------------------
+
+SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer) {
+  BertConfig bert = cfg.model.init ? BertConfig::from_hf_json(*cfg.model.init + "/config.json")
+                                   : BertConfig::from_model_config(cfg.model);
+  if (cfg.model.init) {
+    bert.hidden_dropout = cfg.model.dropout;
+    bert.attention_dropout = cfg.model.dropout;
+  }
+  if (tokenizer.vocab_size() > bert.vocab_size)
+    throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+                             " tokens but model.vocab_size is " + std::to_string(bert.vocab_size) +
+                             ": set model.vocab_size >= " + std::to_string(tokenizer.vocab_size()));
+  if (cfg.tokenizer.max_length > bert.max_position)
+    throw std::runtime_error("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) +
+                             " exceeds the model's max_position " + std::to_string(bert.max_position));
+  torch::manual_seed(cfg.train.seed);
+  SentenceEmbedder model(bert, cfg.model.projection_dim, parse_pooling(cfg.model.pooling));
+  if (cfg.model.init) {
+    auto report = load_module(*model->bert, *cfg.model.init + "/model.safetensors");
+    if (!report.unused.empty())
+      spdlog::info("model.init: {} tensors of the checkpoint are not used (e.g. {})", report.unused.size(),
+                   report.unused.front());
+  }
+  return model;
+}
+
+// AdamW groups: no weight decay on biases and LayerNorm parameters (BERT's recipe).
+std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double weight_decay) {
+  FlatAdamW::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
+  for (auto& item : model->named_parameters()) {
+    const std::string& name = item.key();
+    const bool exempt = name.find("LayerNorm") != std::string::npos || name.find("_norm") != std::string::npos ||
+                        (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0);
+    (exempt ? no_decay : decay).params.push_back(item.value());
+  }
+  return {decay, no_decay};
+}
+
+// ---- metrics.jsonl ----------------------------------------------------------------------
+
+class MetricsFile {
+ public:
+  MetricsFile(const std::string& path, bool enabled) {
+    if (enabled) out_.open(path, std::ios::app);
+  }
+  void write(const nlohmann::json& line) {
+    if (!out_.is_open()) return;
+    out_ << line.dump() << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+// The world-size-dependent checks of the config, with the keys to change.
+void check_config_for_world(const Config& cfg, int world) {
+  const int64_t parts = int64_t(world) * cfg.train.grad_accum_steps;
+  if (cfg.train.batch_size % parts != 0)
+    throw std::runtime_error("train.batch_size " + std::to_string(cfg.train.batch_size) +
+                             " is not divisible by WORLD_SIZE " + std::to_string(world) +
+                             " x train.grad_accum_steps " + std::to_string(cfg.train.grad_accum_steps) +
+                             ": each rank's micro-batch would not be whole");
+  if (cfg.loss.cross_rank_negatives && world == 1)
+    spdlog::info("loss.cross_rank_negatives has no effect with one worker");
+}
+
+}  // namespace
+
+int run_training(const Config& cfg) {
+  const auto t_start = Clock::now();
+  const WorkerEnv env = read_worker_env();
+  init_console_log(env.rank);
+  std::error_code ec;
+  fs::create_directories(cfg.output.dir, ec);
+  if (ec) throw std::runtime_error("output.dir " + cfg.output.dir + ": cannot create: " + ec.message());
+  add_file_log(cfg.output.dir, env.rank);
+  {
+    // A write probe: find an unwritable output folder now, not at the first checkpoint.
+    const fs::path probe = fs::path(cfg.output.dir) / (".write-probe-" + std::to_string(::getpid()));
+    std::ofstream(probe) << "probe";
+    if (!fs::exists(probe)) throw std::runtime_error("output.dir " + cfg.output.dir + " is not writable");
+    fs::remove(probe);
+  }
+  const int threads = choose_threads(env);
+  at::set_num_threads(threads);
+  spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(env), threads, mapped_blas(), TORCH_VERSION);
+  if (env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", env.restart_count);
+
+  // ---- process group: every rank must run the same config -------------------------------
+  const bool cuda = false;  // the CUDA path is chosen here once it exists (issue: GPU path)
+  auto pg = ProcessGroup::init(env, cfg.dist.backend, cuda, std::chrono::seconds(cfg.dist.timeout_s));
+  const c10::Device device = pg->device();
+  pg->check_same(config_hash(cfg), "the configuration (config file and --set overrides)");
+  check_config_for_world(cfg, pg->world_size());
+  const bool main_rank = pg->rank() == 0;
+
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
+
+  // ---- tokenizer and data ----------------------------------------------------------------
+  auto tokenizer = prepare_tokenizer(cfg, *pg);
+  const auto t_data = Clock::now();
+  PairDataset train = load_pairs(cfg.data.train, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads);
+  std::optional<PairDataset> eval;
+  if (cfg.data.eval)
+    eval = load_pairs({*cfg.data.eval}, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads);
+  spdlog::info("data: {} training pairs{}, {} evaluation pairs, tokenized in {:.1f}s ({:.1f} MB of token ids)",
+               train.size(), train.skipped ? fmt::format(" ({} bad lines skipped)", train.skipped) : "",
+               eval ? eval->size() : 0, std::chrono::duration<double>(Clock::now() - t_data).count(),
+               double(train.tokens.memory_bytes()) / 1e6);
+
+  const BatchPlan plan(train.size(), cfg.train.batch_size, pg->world_size(), cfg.train.grad_accum_steps,
+                       cfg.data.shuffle, cfg.data.drop_last, cfg.train.seed);
+  const int64_t total_steps =
+      cfg.train.max_steps > 0 ? cfg.train.max_steps : plan.steps_per_epoch() * cfg.train.epochs;
+
+  // ---- model, identical on every rank -----------------------------------------------------
+  SentenceEmbedder model = build_model(cfg, *tokenizer);
+  model->to(device);
+  std::vector<at::Tensor> params = model->parameters();
+  {
+    torch::NoGradGuard no_grad;
+    pg->broadcast_(params, 0);
+  }
+  pg->check_same(tensors_checksum(params), "the initial parameters");
+  FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
+  GradSync grad_sync(*pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
+
+  double peak_lr = cfg.train.lr;
+  if (cfg.train.lr_scaling == "linear") peak_lr *= pg->world_size();
+  if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg->world_size()));
+  spdlog::info("model: {:.2f}M parameters (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
+               "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
+               double(optimizer.num_parameters()) / 1e6, model->bert->config().hidden_size,
+               model->bert->config().num_layers, model->bert->config().num_heads, cfg.model.pooling,
+               cfg.model.projection_dim, total_steps, cfg.train.batch_size, plan.micro_batch_size(),
+               cfg.train.grad_accum_steps, peak_lr,
+               cfg.train.lr_scaling == "none" ? "" : " (" + cfg.train.lr_scaling + "-scaled)");
+
+  // ---- resume -----------------------------------------------------------------------------
+  const std::string ckpt_dir = cfg.output.dir + "/checkpoints";
+  TrainPosition pos;
+  std::string resume_from;
+  if (cfg.output.resume != "never") {
+    std::vector<std::string> candidates =
+        cfg.output.resume == "auto" ? list_checkpoints(ckpt_dir) : std::vector<std::string>{cfg.output.resume};
+    for (const auto& c : candidates) {
+      try {
+        nlohmann::json info;
+        pos = load_checkpoint(c, model, optimizer, &info);
+        resume_from = c;
+        const int saved_world = info.value("world_size", pg->world_size());
+        spdlog::info("resumed from {} (step {}, epoch {}, batch {} of the epoch){}", c, pos.step, pos.epoch,
+                     pos.step_in_epoch,
+                     saved_world != pg->world_size()
+                         ? fmt::format("; it was written at world size {}, now {}: the sampler re-shards by "
+                                       "global batch position", saved_world, pg->world_size())
+                         : "");
+        break;
+      } catch (const std::exception& e) {
+        if (cfg.output.resume != "auto") throw;
+        spdlog::warn("skipping checkpoint {}: {}", c, e.what());
+      }
+    }
+  }
+  pg->check_same(uint64_t(pos.step), "the resume step (ranks found different checkpoints)");
+
+  MetricsFile metrics(cfg.output.dir + "/metrics.jsonl", main_rank);
+  const nlohmann::json run_info = {{"world_size", pg->world_size()}, {"config", config_to_json(cfg)}};
+  auto run_eval = [&](int64_t step) {
+    if (!eval) return;
+    const auto t0 = Clock::now();
+    auto m = evaluate(model, *eval, *pg, kEvalBatch, device);
+    nlohmann::json line = {{"step", step}};
+    std::string text;
+    for (auto& [k, v] : m) {
+      line["eval/" + k] = v;
+      text += fmt::format(" {} {:.4f}", k, v);
+    }
+    metrics.write(line);
+    spdlog::info("eval step {}:{} ({:.1f}s)", step, text, std::chrono::duration<double>(Clock::now() - t0).count());
+  };
+  auto save = [&](const TrainPosition& p) {
+    pg->barrier();
+    if (main_rank) {
+      const auto t0 = Clock::now();
+      const std::string where = save_checkpoint(ckpt_dir, model, optimizer, p, run_info, cfg.output.keep_last);
+      spdlog::info("checkpoint {} ({:.1f}s)", where, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    pg->barrier();
+  };
+
+  if (pos.step == 0) run_eval(0);
+  spdlog::info("start-up took {:.2f}s; training", std::chrono::duration<double>(Clock::now() - t_start).count());
+
+  // ---- the step loop ----------------------------------------------------------------------
+  const LossSettings loss_settings{cfg.loss.type, cfg.loss.temperature};
+  CandidateExchange exchange;
+  if (cfg.loss.cross_rank_negatives && pg->world_size() > 1) {
+    exchange.all_gather = [&pg](const at::Tensor& x) { return all_gather_with_grad(*pg, x); };
+    exchange.rank = pg->rank();
+  }
+  model->train();
+  BatchLoader loader(train, plan, pg->rank(), cfg.train.grad_accum_steps, cfg.data.negatives_per_query,
+                     cfg.train.seed, pos.epoch, pos.step_in_epoch, total_steps - pos.step);
+  const int accum = cfg.train.grad_accum_steps;
+  int bad_steps_in_a_row = 0;
+  double window_loss = 0, window_tokens = 0, window_wait_ms = 0;
+  int64_t window_steps = 0;
+  auto window_start = Clock::now();
+  const auto train_start = Clock::now();
+  const int64_t first_step = pos.step;
+
+  const TestKnobs knobs = TestKnobs::from_env();
+  while (pos.step < total_steps) {
+    if (knobs.die_rank == pg->rank() && knobs.die_step == pos.step) std::raise(SIGKILL);
+    StepBatches batches = loader.next();
+    // Dropout masks from (seed, rank, step): a resumed run draws exactly the same ones.
+    torch::manual_seed(mix_hash(cfg.train.seed, uint64_t(pg->rank()), uint64_t(pos.step)));
+    const double lr = learning_rate(peak_lr, cfg.train.schedule, cfg.train.warmup_steps, total_steps, pos.step);
+
+    double step_loss = 0;
+    for (int a = 0; a < accum; ++a) {
+      PairBatch& b = batches.micro[size_t(a)];
+      for (auto* in : {&b.query, &b.pos, &b.neg})
+        if (in->defined()) {
+          in->ids = in->ids.to(device, /*non_blocking=*/true);
+          in->mask = in->mask.to(device, /*non_blocking=*/true);
+        }
+      // Only the last micro-step's backward all-reduces (no_sync on the others).
+      auto guard = (a + 1 < accum) ? grad_sync.no_sync() : GradSync::NoSync{};
+      at::Tensor loss = model->forward(b.query, b.pos, b.neg, loss_settings, exchange) / double(accum);
+      if (knobs.nan_at(pos.step + 1)) loss = loss * std::nan("");
+      loss.backward();
+      step_loss += loss.item<double>();
+      window_tokens += double(b.real_tokens);
+    }
+    grad_sync.finish();
+    window_wait_ms += grad_sync.last_step().wait_ms;
+
+    const double grad_norm = optimizer.grad_norm();  // gradients are already averaged: global
+    // grad_norm is the same number on every rank (averaged gradients), so every rank
+    // takes the same decision.
+    if (!std::isfinite(grad_norm)) {
+      ++bad_steps_in_a_row;
+      spdlog::warn("step {}: non-finite {} — step skipped ({} in a row, limit train.max_bad_steps = {})",
+                   pos.step + 1, std::isfinite(step_loss) ? "gradient" : "loss", bad_steps_in_a_row,
+                   cfg.train.max_bad_steps);
+      if (bad_steps_in_a_row >= cfg.train.max_bad_steps)
+        throw std::runtime_error(fmt::format("step {}: {} non-finite steps in a row; stopping (the last good "
+                                             "checkpoint is kept)", pos.step + 1, bad_steps_in_a_row));
+    } else {
+      bad_steps_in_a_row = 0;
+      optimizer.clip_grad_norm(grad_norm, cfg.train.max_grad_norm);
+      optimizer.step(lr);
+    }
+    optimizer.zero_grad();
+
+    ++pos.step;
+    pos.epoch = batches.epoch;
+    pos.step_in_epoch = batches.step_in_epoch + 1;
+    if (pos.step_in_epoch == plan.steps_per_epoch()) {
+      pos.step_in_epoch = 0;
+      ++pos.epoch;
+    }
+    window_loss += step_loss;
+    ++window_steps;
+
+    const bool last = pos.step == total_steps;
+    if (pos.step % cfg.output.log_every == 0 || last) {
+      // Mean loss over ranks and the steps since the last line; global real tokens.
+      at::Tensor sums = at::tensor({window_loss, window_tokens}, at::kDouble).to(pg->device());
+      pg->allreduce_sum_(sums);
+      sums = sums.cpu();
+      const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
+      const double mean_loss = sums[0].item<double>() / double(pg->world_size() * window_steps);
+      const double pairs_per_s = double(cfg.train.batch_size * window_steps) / seconds;
+      const double tokens_per_s = sums[1].item<double>() / seconds;
+      const double step_ms = 1000 * seconds / double(window_steps);
+      const double done = double(pos.step - first_step);
+      const double eta = std::chrono::duration<double>(Clock::now() - train_start).count() / done *
+                         double(total_steps - pos.step);
+      metrics.write({{"step", pos.step}, {"epoch", pos.epoch}, {"loss", mean_loss}, {"lr", lr},
+                     {"grad_norm", grad_norm}, {"pairs_per_s", pairs_per_s}, {"tokens_per_s", tokens_per_s},
+                     {"step_ms", step_ms}, {"comm_wait_ms", window_wait_ms / double(window_steps)}});
+      spdlog::info("step {}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} | {:.1f} pairs/s {:.0f} tok/s {:.0f} ms/step "
+                   "| ETA {}", pos.step, total_steps, mean_loss, lr, grad_norm, pairs_per_s, tokens_per_s,
+                   step_ms, format_duration(eta));
+      window_loss = window_tokens = window_wait_ms = 0;
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    if (eval && cfg.output.eval_every > 0 && pos.step % cfg.output.eval_every == 0 && !last) {
+      run_eval(pos.step);
+      window_start = Clock::now();
+    }
+    if (cfg.output.save_every > 0 && pos.step % cfg.output.save_every == 0 && !last) save(pos);
+
+    // A stop signal on any rank: every rank checkpoints at the same step and exits 0.
+    if (pg->allreduce_max_int(g_stop_signal.load()) != 0 && !last) {
+      spdlog::warn("stop signal received: checkpointing at step {} and exiting", pos.step);
+      if (cfg.output.checkpoint_on_signal) save(pos);
+      return 0;
+    }
+  }
+
+  // ---- the end: evaluation, checkpoint, model folder --------------------------------------
+  run_eval(pos.step);
+  if (cfg.output.save_every > 0) save(pos);
+  if (main_rank) {
+    const std::string final_dir = cfg.output.dir + "/final";
+    save_model_folder(final_dir, model, *tokenizer, cfg.tokenizer.max_length,
+                      {{"step", pos.step}, {"config", config_to_json(cfg)}});
+    spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
+  }
+  pg->barrier();
+  return 0;
+}
+
+}  // namespace ddp_embed

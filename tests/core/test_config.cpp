@@ -1,0 +1,395 @@
+#include "config/config.h"
+#include "config/key_suggest.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace ddp_embed {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The ConfigError message of `fn`, or a test failure when it does not throw.
+template <class F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return "";
+}
+
+std::string from_json_error(const std::string& text, const std::vector<std::string>& sets = {}) {
+  return error_of([&] { config_from_json(json::parse(text), "cfg.json", sets); });
+}
+
+class TempFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ddp_embed_config_test_" + std::to_string(::testing::UnitTest::GetInstance()
+                                                          ->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+
+  fs::path dir_;
+};
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
+
+TEST(Config, EmptyObjectGivesDefaults) {
+  const Config c = config_from_json(json::object(), "cfg.json");
+  EXPECT_FALSE(c.model.init.has_value());
+  EXPECT_EQ(c.model.vocab_size, 8000);
+  EXPECT_EQ(c.model.hidden_size, 256);
+  EXPECT_EQ(c.model.pooling, "cls");
+  EXPECT_EQ(c.model.projection_dim, 128);
+  EXPECT_EQ(c.tokenizer.type, "sentencepiece");
+  EXPECT_EQ(c.tokenizer.max_length, 64);
+  ASSERT_EQ(c.data.train.size(), 1u);
+  EXPECT_EQ(c.data.train[0], "data/demo/train.jsonl");
+  ASSERT_TRUE(c.data.eval.has_value());
+  EXPECT_EQ(*c.data.eval, "data/demo/eval.jsonl");
+  EXPECT_EQ(c.loss.type, "pairwise_sigmoid");
+  EXPECT_DOUBLE_EQ(c.loss.temperature, 0.05);
+  EXPECT_EQ(c.train.batch_size, 64);
+  EXPECT_DOUBLE_EQ(c.train.lr, 1e-4);
+  EXPECT_EQ(c.train.max_steps, -1);
+  EXPECT_EQ(c.train.seed, 42u);
+  EXPECT_EQ(c.dist.backend, "auto");
+  EXPECT_EQ(c.dist.timeout_s, 600);
+  EXPECT_EQ(c.output.dir, "runs/demo");
+  EXPECT_EQ(c.output.resume, "auto");
+}
+
+TEST(Config, ReadsGivenValuesAndKeepsOthers) {
+  const Config c = config_from_json(json::parse(R"({
+    "model": {"init": "models/bert", "hidden_size": 128, "num_heads": 2, "dropout": 0,
+              "pooling": "mean", "projection_dim": 0},
+    "data": {"train": ["a.jsonl", "b.jsonl"], "eval": null},
+    "train": {"lr": 3e-4, "batch_size": 32, "seed": 18446744073709551615, "max_steps": 1e3},
+    "output": {"resume": "never"}
+  })"),
+                                    "cfg.json");
+  EXPECT_EQ(c.model.init.value(), "models/bert");
+  EXPECT_EQ(c.model.hidden_size, 128);
+  EXPECT_EQ(c.model.num_heads, 2);
+  EXPECT_EQ(c.model.num_layers, 4);
+  EXPECT_DOUBLE_EQ(c.model.dropout, 0.0);
+  EXPECT_EQ(c.model.pooling, "mean");
+  EXPECT_EQ(c.model.projection_dim, 0);
+  EXPECT_EQ(c.data.train, (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
+  EXPECT_FALSE(c.data.eval.has_value());
+  EXPECT_DOUBLE_EQ(c.train.lr, 3e-4);
+  EXPECT_EQ(c.train.batch_size, 32);
+  EXPECT_EQ(c.train.seed, 18446744073709551615ull);
+  EXPECT_EQ(c.train.max_steps, 1000);  // an integral float is an integer
+  EXPECT_EQ(c.output.resume, "never");
+}
+
+TEST(Config, TrainAcceptsASingleString) {
+  const Config c = config_from_json(json::parse(R"({"data": {"train": "x.jsonl"}})"), "c");
+  EXPECT_EQ(c.data.train, (std::vector<std::string>{"x.jsonl"}));
+}
+
+TEST(Config, CommentKeysAreIgnored) {
+  const Config c = config_from_json(
+      json::parse(R"({"_comment": "hi", "train": {"_comment": "note", "lr": 0.5}})"), "c");
+  EXPECT_DOUBLE_EQ(c.train.lr, 0.5);
+}
+
+TEST(Config, UnknownKeyNamesPathAndNearestSpelling) {
+  const std::string msg = from_json_error(R"({"train": {"learning_rate": 0.1}})");
+  EXPECT_EQ(msg, R"(cfg.json: unknown key "train.learning_rate" (did you mean "train.lr"?))");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"batchsize": 1}})"), "\"train.batch_size\"");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"tempreature": 1}})"), "\"loss.temperature\"");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"num_hidden_layers": 2}})"),
+                  "did you mean \"model.num_layers\"");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"warmup": 2}})"), "\"train.warmup_steps\"");
+  // The right name in the wrong section.
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"lr": 2}})"), "did you mean \"train.lr\"");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"max_length": 2}})"),
+                  "did you mean \"tokenizer.max_length\"");
+}
+
+TEST(Config, UnknownSectionSuggestsSection) {
+  EXPECT_EQ(from_json_error(R"({"trian": {}})"),
+            R"(cfg.json: unknown key "trian" (did you mean "train"?))");
+  // A leaf written at the top level.
+  EXPECT_CONTAINS(from_json_error(R"({"lr": 1})"), "did you mean \"train.lr\"");
+  // Nothing close: the valid names are listed instead.
+  const std::string msg = from_json_error(R"({"zzzzzzzz": 1})");
+  EXPECT_CONTAINS(msg, "unknown key \"zzzzzzzz\"");
+  EXPECT_CONTAINS(msg, "valid sections: model, tokenizer, data, loss, train, dist, output");
+  const std::string leaf = from_json_error(R"({"dist": {"qqqqqqqqqq": 1}})");
+  EXPECT_CONTAINS(leaf, "valid keys in \"dist\": backend, bucket_mb, timeout_s");
+}
+
+TEST(Config, WrongTypesNameKeyExpectationAndValue) {
+  EXPECT_EQ(from_json_error(R"({"train": {"batch_size": "64x"}})"),
+            R"(cfg.json: train.batch_size: expected a positive integer, got "64x")");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"batch_size": 6.5}})"),
+                  "train.batch_size: expected a positive integer, got 6.5");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"lr": "fast"}})"),
+                  "train.lr: expected a positive number, got \"fast\"");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"shuffle": "yes"}})"),
+                  "data.shuffle: expected true or false, got \"yes\"");
+  EXPECT_CONTAINS(from_json_error(R"({"tokenizer": {"path": 3}})"),
+                  "tokenizer.path: expected a non-empty string, got 3");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"init": 3}})"),
+                  "model.init: expected a string or null, got 3");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"train": [1]}})"),
+                  "data.train: expected a file name or a non-empty list of file names, got [1]");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"train": []}})"), "data.train: expected");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"train": null}})"), "data.train: expected");
+  EXPECT_CONTAINS(from_json_error(R"({"train": 5})"), "cfg.json: train: expected an object, got 5");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"vocab_size": 1e10}})"),
+                  "model.vocab_size: expected a positive integer of at most 2147483647");
+  EXPECT_CONTAINS(error_of([] { config_from_json(json::array(), "cfg.json"); }),
+                  "cfg.json: expected a JSON object at the top level");
+}
+
+TEST(Config, EnumsListTheAllowedSet) {
+  EXPECT_EQ(from_json_error(R"({"model": {"pooling": "max"}})"),
+            R"(cfg.json: model.pooling: expected one of "cls", "mean", got "max")");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"precision": "fp8"}})"),
+                  R"(one of "fp32", "bf16", "fp16")");
+  EXPECT_CONTAINS(from_json_error(R"({"dist": {"backend": "mpi"}})"),
+                  R"(one of "auto", "nccl", "gloo")");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "triplet"}})"),
+                  R"(one of "pairwise_sigmoid", "infonce")");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"lr_scaling": "log"}})"),
+                  R"(one of "none", "linear", "sqrt")");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"schedule": "step"}})"),
+                  R"(one of "linear", "cosine", "constant")");
+  EXPECT_CONTAINS(from_json_error(R"({"tokenizer": {"type": "bpe"}})"),
+                  R"(one of "sentencepiece", "wordpiece")");
+}
+
+TEST(Config, RangesAreChecked) {
+  struct Case {
+    const char* json;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"({"train": {"batch_size": 0}})", "train.batch_size: expected a positive integer, got 0"},
+      {R"({"train": {"grad_accum_steps": 0}})",
+       "train.grad_accum_steps: expected an integer >= 1, got 0"},
+      {R"({"train": {"lr": 0}})", "train.lr: expected a positive number, got 0"},
+      {R"({"train": {"lr": -1e-4}})", "train.lr: expected a positive number"},
+      {R"({"model": {"dropout": 1}})", "model.dropout: expected a number in [0, 1), got 1"},
+      {R"({"model": {"dropout": -0.1}})", "model.dropout: expected a number in [0, 1)"},
+      {R"({"loss": {"temperature": 0}})", "loss.temperature: expected a positive number"},
+      {R"({"tokenizer": {"max_length": 2}})",
+       "tokenizer.max_length: expected an integer >= 3, got 2"},
+      {R"({"train": {"warmup_steps": -1}})",
+       "train.warmup_steps: expected a non-negative integer, got -1"},
+      {R"({"train": {"max_steps": -2}})", "train.max_steps: expected an integer >= -1"},
+      {R"({"train": {"seed": -1}})", "train.seed: expected a non-negative integer"},
+      {R"({"train": {"epochs": 0}})", "train.epochs: expected an integer >= 1"},
+      {R"({"output": {"keep_last": 0}})", "output.keep_last: expected an integer >= 1"},
+      {R"({"output": {"log_every": 0}})", "output.log_every: expected an integer >= 1"},
+      {R"({"dist": {"timeout_s": 0}})", "dist.timeout_s: expected a positive integer"},
+      {R"({"dist": {"bucket_mb": 0}})", "dist.bucket_mb: expected a positive number"},
+      {R"({"model": {"projection_dim": -1}})",
+       "model.projection_dim: expected a non-negative integer"},
+      {R"({"model": {"hidden_size": 250, "num_heads": 4}})",
+       "model.hidden_size (250) must be divisible by model.num_heads (4)"},
+      {R"({"tokenizer": {"max_length": 600}})",
+       "tokenizer.max_length (600) must be <= model.max_position (512)"},
+  };
+  for (const auto& c : cases) EXPECT_CONTAINS(from_json_error(c.json), c.message);
+}
+
+TEST(Config, AllErrorsAreReportedTogether) {
+  const std::string msg =
+      from_json_error(R"({"train": {"lr": 0, "batch_size": -1, "learning_rate": 1}})");
+  EXPECT_CONTAINS(msg, "train.lr: expected");
+  EXPECT_CONTAINS(msg, "train.batch_size: expected");
+  EXPECT_CONTAINS(msg, "unknown key \"train.learning_rate\"");
+}
+
+TEST(Config, SetOverridesValuesOfEveryType) {
+  const Config c = config_from_json(
+      json::parse(R"({"train": {"lr": 0.1}})"), "cfg.json",
+      {"train.lr=3e-5", "train.batch_size=128", "output.dir=runs/x y", "model.pooling=mean",
+       "data.shuffle=false", "data.eval=null", "model.init=models/bert",
+       R"(data.train=["a.jsonl","b.jsonl"])", "tokenizer.path=\"quoted\"",
+       "train.max_steps=1e3"});
+  EXPECT_DOUBLE_EQ(c.train.lr, 3e-5);
+  EXPECT_EQ(c.train.batch_size, 128);
+  EXPECT_EQ(c.output.dir, "runs/x y");  // not JSON: taken as a string
+  EXPECT_EQ(c.model.pooling, "mean");
+  EXPECT_FALSE(c.data.shuffle);
+  EXPECT_FALSE(c.data.eval.has_value());
+  EXPECT_EQ(c.model.init.value(), "models/bert");
+  EXPECT_EQ(c.data.train, (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
+  EXPECT_EQ(c.tokenizer.path, "quoted");
+  EXPECT_EQ(c.train.max_steps, 1000);
+}
+
+TEST(Config, SetKeepsNumericTextForStringKeys) {
+  const Config c = config_from_json(json::object(), "cfg.json",
+                                    {"output.dir=2024", "data.train=7", "model.init=true"});
+  EXPECT_EQ(c.output.dir, "2024");
+  EXPECT_EQ(c.data.train, (std::vector<std::string>{"7"}));
+  EXPECT_EQ(c.model.init.value(), "true");
+  // ... but a number for a number key stays checked as one.
+  EXPECT_CONTAINS(from_json_error("{}", {"train.lr=true"}),
+                  "--set train.lr: expected a positive number, got true");
+}
+
+TEST(Config, SetAppliesInOrderAndCreatesSections) {
+  const Config c =
+      config_from_json(json::object(), "cfg.json", {"dist.timeout_s=5", "dist.timeout_s=7"});
+  EXPECT_EQ(c.dist.timeout_s, 7);
+  // An '=' inside the value belongs to the value.
+  const Config d = config_from_json(json::object(), "cfg.json", {"output.dir=a=b"});
+  EXPECT_EQ(d.output.dir, "a=b");
+}
+
+TEST(Config, SetReplacesAWholeSection) {
+  const Config c = config_from_json(json::parse(R"({"dist": {"timeout_s": 9}})"), "cfg.json",
+                                    {R"(dist={"backend": "gloo"})"});
+  EXPECT_EQ(c.dist.backend, "gloo");
+  EXPECT_EQ(c.dist.timeout_s, 600);  // the file's section was replaced, not merged
+  EXPECT_CONTAINS(from_json_error("{}", {R"(dist={"bakend": "gloo"})"}),
+                  "--set dist: unknown key \"dist.bakend\" (did you mean \"dist.backend\"?)");
+}
+
+TEST(Config, SetErrors) {
+  EXPECT_EQ(from_json_error("{}", {"train.learning_rate=3e-5"}),
+            R"(--set train.learning_rate=3e-5: unknown key "train.learning_rate" (did you mean "train.lr"?))");
+  EXPECT_CONTAINS(from_json_error("{}", {"train.lr"}), "--set train.lr: expected KEY=VALUE");
+  EXPECT_CONTAINS(from_json_error("{}", {"=3"}), "--set =3: expected KEY=VALUE");
+  // A bad value names the --set, not the file.
+  EXPECT_EQ(from_json_error("{}", {"train.batch_size=64x"}),
+            R"(--set train.batch_size: expected a positive integer, got "64x")");
+  EXPECT_EQ(from_json_error("{}", {"model.pooling=max"}),
+            R"(--set model.pooling: expected one of "cls", "mean", got "max")");
+}
+
+TEST(Config, PrintsEveryKeyAndRoundTrips) {
+  Config c;
+  c.model.init = "models/bert";
+  c.data.train = {"a", "b"};
+  c.data.eval.reset();
+  c.train.lr = 3.3e-4;
+  c.train.seed = 18446744073709551615ull;
+  const json j = config_to_json(c);
+  EXPECT_EQ(j["model"]["init"], "models/bert");
+  EXPECT_TRUE(j["data"]["eval"].is_null());
+  EXPECT_EQ(j["data"]["train"], json({"a", "b"}));
+  EXPECT_EQ(j["train"]["seed"].get<uint64_t>(), 18446744073709551615ull);
+  for (const char* section : {"model", "tokenizer", "data", "loss", "train", "dist", "output"})
+    EXPECT_TRUE(j.contains(section)) << section;
+  EXPECT_EQ(j["model"].size(), 10u);
+  EXPECT_EQ(j["train"].size(), 14u);
+
+  const Config back = config_from_json(j, "printed");
+  EXPECT_EQ(config_hash(back), config_hash(c));
+  EXPECT_EQ(config_to_json(back), j);
+  // Through text as --print-config writes it.
+  EXPECT_EQ(config_hash(config_from_json(json::parse(j.dump(2)), "printed")), config_hash(c));
+}
+
+TEST(Config, HashIsStableAndSensitive) {
+  const Config a, b;
+  EXPECT_EQ(config_hash(a), config_hash(b));
+  Config c;
+  c.train.lr = 1.0000001e-4;
+  EXPECT_NE(config_hash(a), config_hash(c));
+  Config d;
+  d.data.eval.reset();
+  EXPECT_NE(config_hash(a), config_hash(d));
+}
+
+TEST_F(TempFiles, LoadsAFileWithOverridesAndComments) {
+  const std::string path = write("cfg.json", R"({
+    // a comment
+    "train": {"lr": 0.5}
+  })");
+  const Config c = load_config(path, {"train.batch_size=8"});
+  EXPECT_DOUBLE_EQ(c.train.lr, 0.5);
+  EXPECT_EQ(c.train.batch_size, 8);
+}
+
+TEST_F(TempFiles, MissingFileSaysCannotOpen) {
+  const std::string path = (dir_ / "nope.json").string();
+  const std::string msg = error_of([&] { load_config(path); });
+  EXPECT_CONTAINS(msg, path);
+  EXPECT_CONTAINS(msg, "cannot open");
+}
+
+TEST_F(TempFiles, InvalidJsonGivesLineAndColumn) {
+  const std::string path = write("bad.json", "{\n  \"train\": {\n    \"lr\": 1e-4,,\n  }\n}\n");
+  const std::string msg = error_of([&] { load_config(path); });
+  EXPECT_CONTAINS(msg, path + ":3:16: invalid JSON");
+  EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
+
+  const std::string first = write("first.json", "x");
+  EXPECT_CONTAINS(error_of([&] { load_config(first); }), first + ":1:1: invalid JSON");
+  const std::string empty = write("empty.json", "");
+  EXPECT_CONTAINS(error_of([&] { load_config(empty); }), empty + ":1:1: invalid JSON");
+}
+
+TEST_F(TempFiles, ErrorsNameTheFile) {
+  const std::string path = write("cfg.json", R"({"train": {"learning_rate": 1}})");
+  EXPECT_EQ(error_of([&] { load_config(path); }),
+            path + R"(: unknown key "train.learning_rate" (did you mean "train.lr"?))");
+}
+
+TEST(Config, ShippedConfigsLoad) {
+  const fs::path dir = fs::path(DDP_EMBED_SOURCE_DIR) / "configs";
+  int count = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    ++count;
+    EXPECT_NO_THROW(load_config(entry.path().string())) << entry.path();
+  }
+  EXPECT_GE(count, 3);
+  const Config demo = load_config((dir / "demo.json").string());
+  EXPECT_EQ(demo.model.pooling, "mean");
+  EXPECT_EQ(demo.tokenizer.path, "runs/demo/tokenizer");
+  EXPECT_EQ(demo.data.train, (std::vector<std::string>{"data/demo/train.jsonl"}));
+  EXPECT_EQ(demo.data.eval.value(), "data/demo/eval.jsonl");
+}
+
+TEST(KeySuggest, EditDistance) {
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("abc", ""), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("tempreature", "temperature"), 1u);  // one swap
+  EXPECT_EQ(edit_distance("ab", "ba"), 1u);
+}
+
+TEST(KeySuggest, NearestKey) {
+  const std::vector<std::string> keys = {"train", "model", "train.lr", "train.seed",
+                                         "train.batch_size", "model.dropout"};
+  EXPECT_EQ(nearest_key("train.learning_rate", keys), "train.lr");
+  EXPECT_EQ(nearest_key("train.Batch-Size", keys), "train.batch_size");
+  EXPECT_EQ(nearest_key("train.sede", keys), "train.seed");
+  EXPECT_EQ(nearest_key("modle", keys), "model");
+  EXPECT_EQ(nearest_key("model.seed", keys), "train.seed");
+  EXPECT_EQ(nearest_key("train.completely_different", keys), "");
+}
+
+}  // namespace
+}  // namespace ddp_embed

@@ -1,0 +1,604 @@
+// The distributed layer over real Gloo and a real TCPStore: W ranks run as W threads of
+// this process (each its own store client and process group), on a free loopback port.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <map>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+
+#include "dist/grad_sync.h"
+#include "dist/process_group.h"
+#include "dist/worker_env.h"
+
+using namespace ddp_embed;
+using namespace std::chrono_literals;
+
+namespace {
+
+// ---- worker environment --------------------------------------------------------------
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::string error_of(const std::map<std::string, std::string>& vars) {
+  try {
+    read_worker_env(env_of(vars));
+  } catch (const DistError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(WorkerEnv, SingleProcessWhenNothingIsSet) {
+  WorkerEnv w = read_worker_env(env_of({{"HOME", "/root"}}));
+  EXPECT_EQ(w.world_size, 1);
+  EXPECT_EQ(w.rank, 0);
+  EXPECT_EQ(w.source, "single process");
+  EXPECT_FALSE(w.distributed());
+}
+
+TEST(WorkerEnv, TorchrunVariables) {
+  WorkerEnv w = read_worker_env(env_of({{"RANK", "5"},
+                                        {"WORLD_SIZE", "8"},
+                                        {"LOCAL_RANK", "1"},
+                                        {"LOCAL_WORLD_SIZE", "4"},
+                                        {"NODE_RANK", "1"},
+                                        {"MASTER_ADDR", "node0"},
+                                        {"MASTER_PORT", "1234"},
+                                        {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                        {"SLURM_PROCID", "3"}}));  // torchrun wins over SLURM
+  EXPECT_EQ(w.source, "ddp-launch/torchrun");
+  EXPECT_EQ(w.rank, 5);
+  EXPECT_EQ(w.world_size, 8);
+  EXPECT_EQ(w.local_rank, 1);
+  EXPECT_EQ(w.local_world_size, 4);
+  EXPECT_EQ(w.node_rank, 1);
+  EXPECT_EQ(w.master_addr, "node0");
+  EXPECT_EQ(w.master_port, 1234);
+  EXPECT_EQ(w.restart_count, 2);
+  EXPECT_TRUE(w.agent_store);
+  EXPECT_FALSE(w.single_node());
+  EXPECT_NE(describe(w).find("rank 5/8"), std::string::npos);
+
+  WorkerEnv d = read_worker_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"RESTART_COUNT", "1"}}));
+  EXPECT_EQ(d.local_rank, 1);  // one node assumed
+  EXPECT_EQ(d.local_world_size, 2);
+  EXPECT_EQ(d.master_addr, "127.0.0.1");
+  EXPECT_EQ(d.master_port, 29500);
+  EXPECT_EQ(d.restart_count, 1);
+  EXPECT_FALSE(d.agent_store);
+}
+
+TEST(WorkerEnv, Slurm) {
+  WorkerEnv w = read_worker_env(env_of({{"SLURM_PROCID", "6"},
+                                        {"SLURM_NTASKS", "8"},
+                                        {"SLURM_LOCALID", "2"},
+                                        {"SLURM_NODEID", "1"},
+                                        {"SLURM_TASKS_PER_NODE", "4(x2)"},
+                                        {"SLURM_JOB_NODELIST", "gpu[07-08,11],login"},
+                                        {"SLURM_JOB_ID", "123456"}}));
+  EXPECT_EQ(w.source, "SLURM");
+  EXPECT_EQ(w.rank, 6);
+  EXPECT_EQ(w.world_size, 8);
+  EXPECT_EQ(w.local_rank, 2);
+  EXPECT_EQ(w.local_world_size, 4);
+  EXPECT_EQ(w.node_rank, 1);
+  EXPECT_EQ(w.master_addr, "gpu07");
+  EXPECT_EQ(w.master_port, 10000 + 123456 % 50000);
+  EXPECT_GE(w.master_port, 10000);
+  EXPECT_LE(w.master_port, 59999);
+
+  WorkerEnv m = read_worker_env(env_of({{"SLURM_PROCID", "0"},
+                                        {"SLURM_NTASKS", "2"},
+                                        {"SLURM_NNODES", "2"},
+                                        {"SLURM_JOB_NODELIST", "a,b"},
+                                        {"MASTER_ADDR", "10.1.2.3"},
+                                        {"MASTER_PORT", "4000"}}));
+  EXPECT_EQ(m.master_addr, "10.1.2.3");
+  EXPECT_EQ(m.master_port, 4000);
+  EXPECT_EQ(m.local_world_size, 1);
+}
+
+TEST(WorkerEnv, OpenMpiNeedsMasterAddress) {
+  const std::map<std::string, std::string> base = {{"OMPI_COMM_WORLD_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  EXPECT_NE(error_of(base).find("MASTER_ADDR"), std::string::npos);
+  auto with = base;
+  with["MASTER_ADDR"] = "127.0.0.1";
+  EXPECT_NE(error_of(with).find("MASTER_PORT"), std::string::npos);
+  with["MASTER_PORT"] = "29511";
+  WorkerEnv w = read_worker_env(env_of(with));
+  EXPECT_EQ(w.source, "OpenMPI");
+  EXPECT_EQ(w.rank, 1);
+  EXPECT_EQ(w.world_size, 2);
+  EXPECT_EQ(w.local_rank, 1);
+  EXPECT_EQ(w.master_port, 29511);
+}
+
+TEST(WorkerEnv, ErrorsNameTheProblem) {
+  EXPECT_NE(error_of({{"RANK", "abc"}, {"WORLD_SIZE", "2"}}).find("RANK='abc' is not an integer"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2x"}}).find("WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("RANK=2 is outside 0..1"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}}).find("WORLD_SIZE=0"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "0"}}).find("MASTER_PORT=0"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT=70000"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}}).find("WORLD_SIZE is not set"), std::string::npos);
+  EXPECT_NE(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}}).find("SLURM_NTASKS"), std::string::npos);
+  // Several nodes cannot meet at a loopback address.
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}).find("loopback"),
+            std::string::npos);
+}
+
+TEST(WorkerEnv, SlurmNodelist) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(expand_slurm_nodelist("host[01-04,07],other"), (V{"host01", "host02", "host03", "host04", "host07", "other"}));
+  EXPECT_EQ(expand_slurm_nodelist("a1"), (V{"a1"}));
+  EXPECT_EQ(expand_slurm_nodelist("n[8-10]"), (V{"n8", "n9", "n10"}));
+  EXPECT_EQ(expand_slurm_nodelist("r[1-2]c[3,5]"), (V{"r1c3", "r1c5", "r2c3", "r2c5"}));
+  EXPECT_EQ(expand_slurm_nodelist("gpu-[009-011]-ib"), (V{"gpu-009-ib", "gpu-010-ib", "gpu-011-ib"}));
+  EXPECT_THROW(expand_slurm_nodelist("host[1-"), DistError);
+  EXPECT_THROW(expand_slurm_nodelist("host[3-1]"), DistError);
+  EXPECT_THROW(expand_slurm_nodelist("a,,b"), DistError);
+}
+
+// ---- multi-rank helpers --------------------------------------------------------------
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+WorkerEnv env_for(int rank, int world, int port) {
+  WorkerEnv w;
+  w.rank = rank;
+  w.world_size = world;
+  w.local_rank = rank;
+  w.local_world_size = world;
+  w.master_addr = "127.0.0.1";
+  w.master_port = port;
+  w.source = "test";
+  return w;
+}
+
+// Runs fn(rank, pg) on W threads, each with its own process group; rethrows the first
+// failure with its rank.
+void run_ranks(int world, const std::function<void(int, ProcessGroup&)>& fn, std::chrono::seconds timeout = 30s) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto pg = ProcessGroup::init(env_for(r, world, port), "gloo", false, timeout);
+        fn(r, *pg);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    if (!errors[r]) continue;
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const std::exception& e) {
+      FAIL() << "rank " << r << ": " << e.what();
+    }
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ---- process group -------------------------------------------------------------------
+TEST(ProcessGroup, SingleProcessCollectivesAreIdentity) {
+  auto pg = ProcessGroup::init(WorkerEnv{}, "auto", false, 10s);
+  EXPECT_EQ(pg->world_size(), 1);
+  EXPECT_EQ(pg->backend(), "none");
+  at::Tensor t = at::arange(6, at::kFloat).view({2, 3});
+  pg->allreduce_mean_(t);
+  EXPECT_TRUE(t.equal(at::arange(6, at::kFloat).view({2, 3})));
+  EXPECT_TRUE(pg->all_gather(t).equal(t));
+  auto v = pg->all_gather_varsize(t);
+  EXPECT_EQ(v.counts, std::vector<int64_t>{2});
+  pg->barrier();
+  pg->check_same(42, "config hash");
+  EXPECT_EQ(pg->allreduce_max_int(7), 7);
+  at::Tensor x = at::randn({3, 2}, at::requires_grad());
+  EXPECT_TRUE(all_gather_with_grad(*pg, x).is_same(x));
+  EXPECT_THROW(ProcessGroup::init(WorkerEnv{}, "mpi", false, 10s), DistError);
+}
+
+TEST(ProcessGroup, NcclNeedsCuda) {
+  WorkerEnv w = env_for(0, 2, 1);
+  try {
+    ProcessGroup::init(w, "nccl", false, 5s);
+    FAIL() << "expected DistError";
+  } catch (const DistError& e) {
+    EXPECT_NE(std::string(e.what()).find("nccl"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ProcessGroup, Collectives) {
+  const int W = 3;
+  run_ranks(W, [&](int rank, ProcessGroup& pg) {
+    EXPECT_EQ(pg.rank(), rank);
+    EXPECT_EQ(pg.world_size(), W);
+    EXPECT_EQ(pg.backend(), "gloo");
+    // allreduce sum / mean, also on a non-contiguous view
+    at::Tensor s = at::full({2, 3}, static_cast<float>(rank + 1));
+    pg.allreduce_sum_(s);
+    EXPECT_TRUE(s.equal(at::full({2, 3}, 6.0f)));
+    at::Tensor m = at::full({4}, static_cast<double>(rank), at::kDouble);
+    pg.allreduce_mean_(m);
+    EXPECT_TRUE(m.equal(at::full({4}, 1.0, at::kDouble)));
+    at::Tensor base = at::zeros({3, 4});
+    at::Tensor col = base.select(1, 1);  // strided
+    col.fill_(static_cast<float>(rank));
+    pg.allreduce_sum_(col);
+    EXPECT_TRUE(base.select(1, 1).equal(at::full({3}, 3.0f)));
+    EXPECT_EQ(base.sum().item<float>(), 9.0f);
+    EXPECT_THROW(pg.allreduce_mean_(at::ones({2}, at::kLong)), DistError);
+    // broadcast of mixed dtypes and shapes from rank 1
+    std::vector<at::Tensor> ts = {at::full({2, 2}, static_cast<float>(rank)), at::full({3}, rank * 10, at::kLong),
+                                  at::full({5}, static_cast<float>(rank) + 0.5f), at::empty({0})};
+    ts[2].requires_grad_(true);  // like a parameter
+    pg.broadcast_(ts, 1);
+    EXPECT_TRUE(ts[0].equal(at::full({2, 2}, 1.0f)));
+    EXPECT_TRUE(ts[1].equal(at::full({3}, 10, at::kLong)));
+    EXPECT_TRUE(ts[2].detach().equal(at::full({5}, 1.5f)));
+    // all_gather
+    at::Tensor g = pg.all_gather(at::full({2, 2}, static_cast<float>(rank)));
+    ASSERT_EQ(g.sizes(), (std::vector<int64_t>{6, 2}));
+    for (int r = 0; r < W; ++r) EXPECT_TRUE(g.narrow(0, 2 * r, 2).equal(at::full({2, 2}, static_cast<float>(r))));
+    // varsize: rank r contributes r rows (rank 0: none)
+    at::Tensor rows = at::arange(rank * 2, at::kFloat).view({rank, 2}) + 100 * rank;
+    auto v = pg.all_gather_varsize(rows);
+    EXPECT_EQ(v.counts, (std::vector<int64_t>{0, 1, 2}));
+    ASSERT_EQ(v.data.sizes(), (std::vector<int64_t>{3, 2}));
+    EXPECT_TRUE(v.data[0].equal(at::tensor({100.0f, 101.0f})));
+    EXPECT_TRUE(v.data[2].equal(at::tensor({202.0f, 203.0f})));
+    pg.barrier();
+    EXPECT_EQ(pg.allreduce_max_int(rank * 7 - 3), 11);
+    pg.check_same(0xfeedULL, "config hash");
+    // rank 2 differs: every rank throws the same message naming it
+    try {
+      pg.check_same(rank == 2 ? 2 : 1, "parameter checksum");
+      ADD_FAILURE() << "check_same did not throw";
+    } catch (const DistError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("parameter checksum differs"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank(s) 2 differ"), std::string::npos) << msg;
+    }
+    // the checksum helper
+    EXPECT_EQ(tensors_checksum({at::ones({3})}), tensors_checksum({at::ones({3})}));
+    EXPECT_NE(tensors_checksum({at::ones({3})}), tensors_checksum({at::ones({4})}));
+    pg.check_same(tensors_checksum({at::arange(10)}), "parameters");
+    EXPECT_GT(pg.collectives_issued(), 10u);
+  });
+}
+
+TEST(ProcessGroup, RendezvousTimeoutNamesTheMissingRank) {
+  const int port = free_port();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    ProcessGroup::init(env_for(0, 3, port), "gloo", false, 2s);  // ranks 1 and 2 never come
+    FAIL() << "expected DistError";
+  } catch (const DistError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank(s) 1, 2 of 3 did not join"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rendezvous"), std::string::npos) << msg;
+  }
+  EXPECT_LT(seconds_since(t0), 10.0);
+}
+
+TEST(ProcessGroup, ClientSaysItCannotReachTheStore) {
+  const int port = free_port();  // nobody listens there
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    ProcessGroup::init(env_for(1, 2, port), "gloo", false, 2s);
+    FAIL() << "expected DistError";
+  } catch (const DistError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("could not reach the rendezvous store at 127.0.0.1:" + std::to_string(port)),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_LT(seconds_since(t0), 15.0);
+}
+
+TEST(ProcessGroup, CollectiveWithAnAbsentRankTimesOut) {
+  std::promise<void> rank0_done;
+  auto done = rank0_done.get_future().share();
+  double elapsed = 0;
+  std::string message;
+  run_ranks(
+      2,
+      [&](int rank, ProcessGroup& pg) {
+        if (rank == 1) {  // alive, but never joins the all-reduce
+          done.wait();
+          return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          at::Tensor t = at::ones({16});
+          pg.allreduce_sum_(t);
+          ADD_FAILURE() << "allreduce did not time out";
+        } catch (const DistError& e) {
+          message = e.what();
+        }
+        elapsed = seconds_since(t0);
+        // The group is unusable afterwards, and says so at once.
+        try {
+          pg.barrier();
+          ADD_FAILURE() << "barrier on a broken group did not throw";
+        } catch (const DistError& e) {
+          EXPECT_NE(std::string(e.what()).find("earlier failure"), std::string::npos) << e.what();
+        }
+        rank0_done.set_value();
+      },
+      3s);
+  EXPECT_NE(message.find("allreduce"), std::string::npos) << message;
+  EXPECT_NE(message.find("did not complete within 3 s"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank(s) 1"), std::string::npos) << message;
+  EXPECT_GE(elapsed, 2.5);
+  EXPECT_LT(elapsed, 8.0) << message;
+}
+
+TEST(ProcessGroup, PeerThatLeavesIsReported) {
+  std::string message;
+  double elapsed = 0;
+  run_ranks(
+      2,
+      [&](int rank, ProcessGroup& pg) {
+        pg.barrier();
+        if (rank == 1) return;  // its process group is destroyed: its connections close
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          std::this_thread::sleep_for(200ms);
+          at::Tensor t = at::ones({16});
+          pg.allreduce_sum_(t);
+          ADD_FAILURE() << "allreduce with a departed peer succeeded";
+        } catch (const DistError& e) {
+          message = e.what();
+        }
+        elapsed = seconds_since(t0);
+      },
+      20s);
+  EXPECT_NE(message.find("allreduce"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank(s) 1"), std::string::npos) << message;
+  EXPECT_LT(elapsed, 15.0) << message;
+}
+
+// ---- differentiable all-gather -------------------------------------------------------
+// Rank r's loss: a contrastive-style score of its own rows against all gathered rows.
+at::Tensor rank_loss(const at::Tensor& gathered, int rank, int64_t rows) {
+  at::Tensor mine = gathered.narrow(0, rank * rows, rows);
+  at::Tensor logits = at::matmul(mine, gathered.t());
+  return (at::logsumexp(logits, 1) - logits.narrow(1, rank * rows, rows).diagonal()).mean() +
+         0.1 * mine.pow(2).sum();
+}
+
+TEST(AllGatherWithGrad, MatchesSingleProcessGradientOfTheMeanLoss) {
+  const int W = 2;
+  const int64_t B = 3, Din = 5, D = 4;
+  at::manual_seed(7);
+  const at::Tensor theta0 = at::randn({D, Din}, at::kDouble);
+  std::vector<at::Tensor> inputs = {at::randn({B, Din}, at::kDouble), at::randn({B, Din}, at::kDouble)};
+
+  // Reference: one process, the concatenated batch, the mean of the per-rank losses.
+  at::Tensor theta = theta0.clone().requires_grad_(true);
+  at::Tensor all = at::matmul(at::cat(inputs, 0), theta.t());
+  at::Tensor loss = (rank_loss(all, 0, B) + rank_loss(all, 1, B)) / W;
+  loss.backward();
+  const at::Tensor expected = theta.grad().clone();
+
+  std::vector<at::Tensor> got(W);
+  run_ranks(W, [&](int rank, ProcessGroup& pg) {
+    at::Tensor th = theta0.clone().requires_grad_(true);
+    at::Tensor x = at::matmul(inputs[rank], th.t());
+    at::Tensor g = all_gather_with_grad(pg, x);
+    ASSERT_EQ(g.sizes(), (std::vector<int64_t>{W * B, D}));
+    rank_loss(g, rank, B).backward();
+    at::Tensor grad = th.grad().clone();
+    pg.allreduce_mean_(grad);  // what data-parallel averaging does
+    got[rank] = grad;
+  });
+  for (int r = 0; r < W; ++r) {
+    ASSERT_TRUE(got[r].defined());
+    EXPECT_TRUE(at::allclose(got[r], expected, 1e-10, 1e-12)) << "rank " << r << "\n" << got[r] << "\n" << expected;
+  }
+}
+
+// ---- gradient sync -------------------------------------------------------------------
+struct Mlp {
+  std::vector<at::Tensor> params;  // registration order: w1 b1 w2 b2 w3 b3 extra
+  static Mlp from(const std::vector<at::Tensor>& init) {
+    Mlp m;
+    for (const auto& p : init) m.params.push_back(p.clone().requires_grad_(true));
+    return m;
+  }
+  // use_extra=false leaves the last parameter without a gradient.
+  at::Tensor loss(const at::Tensor& x, bool use_extra = true) const {
+    at::Tensor h = at::tanh(at::linear(x, params[0], params[1]));
+    h = at::tanh(at::linear(h, params[2], params[3]));
+    at::Tensor y = at::linear(h, params[4], params[5]);
+    if (use_extra) y = y * params[6];
+    return y.pow(2).mean();
+  }
+  std::vector<at::Tensor> grads() const {
+    std::vector<at::Tensor> g;
+    for (const auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
+    return g;
+  }
+};
+
+std::vector<at::Tensor> mlp_init() {
+  at::manual_seed(3);
+  return {at::randn({16, 8}), at::randn({16}), at::randn({16, 16}) * 0.3, at::randn({16}),
+          at::randn({4, 16}) * 0.3, at::randn({4}), at::randn({4})};
+}
+
+void expect_grads_near(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want, int rank) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(at::allclose(got[i], want[i], 0, 1e-6)) << "rank " << rank << " param " << i << "\n"
+                                                        << (got[i] - want[i]).abs().max();
+}
+
+TEST(GradSync, AveragesGradientsAcrossRanksWithSmallBuckets) {
+  const int W = 2;
+  const auto init = mlp_init();
+  const std::vector<at::Tensor> x = {at::randn({5, 8}), at::randn({5, 8})};
+  // Expected: the mean of the per-rank gradients, each computed alone.
+  std::vector<at::Tensor> want(init.size());
+  for (int r = 0; r < W; ++r) {
+    Mlp m = Mlp::from(init);
+    m.loss(x[r]).backward();
+    auto g = m.grads();
+    for (size_t i = 0; i < g.size(); ++i) want[i] = want[i].defined() ? want[i] + g[i] : g[i];
+  }
+  for (auto& w : want) w = w / W;
+
+  std::vector<std::vector<at::Tensor>> got(W);
+  std::vector<GradSync::StepStats> stats(W);
+  std::vector<size_t> buckets(W);
+  run_ranks(W, [&](int rank, ProcessGroup& pg) {
+    Mlp m = Mlp::from(init);
+    GradSync sync(pg, m.params, 200);  // 50 floats: w1, w2 and w3 each get their own bucket
+    buckets[rank] = sync.num_buckets();
+    m.loss(x[rank]).backward();
+    sync.finish();
+    got[rank] = m.grads();
+    stats[rank] = sync.last_step();
+  });
+  for (int r = 0; r < W; ++r) {
+    expect_grads_near(got[r], want, r);
+    EXPECT_GE(buckets[r], 4u);
+    EXPECT_EQ(stats[r].buckets, buckets[r]);
+    // Every parameter had a gradient, so backward completed (and launched) every bucket
+    // before finish() was called: communication overlapped the rest of backward.
+    EXPECT_GE(stats[r].launched_before_finish, 1u);
+    EXPECT_EQ(stats[r].launched_before_finish, buckets[r]);
+    EXPECT_EQ(stats[r].bytes, (16 * 8 + 16 + 16 * 16 + 16 + 4 * 16 + 4 + 4) * 4u);
+    EXPECT_GE(stats[r].wait_ms, 0.0);
+  }
+}
+
+TEST(GradSync, AccumulationSumsMicroStepsThenAverages) {
+  const int W = 2;
+  const auto init = mlp_init();
+  // x[r][a]: rank r, micro-step a
+  const std::vector<std::vector<at::Tensor>> x = {{at::randn({4, 8}), at::randn({4, 8})},
+                                                  {at::randn({4, 8}), at::randn({4, 8})}};
+  std::vector<at::Tensor> want(init.size());
+  for (int r = 0; r < W; ++r)
+    for (int a = 0; a < 2; ++a) {
+      Mlp m = Mlp::from(init);
+      m.loss(x[r][a]).backward();
+      auto g = m.grads();
+      for (size_t i = 0; i < g.size(); ++i) want[i] = want[i].defined() ? want[i] + g[i] : g[i];
+    }
+  for (auto& w : want) w = w / W;
+
+  std::vector<std::vector<at::Tensor>> got(W);
+  run_ranks(W, [&](int rank, ProcessGroup& pg) {
+    Mlp m = Mlp::from(init);
+    auto listed = m.params;
+    listed.push_back(m.params[0]);  // a tied weight listed twice is synchronized once
+    GradSync sync(pg, listed, 1 << 20);  // one bucket
+    EXPECT_EQ(sync.num_buckets(), 1u);
+    EXPECT_EQ(sync.bucket_param_counts(), std::vector<size_t>{m.params.size()});
+    for (int step = 0; step < 2; ++step) {  // twice: state resets between optimizer steps
+      for (auto& p : m.params) p.mutable_grad() = at::Tensor();
+      {
+        const auto before = pg.collectives_issued();
+        auto guard = sync.no_sync();
+        EXPECT_FALSE(sync.sync_enabled());
+        m.loss(x[rank][0]).backward();
+        sync.finish();  // no-op while sync is off
+        EXPECT_EQ(pg.collectives_issued(), before) << "no communication on a no_sync micro-step";
+      }
+      EXPECT_TRUE(sync.sync_enabled());
+      m.loss(x[rank][1]).backward();
+      sync.finish();
+    }
+    got[rank] = m.grads();
+  });
+  for (int r = 0; r < W; ++r) expect_grads_near(got[r], want, r);
+}
+
+TEST(GradSync, ParameterWithoutGradientOnOneRank) {
+  const int W = 2;
+  const auto init = mlp_init();
+  const std::vector<at::Tensor> x = {at::randn({5, 8}), at::randn({5, 8})};
+  std::vector<at::Tensor> want(init.size());
+  for (int r = 0; r < W; ++r) {
+    Mlp m = Mlp::from(init);
+    m.loss(x[r], /*use_extra=*/r == 0).backward();
+    auto g = m.grads();
+    for (size_t i = 0; i < g.size(); ++i) want[i] = want[i].defined() ? want[i] + g[i] : g[i];
+  }
+  for (auto& w : want) w = w / W;
+
+  std::vector<std::vector<at::Tensor>> got(W);
+  run_ranks(W, [&](int rank, ProcessGroup& pg) {
+    Mlp m = Mlp::from(init);
+    GradSync sync(pg, m.params, 64);
+    m.loss(x[rank], rank == 0).backward();
+    sync.finish();
+    got[rank] = m.grads();
+    // The unused parameter's bucket comes first (reverse order), so on rank 1 nothing could
+    // be launched before finish(); the order stays the same on both ranks anyway.
+    if (rank == 1) {
+      EXPECT_EQ(sync.last_step().launched_before_finish, 0u);
+    }
+  });
+  for (int r = 0; r < W; ++r) expect_grads_near(got[r], want, r);
+  EXPECT_GT(want[6].abs().sum().item<float>(), 0.0f);
+}
+
+TEST(GradSync, SingleProcessIsANoOp) {
+  auto pg = ProcessGroup::single();
+  Mlp m = Mlp::from(mlp_init());
+  GradSync sync(*pg, m.params, 1 << 20);
+  at::Tensor x = at::randn({3, 8});
+  m.loss(x).backward();
+  auto before = m.grads();
+  sync.finish();
+  expect_grads_near(m.grads(), before, 0);
+  EXPECT_EQ(sync.num_buckets(), 0u);
+}
+
+}  // namespace

@@ -1,0 +1,242 @@
+// contrastive_loss against the formulas evaluated directly in double precision with
+// loops (values and hand-derived gradients), extreme similarities, offsets and extra
+// negatives, dtypes.
+#include "model/loss.h"
+
+#include <gtest/gtest.h>
+#include <torch/types.h>
+
+#include <cmath>
+#include <vector>
+
+using namespace ddp_embed;
+
+namespace {
+
+using Matrix = std::vector<std::vector<double>>;
+
+Matrix to_matrix(const at::Tensor& t) {
+  const at::Tensor d = t.detach().to(at::kDouble).contiguous();
+  Matrix m(d.size(0), std::vector<double>(d.size(1)));
+  for (int64_t i = 0; i < d.size(0); ++i)
+    for (int64_t j = 0; j < d.size(1); ++j) m[i][j] = d[i][j].item<double>();
+  return m;
+}
+
+double norm(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += v * v;
+  return std::max(std::sqrt(s), 1e-12);
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
+  return s;
+}
+
+double log1p_exp(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+double sigmoid(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
+
+// The loss and its gradients, written out: L from the cosine matrix, dL/ds by hand, then
+// the chain rule through s_ij = q_i·c_j / (|q_i| |c_j| T).
+struct Reference {
+  double loss = 0;
+  Matrix grad_q, grad_c;
+};
+
+Reference reference(const Matrix& q, const Matrix& c, int64_t offset, const std::string& type, double t) {
+  const size_t b = q.size(), m = c.size();
+  Matrix cosine(b, std::vector<double>(m)), s(b, std::vector<double>(m)), g(b, std::vector<double>(m, 0.0));
+  for (size_t i = 0; i < b; ++i)
+    for (size_t j = 0; j < m; ++j) {
+      cosine[i][j] = dot(q[i], c[j]) / (norm(q[i]) * norm(c[j]));
+      s[i][j] = cosine[i][j] / t;
+    }
+  Reference r;
+  if (type == "pairwise_sigmoid") {
+    const double n = static_cast<double>(b * (m - 1));
+    for (size_t i = 0; i < b; ++i) {
+      const size_t p = offset + i;
+      for (size_t j = 0; j < m; ++j) {
+        if (j == p) continue;
+        const double d = s[i][p] - s[i][j];  // -log sigmoid(d) = log(1 + e^-d)
+        r.loss += log1p_exp(-d) / n;
+        const double w = sigmoid(-d) / n;  // d/ds_ij of log(1 + e^(s_ij - s_ip))
+        g[i][j] += w;
+        g[i][p] -= w;
+      }
+    }
+  } else {
+    for (size_t i = 0; i < b; ++i) {
+      const size_t p = offset + i;
+      double mx = s[i][0];
+      for (size_t j = 1; j < m; ++j) mx = std::max(mx, s[i][j]);
+      double z = 0;
+      for (size_t j = 0; j < m; ++j) z += std::exp(s[i][j] - mx);
+      r.loss += (mx + std::log(z) - s[i][p]) / b;
+      for (size_t j = 0; j < m; ++j) g[i][j] = (std::exp(s[i][j] - mx) / z - (j == p ? 1.0 : 0.0)) / b;
+    }
+  }
+  const size_t d = q[0].size();
+  r.grad_q.assign(b, std::vector<double>(d, 0.0));
+  r.grad_c.assign(m, std::vector<double>(d, 0.0));
+  for (size_t i = 0; i < b; ++i)
+    for (size_t j = 0; j < m; ++j) {
+      const double nq = norm(q[i]), nc = norm(c[j]);
+      for (size_t k = 0; k < d; ++k) {
+        // d cos / d q_ik = c_jk/(|q||c|) - cos * q_ik/|q|²
+        r.grad_q[i][k] += g[i][j] / t * (c[j][k] / (nq * nc) - cosine[i][j] * q[i][k] / (nq * nq));
+        r.grad_c[j][k] += g[i][j] / t * (q[i][k] / (nq * nc) - cosine[i][j] * c[j][k] / (nc * nc));
+      }
+    }
+  return r;
+}
+
+void expect_close(const Matrix& got, const Matrix& want, double rel, const char* what) {
+  double scale = 0;
+  for (const auto& row : want)
+    for (double v : row) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < want.size(); ++i)
+    for (size_t k = 0; k < want[i].size(); ++k)
+      // (+1e-9: a gradient that is 0 in exact arithmetic comes out as rounding noise)
+      EXPECT_NEAR(got[i][k], want[i][k], rel * std::max(std::abs(want[i][k]), 1e-3 * scale) + 1e-9)
+          << what << "[" << i << "][" << k << "]";
+}
+
+// Runs contrastive_loss on q and c (as given dtype) and compares with the reference.
+void check_against_reference(const at::Tensor& q0, const at::Tensor& c0, int64_t offset, const std::string& type,
+                             double t, double rel) {
+  const at::Tensor q = q0.detach().clone().requires_grad_(true);
+  const at::Tensor c = c0.detach().clone().requires_grad_(true);
+  const at::Tensor loss = contrastive_loss(q, c, offset, type, t);
+  loss.backward();
+  const Reference r = reference(to_matrix(q0), to_matrix(c0), offset, type, t);
+  EXPECT_NEAR(loss.item<double>(), r.loss, rel * std::abs(r.loss)) << type;
+  expect_close(to_matrix(q.grad()), r.grad_q, rel, "grad q");
+  expect_close(to_matrix(c.grad()), r.grad_c, rel, "grad candidates");
+}
+
+at::Tensor randn(std::vector<int64_t> shape, at::ScalarType dtype = at::kDouble) {
+  return at::randn(shape, at::TensorOptions().dtype(dtype));
+}
+
+}  // namespace
+
+TEST(ContrastiveLoss, InBatchNegativesMatchTheFormula) {
+  at::manual_seed(1);
+  for (const std::string type : {"pairwise_sigmoid", "infonce"}) {
+    check_against_reference(randn({6, 16}), randn({6, 16}), 0, type, 0.05, 1e-6);
+    check_against_reference(randn({3, 5}), randn({3, 5}), 0, type, 1.0, 1e-6);
+  }
+}
+
+TEST(ContrastiveLoss, OffsetAndExtraNegativesMatchTheFormula) {
+  at::manual_seed(2);
+  for (const std::string type : {"pairwise_sigmoid", "infonce"}) {
+    // Cross-rank style: rank 2 of 3 with B = 4 → positives are rows 8..11 of 12.
+    check_against_reference(randn({4, 8}), randn({12, 8}), 8, type, 0.05, 1e-6);
+    // Hard negatives appended after the positives.
+    check_against_reference(randn({4, 8}), randn({4 + 7, 8}), 0, type, 0.1, 1e-6);
+    // Both: rank 1's block [positives, negatives] in a gathered matrix.
+    check_against_reference(randn({3, 8}), randn({2 * 5, 8}), 5, type, 0.05, 1e-6);
+  }
+}
+
+TEST(ContrastiveLoss, PairwiseSigmoidIsTheReferenceRecipe) {
+  // DESIGN.md / peers' recipe: diff = diag(sim) - sim, diag masked, -log sigmoid summed
+  // over B*B - B terms.
+  at::manual_seed(3);
+  const at::Tensor q = randn({5, 8}), p = randn({5, 8});
+  const at::Tensor sim = at::cosine_similarity(q.unsqueeze(1), p.unsqueeze(0), -1) / 0.05;
+  const at::Tensor diff = (sim.diag().unsqueeze(1) - sim).masked_fill(at::eye(5, at::kBool), 1e9);
+  const double recipe = (-at::log(at::sigmoid(diff))).sum().item<double>() / (5 * 5 - 5);
+  EXPECT_NEAR(contrastive_loss(q, p, 0, "pairwise_sigmoid", 0.05).item<double>(), recipe, 1e-9 * recipe);
+}
+
+TEST(ContrastiveLoss, InfoNceIsLogSoftmaxCrossEntropy) {
+  at::manual_seed(4);
+  const at::Tensor q = randn({4, 6}), c = randn({9, 6});
+  const Matrix qm = to_matrix(q), cm = to_matrix(c);
+  double want = 0;
+  for (int i = 0; i < 4; ++i) {
+    double z = 0;
+    for (int j = 0; j < 9; ++j) z += std::exp(dot(qm[i], cm[j]) / (norm(qm[i]) * norm(cm[j])) / 0.2);
+    const double pos = dot(qm[i], cm[3 + i]) / (norm(qm[i]) * norm(cm[3 + i])) / 0.2;
+    want += (std::log(z) - pos) / 4;
+  }
+  EXPECT_NEAR(contrastive_loss(q, c, 3, "infonce", 0.2).item<double>(), want, 1e-9 * want);
+}
+
+TEST(ContrastiveLoss, Float32MatchesDoubleReference) {
+  at::manual_seed(5);
+  for (const std::string type : {"pairwise_sigmoid", "infonce"})
+    check_against_reference(randn({8, 32}, at::kFloat), randn({8, 32}, at::kFloat), 0, type, 0.05, 2e-4);
+}
+
+TEST(ContrastiveLoss, HugeSimilaritiesStayFinite) {
+  // Temperature 1e-4: similarities of ±1e4. Rows: a positive identical to its query, a
+  // negative identical to it, a negative opposite to it, and a positive opposite to it.
+  at::manual_seed(6);
+  const at::Tensor base = randn({3, 8});
+  const at::Tensor q = base.clone();
+  at::Tensor c = at::cat({base[0].unsqueeze(0), -base[1].unsqueeze(0), base[2].unsqueeze(0),
+                          base[0].unsqueeze(0), -base[2].unsqueeze(0), base[1].unsqueeze(0)});
+  for (const std::string type : {"pairwise_sigmoid", "infonce"}) {
+    const at::Tensor qg = q.clone().requires_grad_(true), cg = c.clone().requires_grad_(true);
+    const at::Tensor loss = contrastive_loss(qg, cg, 0, type, 1e-4);
+    loss.backward();
+    EXPECT_TRUE(std::isfinite(loss.item<double>())) << type;
+    EXPECT_TRUE(qg.grad().isfinite().all().item<bool>()) << type;
+    EXPECT_TRUE(cg.grad().isfinite().all().item<bool>()) << type;
+    // Query 1's positive is opposite (d = -2e4 against the identical negative 5).
+    EXPECT_GT(loss.item<double>(), 1e3) << type;
+    check_against_reference(q, c, 0, type, 1e-4, 1e-6);
+  }
+  // Half-precision inputs with extreme similarities: computed in fp32, still finite.
+  const at::Tensor qh = q.to(at::kHalf).requires_grad_(true);
+  const at::Tensor loss = contrastive_loss(qh, c.to(at::kHalf), 0, "pairwise_sigmoid", 1e-4);
+  loss.backward();
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
+  EXPECT_TRUE(qh.grad().to(at::kFloat).isfinite().all().item<bool>());
+}
+
+TEST(ContrastiveLoss, ZeroVectorGivesFiniteLossAndGradients) {
+  at::manual_seed(7);
+  at::Tensor q = randn({3, 4});
+  q[1].zero_();
+  at::Tensor c = randn({3, 4});
+  c[2].zero_();
+  for (const std::string type : {"pairwise_sigmoid", "infonce"}) {
+    const at::Tensor qg = q.clone().requires_grad_(true), cg = c.clone().requires_grad_(true);
+    const at::Tensor loss = contrastive_loss(qg, cg, 0, type, 0.05);
+    loss.backward();
+    EXPECT_TRUE(std::isfinite(loss.item<double>()));
+    EXPECT_TRUE(qg.grad().isfinite().all().item<bool>());
+    EXPECT_TRUE(cg.grad().isfinite().all().item<bool>());
+  }
+}
+
+TEST(ContrastiveLoss, ComputesInFloat32ForHalfInputs) {
+  at::manual_seed(8);
+  const at::Tensor q = randn({4, 16}).to(at::kBFloat16), c = randn({4, 16}).to(at::kBFloat16);
+  const at::Tensor loss = contrastive_loss(q, c, 0, "pairwise_sigmoid", 0.05);
+  EXPECT_EQ(loss.scalar_type(), at::kFloat);
+  EXPECT_EQ(loss.dim(), 0);
+  const double want = contrastive_loss(q.to(at::kDouble), c.to(at::kDouble), 0, "pairwise_sigmoid", 0.05).item<double>();
+  EXPECT_NEAR(loss.item<double>(), want, 1e-5 * want);
+}
+
+TEST(ContrastiveLoss, RejectsBadArguments) {
+  const at::Tensor q = randn({4, 8}), c = randn({4, 8});
+  EXPECT_THROW(contrastive_loss(q, c, 0, "triplet", 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q, c, 1, "infonce", 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q, c, -1, "infonce", 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q, c, 0, "infonce", 0.0), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q, randn({4, 7}), 0, "infonce", 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q[0], c, 0, "infonce", 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q.slice(0, 0, 1), c.slice(0, 0, 1), 0, "pairwise_sigmoid", 0.05),
+               std::invalid_argument);
+  EXPECT_TRUE(is_known_loss_type("infonce"));
+  EXPECT_FALSE(is_known_loss_type("softmax"));
+}

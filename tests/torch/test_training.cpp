@@ -1,0 +1,298 @@
+// End-to-end training through the real binaries: `ddp-launch ... embed-train` on real
+// text (WordNet pairs, made at build time) with the real WordPiece vocabulary.
+//
+// The strongest checks compare runs that must train the same model: N workers against
+// one worker with accumulation over the same micro-batches, two launchers against one,
+// cross-rank negatives against one big micro-batch, the same seed twice.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::string kBin = DDP_EMBED_BINARY_DIR;
+const std::string kSrc = DDP_EMBED_SOURCE_DIR;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a shell command, capturing stdout and stderr together.
+RunResult run(const std::string& command) {
+  RunResult r;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::path(kBin) / "test-runs" / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A tiny BERT on the real uncased vocabulary, deterministic (no dropout), small steps.
+json tiny_config(const fs::path& out) {
+  return {{"model", {{"vocab_size", 30522}, {"hidden_size", 32}, {"num_layers", 2}, {"num_heads", 4},
+                     {"intermediate_size", 64}, {"max_position", 64}, {"dropout", 0.0}, {"pooling", "mean"},
+                     {"projection_dim", 16}}},
+          {"tokenizer", {{"type", "wordpiece"}, {"path", kSrc + "/tests/fixtures/golden/vocab.txt"}, {"max_length", 32}}},
+          {"data", {{"train", kBin + "/test-data/train.jsonl"}, {"eval", nullptr}}},
+          {"loss", {{"type", "pairwise_sigmoid"}, {"temperature", 0.05}}},
+          {"train", {{"batch_size", 16}, {"grad_accum_steps", 1}, {"lr", 1e-3}, {"warmup_steps", 0},
+                     {"schedule", "constant"}, {"max_steps", 5}, {"seed", 7}}},
+          {"dist", {{"timeout_s", 60}}},
+          {"output", {{"dir", out.string()}, {"log_every", 1}, {"save_every", 0}, {"eval_every", 0},
+                      {"resume", "never"}}}};
+}
+
+fs::path write_config(const fs::path& dir, const json& cfg) {
+  fs::path p = dir / "config.json";
+  std::ofstream(p) << cfg.dump(2);
+  return p;
+}
+
+// `ddp-launch --nproc N [extra] embed-train --config dir/config.json`.
+RunResult train(const fs::path& dir, const json& cfg, int nproc, const std::string& launcher_args = "") {
+  const fs::path config = write_config(dir, cfg);
+  return run(kBin + "/ddp-launch --nproc " + std::to_string(nproc) + " --master-port 0 " + launcher_args + " " +
+             kBin + "/embed-train --config " + config.string());
+}
+
+std::vector<json> metric_lines(const fs::path& out) {
+  std::vector<json> lines;
+  std::ifstream in(out / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(json::parse(line));
+  return lines;
+}
+
+std::vector<double> series(const fs::path& out, const std::string& key) {
+  std::vector<double> v;
+  for (auto& l : metric_lines(out))
+    if (l.contains(key)) v.push_back(l[key].get<double>());
+  return v;
+}
+
+std::map<std::string, std::vector<float>> weights(const fs::path& file) {
+  auto f = ddp_embed::read_safetensors(file.string());
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : f.tensors()) {
+    std::vector<float> v(t.nbytes / sizeof(float));
+    std::memcpy(v.data(), t.data, t.nbytes);
+    out[t.name] = std::move(v);
+  }
+  return out;
+}
+
+// Every tensor of two model folders equal within `rel` of the tensor's scale.
+void expect_same_model(const fs::path& a, const fs::path& b, double rel) {
+  for (const char* file : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
+    auto wa = weights(a / file), wb = weights(b / file);
+    ASSERT_EQ(wa.size(), wb.size()) << file;
+    for (auto& [name, va] : wa) {
+      const auto& vb = wb.at(name);
+      ASSERT_EQ(va.size(), vb.size()) << name;
+      double scale = 0, worst = 0;
+      for (size_t i = 0; i < va.size(); ++i) {
+        scale = std::max(scale, double(std::fabs(vb[i])));
+        worst = std::max(worst, double(std::fabs(va[i] - vb[i])));
+      }
+      EXPECT_LE(worst, rel * std::max(scale, 1e-3)) << file << " " << name;
+    }
+  }
+}
+
+void expect_same_series(const std::vector<double>& a, const std::vector<double>& b, double rel,
+                        const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  ASSERT_FALSE(a.empty()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + 1e-9) << what << " at line " << i;
+}
+
+}  // namespace
+
+TEST(Training, OneProcessLearnsAndIsRepeatable) {
+  auto a = fresh_dir("single-a"), b = fresh_dir("single-b");
+  json cfg = tiny_config(a / "out");
+  cfg["train"]["max_steps"] = 30;
+  cfg["train"]["batch_size"] = 32;
+  cfg["output"]["log_every"] = 5;
+  auto r = train(a, cfg, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  cfg["output"]["dir"] = (b / "out").string();
+  r = train(b, cfg, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  auto loss = series(a / "out", "loss");
+  ASSERT_EQ(loss.size(), 6u);
+  EXPECT_LT(loss.back(), 0.8 * loss.front()) << "30 steps did not lower the loss";
+  // The same seed twice: bit-identical weights.
+  for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
+    std::ifstream fa(a / "out" / f, std::ios::binary), fb(b / "out" / f, std::ios::binary);
+    std::string sa((std::istreambuf_iterator<char>(fa)), {}), sb((std::istreambuf_iterator<char>(fb)), {});
+    EXPECT_FALSE(sa.empty());
+    EXPECT_TRUE(sa == sb) << f << " differs between two runs with the same seed";
+  }
+}
+
+// In-batch negatives are per micro-batch, so runs with the same micro-batches must train
+// the same model: W workers x A accumulation steps, for equal W x A.
+TEST(DataParallel, TwoWorkersEqualOneWorkerWithAccumulation) {
+  auto one = fresh_dir("w1a2"), two = fresh_dir("w2a1");
+  json c1 = tiny_config(one / "out");
+  c1["train"]["grad_accum_steps"] = 2;
+  json c2 = tiny_config(two / "out");
+  auto r1 = train(one, c1, 1), r2 = train(two, c2, 2);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  expect_same_series(series(one / "out", "grad_norm"), series(two / "out", "grad_norm"), 1e-5, "grad_norm");
+  expect_same_series(series(one / "out", "loss"), series(two / "out", "loss"), 1e-5, "loss");
+  expect_same_model(one / "out", two / "out", 1e-5);
+}
+
+TEST(DataParallel, TwoWorkersTimesTwoEqualOneWorkerTimesFour) {
+  auto one = fresh_dir("w1a4"), two = fresh_dir("w2a2");
+  json c1 = tiny_config(one / "out");
+  c1["train"]["grad_accum_steps"] = 4;
+  json c2 = tiny_config(two / "out");
+  c2["train"]["grad_accum_steps"] = 2;
+  auto r1 = train(one, c1, 1), r2 = train(two, c2, 2);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  expect_same_series(series(one / "out", "grad_norm"), series(two / "out", "grad_norm"), 1e-5, "grad_norm");
+  expect_same_model(one / "out", two / "out", 1e-5);
+}
+
+// Two launchers with --nnodes 2 form one job of two ranks, like one launcher --nproc 2.
+TEST(DataParallel, TwoLaunchersEqualOneLauncher) {
+  auto one = fresh_dir("nodes1"), two = fresh_dir("nodes2");
+  auto r1 = train(one, tiny_config(one / "out"), 2);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+
+  // Find a free port for the two-node job's store.
+  const fs::path config = write_config(two, tiny_config(two / "out"));
+  const int port = 20000 + int(::getpid() % 20000);
+  auto launcher = [&](int node) {
+    return kBin + "/ddp-launch --nnodes 2 --node-rank " + std::to_string(node) + " --nproc 1 --master-port " +
+           std::to_string(port) + " " + kBin + "/embed-train --config " + config.string();
+  };
+  RunResult node1;
+  std::thread second([&] { node1 = run(launcher(1)); });
+  RunResult node0 = run(launcher(0));
+  second.join();
+  ASSERT_EQ(node0.exit_code, 0) << node0.output;
+  ASSERT_EQ(node1.exit_code, 0) << node1.output;
+  expect_same_series(series(one / "out", "grad_norm"), series(two / "out", "grad_norm"), 1e-5, "grad_norm");
+  expect_same_model(one / "out", two / "out", 1e-5);
+}
+
+// Cross-rank negatives: 2 workers x 8 pairs, each query scored against all 16 positives,
+// equal 1 worker x 16 pairs.
+TEST(DataParallel, CrossRankNegativesEqualOneBigMicroBatch) {
+  auto one = fresh_dir("xr1"), two = fresh_dir("xr2");
+  json c1 = tiny_config(one / "out");
+  json c2 = tiny_config(two / "out");
+  c2["loss"]["cross_rank_negatives"] = true;
+  auto r1 = train(one, c1, 1), r2 = train(two, c2, 2);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  expect_same_series(series(one / "out", "loss"), series(two / "out", "loss"), 1e-5, "loss");
+  expect_same_series(series(one / "out", "grad_norm"), series(two / "out", "grad_norm"), 1e-5, "grad_norm");
+  expect_same_model(one / "out", two / "out", 1e-5);
+}
+
+// Evaluation spreads the pairs over the ranks and gathers: the metrics must equal a
+// single-process evaluation's, with a tail chunk that does not divide evenly.
+TEST(DataParallel, EvaluationIsTheSameAtWorldSizeOneAndTwo) {
+  auto one = fresh_dir("ev1"), two = fresh_dir("ev2");
+  // 150 eval pairs: chunks of 64, 64 and 22.
+  const fs::path eval = one / "eval.jsonl";
+  {
+    std::ifstream in(kBin + "/test-data/eval.jsonl");
+    std::ofstream out(eval);
+    std::string line;
+    for (int i = 0; i < 150 && std::getline(in, line); ++i) out << line << "\n";
+  }
+  for (auto* d : {&one, &two}) {
+    json c = tiny_config(*d / "out");
+    c["data"]["eval"] = eval.string();
+    c["train"]["max_steps"] = 3;
+    auto r = train(*d, c, d == &one ? 1 : 2);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  auto l1 = metric_lines(one / "out"), l2 = metric_lines(two / "out");
+  std::vector<json> e1, e2;
+  for (auto& l : l1) if (l.contains("eval/recall@1")) e1.push_back(l);
+  for (auto& l : l2) if (l.contains("eval/recall@1")) e2.push_back(l);
+  ASSERT_EQ(e1.size(), 2u);  // before the first step and at the end
+  ASSERT_EQ(e2.size(), 2u);
+  for (size_t i = 0; i < e1.size(); ++i)
+    for (const char* k : {"eval/recall@1", "eval/recall@10", "eval/mrr@10", "eval/ndcg@10"})
+      EXPECT_NEAR(e1[i][k].get<double>(), e2[i][k].get<double>(), 1e-12) << k;
+}
+
+// A rank that dies mid-run: the launcher stops the rest and names the root cause.
+TEST(DataParallel, ARankThatDiesIsReportedAndTheOthersStop) {
+  auto d = fresh_dir("dies");
+  json c = tiny_config(d / "out");
+  c["train"]["max_steps"] = 100000;
+  const fs::path config = write_config(d, c);
+  // Rank 1 kills itself (SIGKILL, as the OOM killer would) at step 3.
+  auto r = run("DDP_EMBED_TEST_DIE_AT_STEP=1:3 " + kBin + "/ddp-launch --nproc 2 --master-port 0 --grace 5 " + kBin +
+               "/embed-train --config " + config.string());
+  EXPECT_EQ(r.exit_code, 137) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("SIGKILL"), std::string::npos) << r.output;
+}
+
+// Without a launcher to stop it, a surviving rank must not hang: its next collective
+// fails within dist.timeout_s with an error that says what happened.
+TEST(DataParallel, ASurvivingRankEndsWithAnErrorNotAHang) {
+  auto d = fresh_dir("survivor");
+  json c = tiny_config(d / "out");
+  c["train"]["max_steps"] = 100000;
+  c["dist"]["timeout_s"] = 20;
+  const fs::path config = write_config(d, c);
+  const int port = 20000 + int((::getpid() + 7919) % 20000);
+  auto worker = [&](int rank) {
+    return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(rank) +
+           " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+           (rank == 1 ? " DDP_EMBED_TEST_DIE_AT_STEP=1:3" : "") + " " + kBin + "/embed-train --config " +
+           config.string();
+  };
+  RunResult r1;
+  std::thread t([&] { r1 = run(worker(1)); });
+  const auto start = std::chrono::steady_clock::now();
+  RunResult r0 = run(worker(0));
+  t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r1.exit_code, 137) << r1.output;
+  EXPECT_NE(r0.exit_code, 0) << r0.output;
+  EXPECT_LT(seconds, 120) << "the surviving rank took too long to give up";
+  EXPECT_NE(r0.output.find("error"), std::string::npos) << r0.output;
+}
