@@ -1,5 +1,9 @@
 // JSON → Config: one field table (visit_fields) drives reading, printing and the list of
 // valid keys, so the three cannot drift apart.
+//
+// Two conveniences for hand-written files: // and /* */ comments are allowed, and keys
+// named "_comment" (at the top or inside a section) are notes that are ignored. Every
+// other unknown key is an error. All errors of a file are reported together, one a line.
 #include "config/config.h"
 
 #include <algorithm>

@@ -358,7 +358,8 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   impl->store_addr = env.master_addr + ":" + std::to_string(env.master_port);
   const auto start = Clock::now();
   const auto deadline = start + impl->timeout;
-  const bool loopback = env.single_node() && resolves_to_loopback(env.master_addr);
+  // A loopback master means every rank is on this host, whatever the node count.
+  const bool loopback = resolves_to_loopback(env.master_addr);
 
   // 1. The store: rank 0 hosts it unless the launcher's agent already does.
   c10::intrusive_ptr<c10d::Store> tcp;

@@ -61,11 +61,6 @@ class Env {
   const EnvLookup& lookup_;
 };
 
-bool looks_like_loopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" ||
-         host.rfind("127.", 0) == 0 || host.rfind("localhost.", 0) == 0;
-}
-
 // "4(x2),3" -> 4: the task count of the first node listed in SLURM_TASKS_PER_NODE.
 std::optional<int> first_tasks_per_node(const std::string& s) {
   int v = 0;
@@ -163,10 +158,9 @@ void validate(WorkerEnv& w) {
     fail("MASTER_PORT=" + std::to_string(w.master_port) + " is outside 1..65535");
   if (w.restart_count < 0) fail("RESTART_COUNT=" + std::to_string(w.restart_count) + " is negative");
   if (w.node_rank < 0) fail("NODE_RANK=" + std::to_string(w.node_rank) + " is negative");
-  if (!w.single_node() && looks_like_loopback(w.master_addr))
-    fail("MASTER_ADDR=" + w.master_addr + " is a loopback address but the job spans " +
-         std::to_string((w.world_size + w.local_world_size - 1) / w.local_world_size) +
-         " nodes: set MASTER_ADDR to an address of node 0 the other nodes can reach");
+  // A multi-node job with a loopback MASTER_ADDR is allowed: its "nodes" are then
+  // launchers on this one host (how the multi-node tests run). Across real hosts it
+  // fails at the rendezvous, whose timeout names the ranks that never arrived.
 }
 
 // Splits at commas that are not inside brackets.

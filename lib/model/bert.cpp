@@ -197,11 +197,10 @@ at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bi
   const at::Tensor q = split_heads(query(x));
   const at::Tensor k = split_heads(key(x));
   const at::Tensor v = split_heads(value(x));
-  const double attention_p = is_training() ? attention_dropout_ : 0.0;
-  const at::Tensor context =
-      compat::attention(q, k, v, mask_bias, attention_p).transpose(1, 2).reshape({batch, length, hidden});
-
   const bool training = is_training();
+  const at::Tensor context = compat::attention(q, k, v, mask_bias, training ? attention_dropout_ : 0.0)
+                                 .transpose(1, 2)
+                                 .reshape({batch, length, hidden});
   const at::Tensor a = attention_norm(maybe_dropout(attention_dense(context), hidden_dropout_, training) + x);
   const at::Tensor h = at::gelu(intermediate_dense(a));  // exact erf GELU, as "gelu" in HF
   return output_norm(maybe_dropout(output_dense(h), hidden_dropout_, training) + a);

@@ -110,9 +110,10 @@ class BertModelImpl : public torch::nn::Module {
 
   // BERT's initialization, deterministic under torch::manual_seed: N(0,
   // initializer_range) for Linear and Embedding weights, zero biases and padding row,
-  // LayerNorm weight 1 and bias 0. The constructor draws the same random numbers, in
-  // the same order, as transformers' BertModel(config) (whose pooler we lack: its
-  // draws are made and thrown away), so a given seed gives its initial weights.
+  // LayerNorm weight 1 and bias 0. The constructor makes the same random draws, in the
+  // same order, as transformers' BertModel(config) and peers/torch_reference.py (their
+  // pooler's draws are made and thrown away), so that a given seed gives their initial
+  // weights (checked against the latter, test_bert.cpp).
   void init_weights();
 
   const BertConfig& config() const { return config_; }

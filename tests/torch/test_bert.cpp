@@ -237,6 +237,30 @@ TEST(BertInit, SameSeedSameWeightsOtherSeedOtherWeights) {
   }
 }
 
+TEST(BertInit, SameInitialWeightsAsThePythonReference) {
+  // Numbers printed by peers/torch_reference.py (PyTorch 1.13): torch.manual_seed(42);
+  // EmbeddingModel(config, 16) for this config; parameter sum and element [1].
+  at::manual_seed(42);
+  SentenceEmbedder model(small_config(), 16, Pooling::Cls);
+  const auto params = model->named_parameters();
+  const struct {
+    const char* name;
+    double sum, second;
+  } expected[] = {
+      {"bert.embeddings.position_embeddings.weight", 2.7323402582e-01, 3.12324986e-02},
+      {"bert.embeddings.word_embeddings.weight", 1.5688572951e+00, 0.0},
+      {"bert.encoder.layer.0.output.dense.weight", -1.3919670392e+00, -5.36129922e-02},
+      {"bert.encoder.layer.1.attention.self.value.weight", 1.3068863976e+00, -1.94481127e-02},
+      {"projection.weight", -2.1192984581e+00, -2.74589509e-02},
+      {"projection.bias", -6.1548516154e-02, 5.18136024e-02},
+  };
+  for (const auto& e : expected) {
+    const at::Tensor& t = params[e.name];
+    EXPECT_NEAR(t.to(at::kDouble).sum().item<double>(), e.sum, 1e-9) << e.name;
+    EXPECT_NEAR(t.flatten()[1].item<double>(), e.second, 1e-9) << e.name;
+  }
+}
+
 // ---- weight files ------------------------------------------------------------------------
 
 TEST(Weights, SaveLoadRoundTripIsBitIdentical) {
@@ -356,7 +380,7 @@ TEST(SentenceEmbedder, ForwardIsTheLossOfItsEmbeddings) {
   at::NoGradGuard no_grad;
   const at::Tensor eq = model->embed(q), ep = model->embed(p), en = model->embed(n);
 
-  // In-batch; one encoder call (same length) versus separate calls (different lengths).
+  // In-batch, with positives of the same and of a different padded length.
   const double want = contrastive_loss(eq, ep, 0, "infonce", 0.1).item<double>();
   EXPECT_NEAR(model->forward(q, p, {}, settings).item<double>(), want, 1e-5);
   const EncoderInput p_longer{at::cat({p.ids, at::zeros({5, 3}, at::kLong)}, 1),

@@ -143,9 +143,8 @@ TEST(WorkerEnv, ErrorsNameTheProblem) {
             std::string::npos);
   EXPECT_NE(error_of({{"RANK", "0"}}).find("WORLD_SIZE is not set"), std::string::npos);
   EXPECT_NE(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}}).find("SLURM_NTASKS"), std::string::npos);
-  // Several nodes cannot meet at a loopback address.
-  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}).find("loopback"),
-            std::string::npos);
+  // Several "nodes" on one host may meet at a loopback address (the multi-node tests).
+  EXPECT_EQ(error_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}), "");
 }
 
 TEST(WorkerEnv, SlurmNodelist) {

@@ -59,11 +59,11 @@ TEST(SentencePieceWithTorch, TrainLoadEncodeBesideLibTorch) {
     std::ofstream out(dir.path / "corpus.txt");
     for (const auto& s : sentences()) out << s << "\n";
   }
-  train_sentencepiece({(dir.path / "corpus.txt").string()}, 80, (dir.path / "tok").string());
+  train_sentencepiece({(dir.path / "corpus.txt").string()}, 60, (dir.path / "tok").string());
   ASSERT_TRUE(fs::exists(dir.path / "tok" / "spiece.model"));
 
   const auto tokenizer = load_tokenizer("sentencepiece", (dir.path / "tok").string());
-  EXPECT_EQ(tokenizer->vocab_size(), 80);
+  EXPECT_EQ(tokenizer->vocab_size(), 60);
   const SpecialIds special = tokenizer->special();
   EXPECT_EQ(std::vector<int32_t>({special.pad, special.unk, special.cls, special.sep,
                                   special.mask}),

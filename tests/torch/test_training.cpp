@@ -74,11 +74,16 @@ fs::path write_config(const fs::path& dir, const json& cfg) {
   return p;
 }
 
+// One intra-op thread in every run: then a micro-batch's gradient is computed with the
+// same operations in the same order whatever the world size, and runs that must agree
+// differ only by the summation order of the averaging.
+const std::string kThreads = "OMP_NUM_THREADS=1 ";
+
 // `ddp-launch --nproc N [extra] embed-train --config dir/config.json`.
 RunResult train(const fs::path& dir, const json& cfg, int nproc, const std::string& launcher_args = "") {
   const fs::path config = write_config(dir, cfg);
-  return run(kBin + "/ddp-launch --nproc " + std::to_string(nproc) + " --master-port 0 " + launcher_args + " " +
-             kBin + "/embed-train --config " + config.string());
+  return run(kThreads + kBin + "/ddp-launch --nproc " + std::to_string(nproc) + " --master-port 0 " +
+             launcher_args + " " + kBin + "/embed-train --config " + config.string());
 }
 
 std::vector<json> metric_lines(const fs::path& out) {
@@ -108,8 +113,14 @@ std::map<std::string, std::vector<float>> weights(const fs::path& file) {
   return out;
 }
 
-// Every tensor of two model folders equal within `rel` of the tensor's scale.
-void expect_same_model(const fs::path& a, const fs::path& b, double rel) {
+// Every tensor of two model folders equal within `rel` of the tensor's scale, plus 5% of
+// one step's largest update (lr). Why the second term: Adam divides by sqrt(v) + eps, so
+// a parameter whose true gradient is ~0 (attention key biases: softmax ignores a shift;
+// embeddings of tokens barely used) turns rounding-level gradient differences (another
+// summation order) into update differences far above float precision — but still a
+// small fraction of lr. A wrong micro-batch or a summed gradient changes almost every
+// parameter by about lr, and changes grad_norm, which is compared at 1e-5 separately.
+void expect_same_model(const fs::path& a, const fs::path& b, double rel, double lr = 1e-3) {
   for (const char* file : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
     auto wa = weights(a / file), wb = weights(b / file);
     ASSERT_EQ(wa.size(), wb.size()) << file;
@@ -121,7 +132,7 @@ void expect_same_model(const fs::path& a, const fs::path& b, double rel) {
         scale = std::max(scale, double(std::fabs(vb[i])));
         worst = std::max(worst, double(std::fabs(va[i] - vb[i])));
       }
-      EXPECT_LE(worst, rel * std::max(scale, 1e-3)) << file << " " << name;
+      EXPECT_LE(worst, rel * scale + 0.05 * lr) << file << " " << name;
     }
   }
 }
@@ -141,6 +152,8 @@ TEST(Training, OneProcessLearnsAndIsRepeatable) {
   json cfg = tiny_config(a / "out");
   cfg["train"]["max_steps"] = 30;
   cfg["train"]["batch_size"] = 32;
+  cfg["train"]["lr"] = 3e-4;
+  cfg["train"]["warmup_steps"] = 5;
   cfg["output"]["log_every"] = 5;
   auto r = train(a, cfg, 1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -198,7 +211,7 @@ TEST(DataParallel, TwoLaunchersEqualOneLauncher) {
   const fs::path config = write_config(two, tiny_config(two / "out"));
   const int port = 20000 + int(::getpid() % 20000);
   auto launcher = [&](int node) {
-    return kBin + "/ddp-launch --nnodes 2 --node-rank " + std::to_string(node) + " --nproc 1 --master-port " +
+    return kThreads + kBin + "/ddp-launch --nnodes 2 --node-rank " + std::to_string(node) + " --nproc 1 --master-port " +
            std::to_string(port) + " " + kBin + "/embed-train --config " + config.string();
   };
   RunResult node1;
@@ -241,6 +254,7 @@ TEST(DataParallel, EvaluationIsTheSameAtWorldSizeOneAndTwo) {
   for (auto* d : {&one, &two}) {
     json c = tiny_config(*d / "out");
     c["data"]["eval"] = eval.string();
+    if (d == &one) c["train"]["grad_accum_steps"] = 2;  // the same micro-batches as 2 workers
     c["train"]["max_steps"] = 3;
     auto r = train(*d, c, d == &one ? 1 : 2);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -263,7 +277,7 @@ TEST(DataParallel, ARankThatDiesIsReportedAndTheOthersStop) {
   c["train"]["max_steps"] = 100000;
   const fs::path config = write_config(d, c);
   // Rank 1 kills itself (SIGKILL, as the OOM killer would) at step 3.
-  auto r = run("DDP_EMBED_TEST_DIE_AT_STEP=1:3 " + kBin + "/ddp-launch --nproc 2 --master-port 0 --grace 5 " + kBin +
+  auto r = run(kThreads + "DDP_EMBED_TEST_DIE_AT_STEP=1:3 " + kBin + "/ddp-launch --nproc 2 --master-port 0 --grace 5 " + kBin +
                "/embed-train --config " + config.string());
   EXPECT_EQ(r.exit_code, 137) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
@@ -280,7 +294,7 @@ TEST(DataParallel, ASurvivingRankEndsWithAnErrorNotAHang) {
   const fs::path config = write_config(d, c);
   const int port = 20000 + int((::getpid() + 7919) % 20000);
   auto worker = [&](int rank) {
-    return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(rank) +
+    return kThreads + "env RANK=" + std::to_string(rank) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(rank) +
            " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
            (rank == 1 ? " DDP_EMBED_TEST_DIE_AT_STEP=1:3" : "") + " " + kBin + "/embed-train --config " +
            config.string();
