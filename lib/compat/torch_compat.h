@@ -8,8 +8,6 @@
 #ifndef DDP_EMBED_TORCH_COMPAT_CORE
 #define DDP_EMBED_TORCH_COMPAT_CORE
 
-#include <cmath>
-
 #include <ATen/ATen.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -24,21 +22,17 @@ namespace ddp_embed::compat {
 // LibTorch >= 2.0 has scaled_dot_product_attention (flash / memory-efficient kernels).
 constexpr bool kHasSdpa = DDP_EMBED_TORCH_AT_LEAST(2, 0);
 
-// softmax(q kᵀ / sqrt(head_dim) + bias) v, with dropout on the probabilities.
-// q, k, v: [B, heads, L, head_dim]; bias: additive, broadcastable to [B, heads, L, L]
-// (0 for keys that take part, the dtype's lowest value for padding).
-inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const at::Tensor& bias, double dropout_p) {
+// at::scaled_dot_product_attention (kHasSdpa only; elsewhere an error: the caller writes
+// the attention out). q, k, v: [B, heads, L, head_dim]; bias: additive, broadcastable to
+// [B, heads, L, L] (0 for keys that take part, the dtype's lowest value for padding).
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const at::Tensor& bias, double dropout_p) {
 #if DDP_EMBED_TORCH_AT_LEAST(2, 0)
   // The fused kernels want the mask in the query's dtype (bf16/fp16 under autocast).
   return at::scaled_dot_product_attention(q, k, v, bias.to(q.scalar_type()), dropout_p);
 #else
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  // Out of place on purpose: bf16 scores + an fp32 bias promote to fp32, where the
-  // lowest float stays finite.
-  at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) * scale + bias, -1);
-  if (dropout_p > 0) probs = at::dropout(probs, dropout_p, /*train=*/true);
-  return at::matmul(probs, v);
+  (void)q, (void)k, (void)v, (void)bias, (void)dropout_p;
+  TORCH_CHECK(false, "scaled_dot_product_attention needs LibTorch 2.0");
 #endif
 }
 

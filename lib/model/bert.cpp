@@ -14,14 +14,64 @@
 namespace ddp_embed {
 namespace {
 
+// Dropout on the CPU with a cheaper mask. LibTorch's CPU bernoulli_ draws one double per
+// element on one thread (~6 ns/element): with dropout 0.1 that was ~20% of a BERT-small
+// training step on 2 threads. Here each 31-bit draw of random_() gives two 15-bit
+// uniforms, compared with p quantized to 1/32768 (the scale uses the quantized p, so the
+// expectation stays exact); the rest is parallel elementwise work. Same seed, same masks.
+at::Tensor cpu_dropout(const at::Tensor& x, double p) {
+  constexpr int64_t kLevels = int64_t{1} << 15;
+  const int64_t threshold = std::llround(p * kLevels);  // drop where uniform < threshold
+  const double scale = static_cast<double>(kLevels) / static_cast<double>(kLevels - threshold);
+  const int64_t n = x.numel();
+  const at::Tensor bits = at::empty({(n + 1) / 2}, at::TensorOptions().dtype(at::kInt)).random_();  // [0, 2^31)
+  const at::Tensor uniform = at::cat({bits.bitwise_and(kLevels - 1), bits.__rshift__(16)}).narrow(0, 0, n);
+  const at::Tensor mask = at::where(uniform.ge(threshold).view(x.sizes()), at::scalar_tensor(scale, x.options()),
+                                    at::scalar_tensor(0.0, x.options()));
+  return x * mask;
+}
+
+}  // namespace
+
+at::Tensor fast_dropout(const at::Tensor& x, double p, bool training) {
+  if (!training || p <= 0) return x;
+  return x.device().is_cpu() ? cpu_dropout(x, p) : at::dropout(x, p, /*train=*/true);  // fused on GPUs
+}
+
+namespace {
+
 // A module without parameters of its own: it only puts its children under a name, so
 // that ours are called what Hugging Face calls them (attention.self.query.weight).
 struct NameScope : torch::nn::Module {
   void pretty_print(std::ostream& os) const override { os << "NameScope"; }
 };
 
-at::Tensor maybe_dropout(const at::Tensor& x, double p, bool training) {
-  return training && p > 0 ? at::dropout(x, p, /*train=*/true) : x;
+// softmax(q kᵀ / sqrt(head_dim) + bias) v with dropout on the probabilities; q, k, v
+// [B, heads, L, head_dim], bias additive [B, 1, 1, L].
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
+                     double dropout_p) {
+  if (compat::kHasSdpa) return compat::scaled_dot_product_attention(q, k, v, bias, dropout_p);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  // Out of place on purpose: bf16 scores + an fp32 bias promote to fp32, where the
+  // lowest float stays finite.
+  const at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) * scale + bias, -1);
+  return at::matmul(fast_dropout(probs, dropout_p, dropout_p > 0), v);
+}
+
+// The additive attention bias [B, 1, 1, L] in the dtype of the embeddings x: 0 for real
+// keys and the lowest finite value for padding (as transformers does), so exp() of it
+// is exactly 0 and padding never reaches a real token, while unlike -inf a row of all
+// padding cannot make NaN.
+at::Tensor attention_bias(const at::Tensor& attention_mask, const at::Tensor& x) {
+  TORCH_CHECK(attention_mask.dim() == 2 && attention_mask.size(0) == x.size(0) && attention_mask.size(1) == x.size(1),
+              "attention_mask ", attention_mask.sizes(), " does not match input_ids ", x.sizes().slice(0, 2));
+  double lowest = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "attention_bias", [&] {
+    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+  });
+  const int64_t batch = x.size(0), length = x.size(1);
+  return at::zeros({batch, 1, 1, length}, x.options())
+      .masked_fill_((attention_mask == 0).view({batch, 1, 1, length}), lowest);
 }
 
 // ---- config.json reading -------------------------------------------------------------
@@ -152,6 +202,7 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) : dropout_(c.hidden_
 }
 
 at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids) {
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, length], got ", input_ids.sizes());
   const int64_t length = input_ids.size(1);
   const int64_t max_position = position_embeddings->weight.size(0);
   if (length > max_position)
@@ -162,7 +213,7 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids) {
   const at::Tensor position_and_type =
       position_embeddings->weight.slice(0, 0, length) + token_type_embeddings->weight[0];
   at::Tensor x = word_embeddings(input_ids) + position_and_type;
-  return maybe_dropout(LayerNorm(x), dropout_, is_training());
+  return fast_dropout(LayerNorm(x), dropout_, is_training());
 }
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c)
@@ -187,23 +238,24 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c)
   output_norm = output->register_module("LayerNorm", layer_norm());
 }
 
-at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bias) {
-  const int64_t batch = x.size(0), length = x.size(1), hidden = x.size(2);
+at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bias, bool first_only) {
+  const int64_t batch = x.size(0), hidden = x.size(2);
   const int64_t head_dim = hidden / num_heads_;
   // [B, L, H] → [B, heads, L, head_dim], a view.
   const auto split_heads = [&](const at::Tensor& t) {
-    return t.view({batch, length, num_heads_, head_dim}).transpose(1, 2);
+    return t.view({batch, t.size(1), num_heads_, head_dim}).transpose(1, 2);
   };
-  const at::Tensor q = split_heads(query(x));
+  const at::Tensor rows = first_only ? x.narrow(1, 0, 1) : x;  // the positions whose output we want
+  const at::Tensor q = split_heads(query(rows));
   const at::Tensor k = split_heads(key(x));
   const at::Tensor v = split_heads(value(x));
   const bool training = is_training();
-  const at::Tensor context = compat::attention(q, k, v, mask_bias, training ? attention_dropout_ : 0.0)
+  const at::Tensor context = attention(q, k, v, mask_bias, training ? attention_dropout_ : 0.0)
                                  .transpose(1, 2)
-                                 .reshape({batch, length, hidden});
-  const at::Tensor a = attention_norm(maybe_dropout(attention_dense(context), hidden_dropout_, training) + x);
+                                 .reshape({batch, rows.size(1), hidden});
+  const at::Tensor a = attention_norm(fast_dropout(attention_dense(context), hidden_dropout_, training) + rows);
   const at::Tensor h = at::gelu(intermediate_dense(a));  // exact erf GELU, as "gelu" in HF
-  return output_norm(maybe_dropout(output_dense(h), hidden_dropout_, training) + a);
+  return output_norm(fast_dropout(output_dense(h), hidden_dropout_, training) + a);
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& c) : config_(c) {
@@ -251,22 +303,17 @@ void BertModelImpl::init_weights() {
 }
 
 at::Tensor BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
-  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, length], got ", input_ids.sizes());
-  TORCH_CHECK(attention_mask.sizes() == input_ids.sizes(), "attention_mask ", attention_mask.sizes(),
-              " does not match input_ids ", input_ids.sizes());
   at::Tensor x = embeddings(input_ids);
-  // Additive attention bias, 0 for real keys and the lowest finite value for padding
-  // (as transformers does): exp() of it is exactly 0, so padding never reaches a real
-  // token, and unlike -inf a row of all padding cannot make NaN.
-  double lowest = 0;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "mask_bias", [&] {
-    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
-  });
-  const int64_t batch = input_ids.size(0), length = input_ids.size(1);
-  const at::Tensor mask_bias = at::zeros({batch, 1, 1, length}, x.options())
-                                   .masked_fill_((attention_mask == 0).view({batch, 1, 1, length}), lowest);
+  const at::Tensor mask_bias = attention_bias(attention_mask, x);
   for (auto& layer : layers_) x = layer(x, mask_bias);
   return x;
+}
+
+at::Tensor BertModelImpl::forward_cls(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+  at::Tensor x = embeddings(input_ids);
+  const at::Tensor mask_bias = attention_bias(attention_mask, x);
+  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i](x, mask_bias, /*first_only=*/i + 1 == layers_.size());
+  return x.select(1, 0);
 }
 
 Pooling parse_pooling(const std::string& name) {

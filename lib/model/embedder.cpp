@@ -42,7 +42,9 @@ int64_t SentenceEmbedderImpl::embedding_dim() const {
 
 at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
   check_input(input, "embed");
-  at::Tensor e = pool(bert(input.ids, input.mask), input.mask, pooling_);
+  // [CLS] pooling needs the last layer at position 0 only: forward_cls skips the rest.
+  at::Tensor e = pooling_ == Pooling::Cls ? bert->forward_cls(input.ids, input.mask)
+                                          : pool(bert(input.ids, input.mask), input.mask, Pooling::Mean);
   return projection ? projection(e) : e;
 }
 

@@ -39,6 +39,7 @@ PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& i
     for (int k = 0; k < take; ++k) negatives.push_back(p.neg_begin + int64_t((start + k) % p.neg_count));
   }
   PairBatch batch;
+  batch.indices = indices;
   batch.query = collate(data.tokens, queries);
   batch.pos = collate(data.tokens, positives);
   if (!negatives.empty()) batch.neg = collate(data.tokens, negatives);

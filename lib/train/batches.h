@@ -26,6 +26,7 @@ EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequen
 struct PairBatch {
   EncoderInput query, pos, neg;  // neg undefined without hard negatives
   int64_t real_tokens = 0;     // query + positive (+ negative) tokens, padding excluded
+  std::vector<int64_t> indices;  // the pairs' positions in the dataset
 };
 
 // The micro-batches of one optimizer step, for this rank.

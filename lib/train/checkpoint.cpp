@@ -78,7 +78,10 @@ std::string save_checkpoint(const std::string& checkpoints_dir, SentenceEmbedder
   const fs::path final_dir = root / ("step-" + std::to_string(position.step));
   const fs::path tmp = root / ("step-" + std::to_string(position.step) + ".tmp-" + std::to_string(::getpid()));
   fs::create_directories(root);
-  fs::remove_all(tmp);
+  // Leftovers of a save that was killed midway are incomplete by construction: drop them.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) fs::remove_all(e.path(), ec);
   fs::create_directories(tmp);
 
   save_module(*model, (tmp / "model.safetensors").string());

@@ -79,17 +79,22 @@ std::string format_duration(double seconds) {
 
 // Test-only knobs, read from the environment once, so that the tests can make a real
 // run fail at a chosen point:
-//   DDP_EMBED_TEST_DIE_AT_STEP=R:S   rank R kills itself (SIGKILL) after S steps;
-//   DDP_EMBED_TEST_NAN_STEPS=S1,S2   the loss of steps S1, S2, ... (1-based) becomes NaN.
+//   DDP_EMBED_TEST_DIE_AT_STEP=R:S   rank R kills itself (SIGKILL) after S steps, in the
+//                                    first attempt only (RESTART_COUNT 0);
+//   DDP_EMBED_TEST_NAN_STEPS=S1,S2   the loss of steps S1, S2, ... (1-based) becomes NaN;
+//   DDP_EMBED_TEST_SAMPLE_LOG=FILE   rank R appends "step rank index..." per micro-batch
+//                                    to FILE.rankR.
 struct TestKnobs {
   int die_rank = -1;
   int64_t die_step = -1;
   std::vector<int64_t> nan_steps;
+  std::string sample_log;
 
-  static TestKnobs from_env() {
+  static TestKnobs from_env(int restart_count) {
     TestKnobs k;
-    if (const char* v = std::getenv("DDP_EMBED_TEST_DIE_AT_STEP"))
+    if (const char* v = std::getenv("DDP_EMBED_TEST_DIE_AT_STEP"); v && restart_count == 0)
       std::sscanf(v, "%d:%ld", &k.die_rank, &k.die_step);
+    if (const char* v = std::getenv("DDP_EMBED_TEST_SAMPLE_LOG")) k.sample_log = v;
     if (const char* v = std::getenv("DDP_EMBED_TEST_NAN_STEPS")) {
       std::string list = v;
       size_t at = 0;
@@ -328,7 +333,8 @@ int run_training(const Config& cfg) {
   };
 
   if (pos.step == 0) run_eval(0);
-  spdlog::info("start-up took {:.2f}s; training", std::chrono::duration<double>(Clock::now() - t_start).count());
+  const double startup_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  spdlog::info("start-up took {:.2f}s; training", startup_s);
 
   // ---- the step loop ----------------------------------------------------------------------
   const LossSettings loss_settings{cfg.loss.type, cfg.loss.temperature};
@@ -348,7 +354,7 @@ int run_training(const Config& cfg) {
   const auto train_start = Clock::now();
   const int64_t first_step = pos.step;
 
-  const TestKnobs knobs = TestKnobs::from_env();
+  const TestKnobs knobs = TestKnobs::from_env(env.restart_count);
   while (pos.step < total_steps) {
     if (knobs.die_rank == pg->rank() && knobs.die_step == pos.step) std::raise(SIGKILL);
     StepBatches batches = loader.next();
@@ -359,6 +365,12 @@ int run_training(const Config& cfg) {
     double step_loss = 0;
     for (int a = 0; a < accum; ++a) {
       PairBatch& b = batches.micro[size_t(a)];
+      if (!knobs.sample_log.empty()) {
+        std::ofstream log(knobs.sample_log + ".rank" + std::to_string(pg->rank()), std::ios::app);
+        log << pos.step + 1 << " " << pg->rank();
+        for (auto i : b.indices) log << " " << i;
+        log << "\n";
+      }
       for (auto* in : {&b.query, &b.pos, &b.neg})
         if (in->defined()) {
           in->ids = in->ids.to(device, /*non_blocking=*/true);
@@ -417,9 +429,13 @@ int run_training(const Config& cfg) {
       const double done = double(pos.step - first_step);
       const double eta = std::chrono::duration<double>(Clock::now() - train_start).count() / done *
                          double(total_steps - pos.step);
-      metrics.write({{"step", pos.step}, {"epoch", pos.epoch}, {"loss", mean_loss}, {"lr", lr},
-                     {"grad_norm", grad_norm}, {"pairs_per_s", pairs_per_s}, {"tokens_per_s", tokens_per_s},
-                     {"step_ms", step_ms}, {"comm_wait_ms", window_wait_ms / double(window_steps)}});
+      nlohmann::json line = {{"step", pos.step}, {"epoch", pos.epoch}, {"loss", mean_loss}, {"lr", lr},
+                             {"grad_norm", grad_norm}, {"pairs_per_s", pairs_per_s}, {"tokens_per_s", tokens_per_s},
+                             {"step_ms", step_ms}, {"comm_wait_ms", window_wait_ms / double(window_steps)},
+                             {"peak_rss_mb", peak_rss_mb()}};
+      // The first line also says how long start-up took (process start → first step).
+      if (pos.step - first_step == window_steps) line["startup_s"] = startup_s;
+      metrics.write(line);
       spdlog::info("step {}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} | {:.1f} pairs/s {:.0f} tok/s {:.0f} ms/step "
                    "| ETA {}", pos.step, total_steps, mean_loss, lr, grad_norm, pairs_per_s, tokens_per_s,
                    step_ms, format_duration(eta));

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -156,6 +157,18 @@ TEST_P(GoldenParity, ParameterNamesAndShapesAreTheCheckpointsOwn) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, GoldenParity, ::testing::Values("bert-tiny-a", "bert-tiny-b"));
 
+TEST_P(GoldenParity, ForwardClsIsTheFirstPositionOfForward) {
+  const auto texts = read_expected(GetParam());
+  BertModel bert = load_golden(GetParam());
+  at::NoGradGuard no_grad;
+  const EncoderInput batch = pad(texts);
+  std::vector<std::vector<float>> cls;
+  for (const auto& t : texts) cls.push_back(t.cls);
+  const at::Tensor fast = bert->forward_cls(batch.ids, batch.mask);
+  EXPECT_LT(max_abs_diff(fast, cls), 1e-4);
+  EXPECT_LT((fast - bert(batch.ids, batch.mask).select(1, 0)).abs().max().item<double>(), 1e-5);
+}
+
 // ---- config ------------------------------------------------------------------------------
 
 TEST(BertConfig, ReadsHuggingFaceConfigAndWritesItBack) {
@@ -259,6 +272,42 @@ TEST(BertInit, SameInitialWeightsAsThePythonReference) {
     EXPECT_NEAR(t.to(at::kDouble).sum().item<double>(), e.sum, 1e-9) << e.name;
     EXPECT_NEAR(t.flatten()[1].item<double>(), e.second, 1e-9) << e.name;
   }
+}
+
+TEST(Dropout, KeepsTheExpectationAndFollowsTheSeed) {
+  const at::Tensor x = at::ones({1 << 20});
+  at::manual_seed(9);
+  const at::Tensor y = fast_dropout(x, 0.1, true);
+  const double dropped = y.eq(0).to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(dropped, 0.1, 0.002);  // 1M Bernoulli(0.1): std 3e-4
+  EXPECT_NEAR(y.to(at::kDouble).mean().item<double>(), 1.0, 0.003);
+  EXPECT_NEAR(y.max().item<double>(), 1.0 / (1 - 3277.0 / 32768), 1e-6);  // p quantized to 1/32768
+  at::manual_seed(9);
+  EXPECT_TRUE(at::equal(fast_dropout(x, 0.1, true), y));
+  EXPECT_FALSE(at::equal(fast_dropout(x, 0.1, true), y));
+  EXPECT_TRUE(at::equal(fast_dropout(x, 0.1, false), x));
+  EXPECT_TRUE(at::equal(fast_dropout(x, 0.0, true), x));
+  // Odd sizes and other shapes; gradient is the mask.
+  const at::Tensor z = at::randn({3, 5, 7}).requires_grad_(true);
+  const at::Tensor out = fast_dropout(z, 0.5, true);
+  out.sum().backward();
+  EXPECT_TRUE(at::equal(z.grad().ne(0), out.ne(0)));
+}
+
+TEST(Dropout, OnInTrainingOffInEvaluation) {
+  BertConfig c = small_config();
+  c.hidden_dropout = c.attention_dropout = 0.2;
+  at::manual_seed(10);
+  BertModel bert(c);
+  const at::Tensor ids = at::randint(1, 300, {2, 9}, at::kLong), mask = at::ones({2, 9}, at::kLong);
+  bert->train();
+  at::manual_seed(11);
+  const at::Tensor a = bert(ids, mask);
+  at::manual_seed(11);
+  EXPECT_TRUE(at::equal(bert(ids, mask), a)) << "same seed, same dropout masks";
+  EXPECT_FALSE(at::equal(bert(ids, mask), a));
+  bert->eval();
+  EXPECT_TRUE(at::equal(bert(ids, mask), bert(ids, mask)));
 }
 
 // ---- weight files ------------------------------------------------------------------------
@@ -368,6 +417,33 @@ TEST(SentenceEmbedder, GradientReachesEveryParameter) {
     }
     const auto& word = model->bert->embeddings->word_embeddings->weight.grad();
     EXPECT_TRUE(word[0].eq(0).all().item<bool>()) << "padding row must get no gradient";
+  }
+}
+
+TEST(SentenceEmbedder, ClsShortcutGivesTheSameLossAndGradients) {
+  // embed() with [CLS] pooling skips the last layer's other positions: same numbers as
+  // pooling the full last hidden state.
+  at::manual_seed(12);
+  SentenceEmbedder model(small_config(), 16, Pooling::Cls);
+  model->eval();
+  const auto q = random_batch(4, 10, 300), p = random_batch(4, 11, 300);
+  const at::Tensor fast = model->forward(q, p, {}, LossSettings{});
+  fast.backward();
+  std::map<std::string, at::Tensor> fast_grads;
+  for (const auto& param : model->named_parameters()) {
+    fast_grads[param.key()] = param.value().grad().clone();
+    param.value().mutable_grad().zero_();
+  }
+  const auto full_embed = [&](const EncoderInput& in) {
+    return model->projection(pool(model->bert(in.ids, in.mask), in.mask, Pooling::Cls));
+  };
+  const at::Tensor full = contrastive_loss(full_embed(q), full_embed(p), 0, "pairwise_sigmoid", 0.05);
+  full.backward();
+  EXPECT_NEAR(fast.item<double>(), full.item<double>(), 1e-6);
+  for (const auto& param : model->named_parameters()) {
+    const at::Tensor& g = param.value().grad();
+    EXPECT_LT((g - fast_grads[param.key()]).abs().max().item<double>(), 1e-6 * (1 + g.abs().max().item<double>()))
+        << param.key();
   }
 }
 

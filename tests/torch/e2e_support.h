@@ -1,0 +1,147 @@
+// Helpers for the end-to-end tests: run the real binaries, write configs, read
+// metrics.jsonl and model files.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace e2e {
+
+inline const std::string kBin = DDP_EMBED_BINARY_DIR;
+inline const std::string kSrc = DDP_EMBED_SOURCE_DIR;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a shell command, capturing stdout and stderr together.
+inline RunResult run(const std::string& command) {
+  RunResult r;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+inline fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::path(kBin) / "test-runs" / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A tiny BERT on the real uncased vocabulary, deterministic (no dropout), small steps.
+inline json tiny_config(const fs::path& out) {
+  return {{"model", {{"vocab_size", 30522}, {"hidden_size", 32}, {"num_layers", 2}, {"num_heads", 4},
+                     {"intermediate_size", 64}, {"max_position", 64}, {"dropout", 0.0}, {"pooling", "mean"},
+                     {"projection_dim", 16}}},
+          {"tokenizer", {{"type", "wordpiece"}, {"path", kSrc + "/tests/fixtures/golden/vocab.txt"}, {"max_length", 32}}},
+          {"data", {{"train", kBin + "/test-data/train.jsonl"}, {"eval", nullptr}}},
+          {"loss", {{"type", "pairwise_sigmoid"}, {"temperature", 0.05}}},
+          {"train", {{"batch_size", 16}, {"grad_accum_steps", 1}, {"lr", 1e-3}, {"warmup_steps", 0},
+                     {"schedule", "constant"}, {"max_steps", 5}, {"seed", 7}}},
+          {"dist", {{"timeout_s", 60}}},
+          {"output", {{"dir", out.string()}, {"log_every", 1}, {"save_every", 0}, {"eval_every", 0},
+                      {"resume", "never"}}}};
+}
+
+inline fs::path write_config(const fs::path& dir, const json& cfg) {
+  fs::path p = dir / "config.json";
+  std::ofstream(p) << cfg.dump(2);
+  return p;
+}
+
+// One intra-op thread in every run: then a micro-batch's gradient is computed with the
+// same operations in the same order whatever the world size, and runs that must agree
+// differ only by the summation order of the averaging.
+inline const std::string kThreads = "OMP_NUM_THREADS=1 ";
+
+// `ddp-launch --nproc N [extra] embed-train --config dir/config.json`.
+inline RunResult train(const fs::path& dir, const json& cfg, int nproc, const std::string& launcher_args = "") {
+  const fs::path config = write_config(dir, cfg);
+  return run(kThreads + kBin + "/ddp-launch --nproc " + std::to_string(nproc) + " --master-port 0 " +
+             launcher_args + " " + kBin + "/embed-train --config " + config.string());
+}
+
+inline std::vector<json> metric_lines(const fs::path& out) {
+  std::vector<json> lines;
+  std::ifstream in(out / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(json::parse(line));
+  return lines;
+}
+
+inline std::vector<double> series(const fs::path& out, const std::string& key) {
+  std::vector<double> v;
+  for (auto& l : metric_lines(out))
+    if (l.contains(key)) v.push_back(l[key].get<double>());
+  return v;
+}
+
+inline std::map<std::string, std::vector<float>> weights(const fs::path& file) {
+  auto f = ddp_embed::read_safetensors(file.string());
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : f.tensors()) {
+    std::vector<float> v(t.nbytes / sizeof(float));
+    std::memcpy(v.data(), t.data, t.nbytes);
+    out[t.name] = std::move(v);
+  }
+  return out;
+}
+
+// Every tensor of two model folders equal within `rel` of the tensor's scale, plus 5% of
+// one step's largest update (lr). Why the second term: Adam divides by sqrt(v) + eps, so
+// a parameter whose true gradient is ~0 (attention key biases: softmax ignores a shift;
+// embeddings of tokens barely used) turns rounding-level gradient differences (another
+// summation order) into update differences far above float precision — but still a
+// small fraction of lr. A wrong micro-batch or a summed gradient changes almost every
+// parameter by about lr, and changes grad_norm, which is compared at 1e-5 separately.
+inline void expect_same_model(const fs::path& a, const fs::path& b, double rel, double lr = 1e-3) {
+  for (const char* file : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
+    auto wa = weights(a / file), wb = weights(b / file);
+    ASSERT_EQ(wa.size(), wb.size()) << file;
+    for (auto& [name, va] : wa) {
+      const auto& vb = wb.at(name);
+      ASSERT_EQ(va.size(), vb.size()) << name;
+      double scale = 0, worst = 0;
+      for (size_t i = 0; i < va.size(); ++i) {
+        scale = std::max(scale, double(std::fabs(vb[i])));
+        worst = std::max(worst, double(std::fabs(va[i] - vb[i])));
+      }
+      EXPECT_LE(worst, rel * scale + 0.05 * lr) << file << " " << name;
+    }
+  }
+}
+
+inline void expect_same_series(const std::vector<double>& a, const std::vector<double>& b, double rel,
+                        const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  ASSERT_FALSE(a.empty()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + 1e-9) << what << " at line " << i;
+}
+
+}  // namespace e2e

@@ -1,0 +1,268 @@
+// Checkpoints and resume through the real binaries: every failure mode must lose at most
+// the work since the last checkpoint, never a checkpoint.
+#include <signal.h>
+
+#include <chrono>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "e2e_support.h"
+
+using namespace e2e;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Waits (polling a condition, no fixed sleeps) up to `limit`; true when it held.
+template <class Condition>
+bool wait_for(Condition done, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// Starts a shell command in the background; returns its pid (the launcher's, via exec).
+pid_t spawn(const std::string& command, const fs::path& output) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    // `env` so that the command may start with VAR=value assignments.
+    const std::string cmd = "exec env " + command + " >" + output.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int64_t last_step(const fs::path& out) {
+  auto steps = series(out, "step");
+  return steps.empty() ? 0 : int64_t(steps.back());
+}
+
+}  // namespace
+
+// 2 workers, 20 steps, checkpoint every 5, dropout on: one worker SIGKILLed after step 12
+// under --max-restarts 1 resumes from step 10 and ends with the same bytes as a run that
+// was never interrupted.
+TEST(Resume, KilledWorkerRestartsAndEndsBitIdentical) {
+  auto clean = fresh_dir("resume-clean"), killed = fresh_dir("resume-killed");
+  auto config = [](const fs::path& out) {
+    json c = tiny_config(out);
+    c["model"]["dropout"] = 0.1;  // the dropout masks must resume exactly too
+    c["train"]["max_steps"] = 20;
+    c["output"]["save_every"] = 5;
+    c["output"]["resume"] = "auto";
+    return c;
+  };
+  auto r = train(clean, config(clean / "out"), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path cfg = write_config(killed, config(killed / "out"));
+  r = run(kThreads + "DDP_EMBED_TEST_DIE_AT_STEP=1:12 " + kBin + "/ddp-launch --nproc 2 --master-port 0 " +
+          "--max-restarts 1 " + kBin + "/embed-train --config " + cfg.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step-10"), std::string::npos) << r.output;
+  for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
+    const std::string a = read_file(clean / "out" / f), b = read_file(killed / "out" / f);
+    EXPECT_FALSE(a.empty());
+    EXPECT_TRUE(a == b) << f << ": the resumed run differs from the uninterrupted one";
+  }
+}
+
+// A worker killed while rank 0 writes a checkpoint (slowed by a test-only pause between
+// files): the half-written folder never counts; the next start resumes from the previous
+// complete checkpoint.
+TEST(Resume, KillDuringCheckpointWriteFallsBackToThePreviousOne) {
+  auto d = fresh_dir("resume-midwrite");
+  json c = tiny_config(d / "out");
+  c["train"]["max_steps"] = 1000;
+  c["output"]["save_every"] = 5;
+  c["output"]["resume"] = "auto";
+  const fs::path cfg = write_config(d, c);
+  const fs::path ckpts = d / "out" / "checkpoints";
+  pid_t launcher = spawn(kThreads + "DDP_EMBED_TEST_CHECKPOINT_PAUSE_MS=1500 " + kBin +
+                             "/ddp-launch --nproc 2 --master-port 0 " + kBin + "/embed-train --config " + cfg.string(),
+                         d / "first.log");
+  // Wait until step-5 is complete and step-10 is being written, then SIGKILL the writer.
+  fs::path partial;
+  ASSERT_TRUE(wait_for([&] {
+    std::error_code ec;
+    if (!fs::exists(ckpts / "step-5", ec)) return false;
+    for (auto& e : fs::directory_iterator(ckpts, ec))
+      if (e.path().filename().string().rfind("step-10.tmp-", 0) == 0) partial = e.path();
+    return !partial.empty();
+  })) << read_file(d / "first.log");
+  const pid_t writer = std::stoi(partial.filename().string().substr(std::string("step-10.tmp-").size()));
+  ::kill(writer, SIGKILL);
+  EXPECT_EQ(wait_exit(launcher), 137) << read_file(d / "first.log");
+  EXPECT_FALSE(fs::exists(ckpts / "step-10")) << "an incomplete checkpoint was published";
+
+  c["train"]["max_steps"] = 7;
+  write_config(d, c);
+  auto r = run(kThreads + kBin + "/ddp-launch --nproc 2 --master-port 0 " + kBin + "/embed-train --config " +
+               cfg.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + (ckpts / "step-5").string()), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(ckpts / "step-7"));
+  EXPECT_FALSE(fs::exists(partial)) << "the half-written folder was not cleaned up";
+}
+
+// Resume at another world size (2 -> 1): the run continues at the right global batch, and
+// over the epoch every pair is trained on exactly once.
+TEST(Resume, DifferentWorldSizeContinuesAtTheRightSample) {
+  auto d = fresh_dir("resume-world");
+  // 160 pairs, global batch 16: one epoch is 10 steps.
+  const fs::path data = d / "train.jsonl";
+  {
+    std::ifstream in(kBin + "/test-data/train.jsonl");
+    std::ofstream out(data);
+    std::string line;
+    for (int i = 0; i < 160 && std::getline(in, line); ++i) out << line << "\n";
+  }
+  json c = tiny_config(d / "out");
+  c["data"]["train"] = data.string();
+  c["train"]["max_steps"] = -1;
+  c["train"]["epochs"] = 1;
+  c["output"]["save_every"] = 2;
+  c["output"]["resume"] = "auto";
+  const fs::path cfg = write_config(d, c);
+  const fs::path log1 = d / "samples1", log2 = d / "samples2";
+  auto r = run(kThreads + "DDP_EMBED_TEST_DIE_AT_STEP=0:5 DDP_EMBED_TEST_SAMPLE_LOG=" + log1.string() + " " + kBin +
+               "/ddp-launch --nproc 2 --master-port 0 " + kBin + "/embed-train --config " + cfg.string());
+  ASSERT_EQ(r.exit_code, 137) << r.output;
+  // 1 worker with 2 accumulation steps: the same micro-batches as before.
+  r = run(kThreads + "DDP_EMBED_TEST_SAMPLE_LOG=" + log2.string() + " " + kBin + "/ddp-launch --nproc 1 " +
+          "--master-port 0 " + kBin + "/embed-train --config " + cfg.string() + " --set train.grad_accum_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("written at world size 2, now 1"), std::string::npos) << r.output;
+
+  // The first run saved step 4 and died after step 5 (whose samples, and maybe a few of
+  // step 6's, were logged but never saved): count its steps 1-4, then the second run's,
+  // which must start at step 5.
+  std::multiset<int64_t> seen;
+  int64_t first_resumed_step = -1;
+  auto collect = [&](const fs::path& log, int64_t up_to_step) {
+    for (const char* rank_file : {".rank0", ".rank1"}) {
+      std::ifstream in(log.string() + rank_file);
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        int64_t step, rank, index;
+        fields >> step >> rank;
+        if (step > up_to_step) continue;
+        if (&log == &log2 && (first_resumed_step < 0 || step < first_resumed_step)) first_resumed_step = step;
+        while (fields >> index) seen.insert(index);
+      }
+    }
+  };
+  collect(log1, 4);
+  collect(log2, 1000);
+  EXPECT_EQ(first_resumed_step, 5);
+  ASSERT_EQ(seen.size(), 160u) << "samples trained on: not exactly one epoch";
+  for (int64_t i = 0; i < 160; ++i) EXPECT_EQ(seen.count(i), 1u) << "pair " << i;
+}
+
+// A corrupt checkpoint is refused with the file named, and `auto` falls back to the
+// previous one.
+TEST(Resume, CorruptCheckpointIsRefusedAndAutoFallsBack) {
+  auto d = fresh_dir("resume-corrupt");
+  json c = tiny_config(d / "out");
+  c["train"]["max_steps"] = 10;
+  c["output"]["save_every"] = 5;
+  c["output"]["resume"] = "auto";
+  auto r = train(d, c, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path bad = d / "out" / "checkpoints" / "step-10" / "model.safetensors";
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x7f');
+  }
+  c["train"]["max_steps"] = 12;
+  r = train(d, c, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(bad.string() + ": checksum does not match"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + (d / "out" / "checkpoints" / "step-5").string()), std::string::npos)
+      << r.output;
+
+  // Asked for by path, a corrupt checkpoint is an error, not a silent fresh start.
+  const fs::path newest = d / "out" / "checkpoints" / "step-12";
+  {
+    std::fstream f(newest / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x7f');
+  }
+  c["output"]["resume"] = newest.string();
+  c["output"]["dir"] = (d / "other").string();
+  r = train(d, c, 1);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+}
+
+// SIGTERM to the launcher (a preemption): the workers finish the step, checkpoint and
+// exit 0; the next start continues from there.
+TEST(Resume, SigtermCheckpointsAndExitsZero) {
+  auto d = fresh_dir("resume-sigterm");
+  json c = tiny_config(d / "out");
+  c["train"]["max_steps"] = 100000;
+  c["output"]["save_every"] = 0;
+  c["output"]["resume"] = "auto";
+  const fs::path cfg = write_config(d, c);
+  pid_t launcher = spawn(kThreads + kBin + "/ddp-launch --nproc 2 --master-port 0 " + kBin +
+                             "/embed-train --config " + cfg.string(),
+                         d / "first.log");
+  ASSERT_TRUE(wait_for([&] { return last_step(d / "out") >= 3; })) << read_file(d / "first.log");
+  ::kill(launcher, SIGTERM);
+  EXPECT_EQ(wait_exit(launcher), 0) << read_file(d / "first.log");
+  auto ckpts = fs::path(d / "out" / "checkpoints");
+  int64_t saved = -1;
+  for (auto& e : fs::directory_iterator(ckpts)) saved = std::stoll(e.path().filename().string().substr(5));
+  ASSERT_GE(saved, 3);
+
+  c["train"]["max_steps"] = saved + 2;
+  auto r = train(d, c, 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + (ckpts / ("step-" + std::to_string(saved))).string()), std::string::npos)
+      << r.output;
+  EXPECT_EQ(last_step(d / "out"), saved + 2);
+}
+
+// A non-finite loss skips the step with a warning; max_bad_steps in a row stop the run
+// with an error naming the step, and the last good checkpoint stays.
+TEST(Resume, NonFiniteStepsAreSkippedThenStopTheRun) {
+  auto d = fresh_dir("nan");
+  json c = tiny_config(d / "out");
+  c["train"]["max_steps"] = 8;
+  c["train"]["max_bad_steps"] = 3;
+  c["output"]["save_every"] = 2;
+  const fs::path cfg = write_config(d, c);
+  auto r = run(kThreads + "DDP_EMBED_TEST_NAN_STEPS=3 " + kBin + "/ddp-launch --nproc 2 --master-port 0 " + kBin +
+               "/embed-train --config " + cfg.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 3: non-finite"), std::string::npos) << r.output;
+  EXPECT_EQ(last_step(d / "out"), 8);
+
+  auto d2 = fresh_dir("nan-stop");
+  c["output"]["dir"] = (d2 / "out").string();
+  const fs::path cfg2 = write_config(d2, c);
+  r = run(kThreads + "DDP_EMBED_TEST_NAN_STEPS=5,6,7 " + kBin + "/ddp-launch --nproc 2 --master-port 0 " + kBin +
+          "/embed-train --config " + cfg2.string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 7: 3 non-finite steps in a row"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(d2 / "out" / "checkpoints" / "step-4"));
+  EXPECT_NO_THROW(read_file(d2 / "out" / "checkpoints" / "step-4" / "manifest.json"));
+}
