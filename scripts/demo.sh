@@ -13,5 +13,8 @@ nproc=${DEMO_NPROC:-2}
 "$build/ddp-launch" --nproc "$nproc" --master-port 0 --log-dir runs/demo/launch-logs \
   "$build/embed-train" --config configs/demo.json --set output.resume=never "$@"
 echo
-echo "evaluation on the held-out pairs (runs/demo/metrics.jsonl):"
-grep '"eval/' runs/demo/metrics.jsonl | sed -n '1p;$p' | sed 's/^/  /'
+echo "held-out retrieval (1,000 WordNet definitions against their words), untrained → trained:"
+grep '"eval/' runs/demo/metrics.jsonl | sed -n '1p;$p' | awk '
+  { n++; while (match($0, /"eval\/[a-z@0-9]+":[-0-9.e]+/)) { kv = substr($0, RSTART + 6, RLENGTH - 6); $0 = substr($0, RSTART + RLENGTH)
+      split(kv, p, "\":"); v[n, p[1]] = p[2]; keys[p[1]] = 1 } }
+  END { for (k in keys) printf("  %-10s %.3f → %.3f\n", k, v[1, k], v[2, k]) }' | sort

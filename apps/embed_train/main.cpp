@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "model/malloc_tuning.h"
 #include "tokenize/tokenizer.h"
 #include "train/inference.h"
 #include "train/trainer.h"
@@ -26,6 +27,8 @@ bool is_subcommand(const char* arg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts: keep tensor-sized allocations on the heap (see the header).
+  ddp_embed::tune_malloc_for_tensors();
   // `embed-train --config x` means `embed-train train --config x`.
   std::vector<char*> args(argv, argv + argc);
   static char train_word[] = "train";

@@ -1,5 +1,7 @@
 #include "dist/worker_env.h"
 
+#include "launch/launcher.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -163,70 +165,15 @@ void validate(WorkerEnv& w) {
   // fails at the rendezvous, whose timeout names the ranks that never arrived.
 }
 
-// Splits at commas that are not inside brackets.
-std::vector<std::string> split_top_level(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  int depth = 0;
-  for (char c : s) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur.push_back(c);
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-void expand_one(const std::string& item, const std::string& whole, std::vector<std::string>& out) {
-  const size_t lb = item.find('[');
-  if (lb == std::string::npos) {
-    if (item.find(']') != std::string::npos) throw DistError("malformed SLURM host list '" + whole + "'");
-    out.push_back(item);
-    return;
-  }
-  const size_t rb = item.find(']', lb);
-  if (rb == std::string::npos) throw DistError("malformed SLURM host list '" + whole + "': unclosed '['");
-  const std::string prefix = item.substr(0, lb);
-  std::vector<std::string> rest;
-  expand_one(item.substr(rb + 1), whole, rest);  // later bracket groups
-  std::stringstream ranges(item.substr(lb + 1, rb - lb - 1));
-  std::string range;
-  while (std::getline(ranges, range, ',')) {
-    const size_t dash = range.find('-');
-    const std::string lo_s = range.substr(0, dash);
-    const std::string hi_s = dash == std::string::npos ? lo_s : range.substr(dash + 1);
-    long lo = 0, hi = 0;
-    auto p1 = std::from_chars(lo_s.data(), lo_s.data() + lo_s.size(), lo);
-    auto p2 = std::from_chars(hi_s.data(), hi_s.data() + hi_s.size(), hi);
-    if (lo_s.empty() || hi_s.empty() || p1.ec != std::errc() || p2.ec != std::errc() ||
-        p1.ptr != lo_s.data() + lo_s.size() || p2.ptr != hi_s.data() + hi_s.size() || hi < lo ||
-        hi - lo > 100000) {
-      throw DistError("malformed range '" + range + "' in SLURM host list '" + whole + "'");
-    }
-    for (long v = lo; v <= hi; ++v) {
-      std::string num = std::to_string(v);
-      if (num.size() < lo_s.size()) num.insert(0, lo_s.size() - num.size(), '0');  // keep padding
-      for (const auto& r : rest) out.push_back(prefix + num + r);
-    }
-  }
-}
-
 }  // namespace
 
+// One expander for the launcher and the workers (lib/launch has no LibTorch).
 std::vector<std::string> expand_slurm_nodelist(const std::string& list) {
-  std::vector<std::string> out;
-  const std::string t = trim(list);
-  if (t.empty()) return out;
-  for (const auto& item : split_top_level(t)) {
-    if (item.empty()) throw DistError("malformed SLURM host list '" + list + "': empty entry");
-    expand_one(item, list, out);
+  try {
+    return launch::expand_slurm_nodelist(trim(list));
+  } catch (const std::invalid_argument& e) {
+    throw DistError(e.what());
   }
-  return out;
 }
 
 WorkerEnv read_worker_env(const EnvLookup& lookup) {

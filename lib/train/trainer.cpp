@@ -181,8 +181,9 @@ std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double w
 
 class MetricsFile {
  public:
-  MetricsFile(const std::string& path, bool enabled) {
-    if (enabled) out_.open(path, std::ios::app);
+  // A fresh run starts the file anew; a resumed one appends to it.
+  MetricsFile(const std::string& path, bool enabled, bool append) {
+    if (enabled) out_.open(path, append ? std::ios::app : std::ios::trunc);
   }
   void write(const nlohmann::json& line) {
     if (!out_.is_open()) return;
@@ -202,6 +203,14 @@ void check_config_for_world(const Config& cfg, int world) {
                              " is not divisible by WORLD_SIZE " + std::to_string(world) +
                              " x train.grad_accum_steps " + std::to_string(cfg.train.grad_accum_steps) +
                              ": each rank's micro-batch would not be whole");
+  // Accepted by the config (DESIGN.md) but not built yet: refuse rather than silently
+  // train in fp32 or without checkpointing.
+  if (cfg.train.precision != "fp32")
+    throw std::runtime_error("train.precision \"" + cfg.train.precision +
+                             "\" is not supported by this build yet (only \"fp32\"); mixed precision comes with "
+                             "the CUDA path");
+  if (cfg.train.activation_checkpointing)
+    throw std::runtime_error("train.activation_checkpointing is not supported by this build yet: set it to false");
   if (cfg.loss.cross_rank_negatives && world == 1)
     spdlog::info("loss.cross_rank_negatives has no effect with one worker");
 }
@@ -307,7 +316,7 @@ int run_training(const Config& cfg) {
   }
   pg->check_same(uint64_t(pos.step), "the resume step (ranks found different checkpoints)");
 
-  MetricsFile metrics(cfg.output.dir + "/metrics.jsonl", main_rank);
+  MetricsFile metrics(cfg.output.dir + "/metrics.jsonl", main_rank, /*append=*/pos.step > 0);
   const nlohmann::json run_info = {{"world_size", pg->world_size()}, {"config", config_to_json(cfg)}};
   auto run_eval = [&](int64_t step) {
     if (!eval) return;

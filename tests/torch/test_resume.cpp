@@ -266,3 +266,14 @@ TEST(Resume, NonFiniteStepsAreSkippedThenStopTheRun) {
   EXPECT_TRUE(fs::exists(d2 / "out" / "checkpoints" / "step-4"));
   EXPECT_NO_THROW(read_file(d2 / "out" / "checkpoints" / "step-4" / "manifest.json"));
 }
+
+// An output folder that cannot be written is found at start-up, before any training.
+TEST(Resume, UnwritableOutputDirIsAnErrorAtStartUp) {
+  auto d = fresh_dir("unwritable");
+  std::ofstream(d / "a-file") << "not a folder";
+  json c = tiny_config(d / "a-file" / "out");
+  auto r = train(d, c, 1);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("output.dir"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("a-file/out"), std::string::npos) << r.output;
+}
