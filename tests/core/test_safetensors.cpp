@@ -1,4 +1,5 @@
 // safetensors reader and writer: round trip, every hostile-header case, the golden file.
+#include "golden_fixture.h"
 #include "io/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -185,7 +186,7 @@ TEST_F(SafetensorsTest, WriterRefusesBadTensorsAndLeavesNoFile) {
 }
 
 TEST_F(SafetensorsTest, GoldenModelListsBertParameters) {
-  const std::string path = std::string(DDP_EMBED_SOURCE_DIR) + "/tests/fixtures/golden/bert-tiny-a/model/model.safetensors";
+  const std::string path = golden::golden_model_dir("bert-tiny-a") + "/model.safetensors";
   const auto f = read_safetensors(path);
   EXPECT_EQ(f.tensors().size(), 5u + 2 * 16 + 2);  // embeddings, 2 layers, pooler
   const auto expect_shape = [&](const std::string& name, std::vector<int64_t> shape) {

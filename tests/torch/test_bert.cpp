@@ -1,5 +1,6 @@
 // BERT against Hugging Face transformers (golden outputs of the tiny models), parameter
 // names, initialization, weight files, gradients and the sentence embedder.
+#include "../core/golden_fixture.h"
 #include "model/bert.h"
 
 #include <gtest/gtest.h>
@@ -43,9 +44,10 @@ std::vector<GoldenText> read_expected(const std::string& model) {
 }
 
 BertModel load_golden(const std::string& model, LoadReport* report = nullptr) {
-  const BertConfig config = BertConfig::from_hf_json(kGolden + model + "/model/config.json");
+  const std::string dir = golden::golden_model_dir(model);
+  const BertConfig config = BertConfig::from_hf_json(dir + "/config.json");
   BertModel bert(config);
-  const LoadReport r = load_module(*bert, kGolden + model + "/model/model.safetensors");
+  const LoadReport r = load_module(*bert, dir + "/model.safetensors");
   if (report) *report = r;
   bert->eval();
   return bert;
@@ -137,7 +139,7 @@ TEST_P(GoldenParity, EachTextAloneAndOverPaddedMatches) {
 TEST_P(GoldenParity, ParameterNamesAndShapesAreTheCheckpointsOwn) {
   LoadReport report;
   BertModel bert = load_golden(GetParam(), &report);
-  const auto file = read_safetensors(kGolden + GetParam() + "/model/model.safetensors");
+  const auto file = read_safetensors(golden::golden_model_dir(GetParam()) + "/model.safetensors");
   std::set<std::string> file_names;
   for (const auto& t : file.tensors())
     if (t.name.rfind("pooler.", 0) != 0) file_names.insert(t.name);
