@@ -20,10 +20,11 @@ mkdir -p "$work"
 cd "$root"
 [ -f data/demo/train.jsonl ] || scripts/make-demo-data.sh >/dev/null
 
-# Long pairs: 12 definitions in a row form a query, their 12 word lists a positive.
-long=$work/long-pairs.jsonl
+# Long pairs: 12 definitions in a row form a query; their 12 word lists followed by the
+# definitions again a positive. Both are longer than max_length, so cut to exactly it.
+long=$work/long-pairs-v2.jsonl
 if [ ! -f "$long" ]; then
-  awk -F'"' '{ q = q " " $4; p = p " " $8; if (NR % 12 == 0) { printf("{\"query\": \"%s\", \"pos\": \"%s\"}\n", q, p); q = ""; p = "" } }' \
+  awk -F'"' '{ q = q " " $4; p = p " " $8; if (NR % 12 == 0) { printf("{\"query\": \"%s\", \"pos\": \"%s %s\"}\n", q, p, q); q = ""; p = "" } }' \
     data/demo/train.jsonl > "$long"
 fi
 [ -d "$work/spm-8000" ] || "$build/embed-train" tokenizer --input data/demo/train.jsonl --vocab-size 8000 --output "$work/spm-8000" >/dev/null 2>&1
