@@ -99,7 +99,6 @@ LoadedModel load_model_folder(const std::string& dir, const std::string& pooling
                                "; expected a folder written by embed-train or a Hugging Face BERT folder)");
 
   LoadedModel out;
-  out.ours = fs::exists(root / "embed_train.json");
   const BertConfig bert = BertConfig::from_hf_json((root / "config.json").string());
 
   // Pooling: the argument, else 1_Pooling/config.json, else cls (plain BERT folders).

@@ -31,7 +31,6 @@ struct LoadedModel {
   SentenceEmbedder model{nullptr};
   std::unique_ptr<Tokenizer> tokenizer;
   int max_length = 512;
-  bool ours = false;  // written by embed-train (else a plain Hugging Face folder)
 };
 
 // pooling: "" = as the folder says (1_Pooling/config.json), else cls | mean.

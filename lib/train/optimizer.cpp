@@ -50,12 +50,6 @@ void FlatAdamW::clip_grad_norm(double norm, double max_norm) {
   for (auto& g : grads_) g.mul_(scale);
 }
 
-bool FlatAdamW::grads_finite() const {
-  for (auto& g : grads_)
-    if (!torch::isfinite(g).all().item<bool>()) return false;
-  return true;
-}
-
 void FlatAdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   ++steps_;

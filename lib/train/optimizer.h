@@ -29,14 +29,10 @@ class FlatAdamW {
   double grad_norm() const;
   // Scales gradients so their norm is at most max_norm (when max_norm > 0).
   void clip_grad_norm(double norm, double max_norm);
-  bool grads_finite() const;
   void step(double lr);
 
   int64_t steps_taken() const { return steps_; }
   int64_t num_parameters() const;
-  // The flat gradient buffers (for gradient synchronization) and parameter buffers.
-  const std::vector<torch::Tensor>& grad_buffers() const { return grads_; }
-  const std::vector<torch::Tensor>& param_buffers() const { return params_; }
 
   // Optimizer state as named tensors ("adamw.<g>.exp_avg", ...) and back, for checkpoints.
   std::vector<std::pair<std::string, torch::Tensor>> state() const;

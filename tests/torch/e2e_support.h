@@ -78,11 +78,19 @@ inline fs::path write_config(const fs::path& dir, const json& cfg) {
 // differ only by the summation order of the averaging.
 inline const std::string kThreads = "OMP_NUM_THREADS=1 ";
 
-// `ddp-launch --nproc N [extra] embed-train --config dir/config.json`.
-inline RunResult train(const fs::path& dir, const json& cfg, int nproc, const std::string& launcher_args = "") {
-  const fs::path config = write_config(dir, cfg);
-  return run(kThreads + kBin + "/ddp-launch --nproc " + std::to_string(nproc) + " --master-port 0 " +
-             launcher_args + " " + kBin + "/embed-train --config " + config.string());
+// The command line `[ENV] ddp-launch --nproc N --master-port 0 [LAUNCHER_ARGS] embed-train
+// --config CONFIG`, with one intra-op thread; `env` is a list of VAR=value assignments.
+inline std::string launch_command(const fs::path& config, int nproc, const std::string& env = "",
+                                  const std::string& launcher_args = "") {
+  return kThreads + (env.empty() ? "" : env + " ") + kBin + "/ddp-launch --nproc " + std::to_string(nproc) +
+         " --master-port 0 " + (launcher_args.empty() ? "" : launcher_args + " ") + kBin +
+         "/embed-train --config " + config.string();
+}
+
+// Writes dir/config.json and runs launch_command() on it.
+inline RunResult train(const fs::path& dir, const json& cfg, int nproc, const std::string& env = "",
+                       const std::string& launcher_args = "") {
+  return run(launch_command(write_config(dir, cfg), nproc, env, launcher_args));
 }
 
 inline std::vector<json> metric_lines(const fs::path& out) {

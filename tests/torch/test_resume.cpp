@@ -71,8 +71,7 @@ TEST(Resume, KilledWorkerRestartsAndEndsBitIdentical) {
   auto r = train(clean, config(clean / "out"), 2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path cfg = write_config(killed, config(killed / "out"));
-  r = run(kThreads + "DDP_EMBED_TEST_DIE_AT_STEP=1:12 " + kBin + "/ddp-launch --nproc 2 --master-port 0 " +
-          "--max-restarts 1 " + kBin + "/embed-train --config " + cfg.string());
+  r = run(launch_command(cfg, 2, "DDP_EMBED_TEST_DIE_AT_STEP=1:12", "--max-restarts 1"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("step-10"), std::string::npos) << r.output;
@@ -94,9 +93,7 @@ TEST(Resume, KillDuringCheckpointWriteFallsBackToThePreviousOne) {
   c["output"]["resume"] = "auto";
   const fs::path cfg = write_config(d, c);
   const fs::path ckpts = d / "out" / "checkpoints";
-  pid_t launcher = spawn(kThreads + "DDP_EMBED_TEST_CHECKPOINT_PAUSE_MS=1500 " + kBin +
-                             "/ddp-launch --nproc 2 --master-port 0 " + kBin + "/embed-train --config " + cfg.string(),
-                         d / "first.log");
+  pid_t launcher = spawn(launch_command(cfg, 2, "DDP_EMBED_TEST_CHECKPOINT_PAUSE_MS=1500"), d / "first.log");
   // Wait until step-5 is complete and step-10 is being written, then SIGKILL the writer.
   fs::path partial;
   ASSERT_TRUE(wait_for([&] {
@@ -113,8 +110,7 @@ TEST(Resume, KillDuringCheckpointWriteFallsBackToThePreviousOne) {
 
   c["train"]["max_steps"] = 7;
   write_config(d, c);
-  auto r = run(kThreads + kBin + "/ddp-launch --nproc 2 --master-port 0 " + kBin + "/embed-train --config " +
-               cfg.string());
+  auto r = run(launch_command(cfg, 2));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from " + (ckpts / "step-5").string()), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(ckpts / "step-7"));
@@ -141,12 +137,10 @@ TEST(Resume, DifferentWorldSizeContinuesAtTheRightSample) {
   c["output"]["resume"] = "auto";
   const fs::path cfg = write_config(d, c);
   const fs::path log1 = d / "samples1", log2 = d / "samples2";
-  auto r = run(kThreads + "DDP_EMBED_TEST_DIE_AT_STEP=0:5 DDP_EMBED_TEST_SAMPLE_LOG=" + log1.string() + " " + kBin +
-               "/ddp-launch --nproc 2 --master-port 0 " + kBin + "/embed-train --config " + cfg.string());
+  auto r = run(launch_command(cfg, 2, "DDP_EMBED_TEST_DIE_AT_STEP=0:5 DDP_EMBED_TEST_SAMPLE_LOG=" + log1.string()));
   ASSERT_EQ(r.exit_code, 137) << r.output;
   // 1 worker with 2 accumulation steps: the same micro-batches as before.
-  r = run(kThreads + "DDP_EMBED_TEST_SAMPLE_LOG=" + log2.string() + " " + kBin + "/ddp-launch --nproc 1 " +
-          "--master-port 0 " + kBin + "/embed-train --config " + cfg.string() + " --set train.grad_accum_steps=2");
+  r = run(launch_command(cfg, 1, "DDP_EMBED_TEST_SAMPLE_LOG=" + log2.string()) + " --set train.grad_accum_steps=2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("written at world size 2, now 1"), std::string::npos) << r.output;
 
@@ -222,9 +216,7 @@ TEST(Resume, SigtermCheckpointsAndExitsZero) {
   c["output"]["save_every"] = 0;
   c["output"]["resume"] = "auto";
   const fs::path cfg = write_config(d, c);
-  pid_t launcher = spawn(kThreads + kBin + "/ddp-launch --nproc 2 --master-port 0 " + kBin +
-                             "/embed-train --config " + cfg.string(),
-                         d / "first.log");
+  pid_t launcher = spawn(launch_command(cfg, 2), d / "first.log");
   ASSERT_TRUE(wait_for([&] { return last_step(d / "out") >= 3; })) << read_file(d / "first.log");
   ::kill(launcher, SIGTERM);
   EXPECT_EQ(wait_exit(launcher), 0) << read_file(d / "first.log");
@@ -249,18 +241,14 @@ TEST(Resume, NonFiniteStepsAreSkippedThenStopTheRun) {
   c["train"]["max_steps"] = 8;
   c["train"]["max_bad_steps"] = 3;
   c["output"]["save_every"] = 2;
-  const fs::path cfg = write_config(d, c);
-  auto r = run(kThreads + "DDP_EMBED_TEST_NAN_STEPS=3 " + kBin + "/ddp-launch --nproc 2 --master-port 0 " + kBin +
-               "/embed-train --config " + cfg.string());
+  auto r = train(d, c, 2, "DDP_EMBED_TEST_NAN_STEPS=3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("step 3: non-finite"), std::string::npos) << r.output;
   EXPECT_EQ(last_step(d / "out"), 8);
 
   auto d2 = fresh_dir("nan-stop");
   c["output"]["dir"] = (d2 / "out").string();
-  const fs::path cfg2 = write_config(d2, c);
-  r = run(kThreads + "DDP_EMBED_TEST_NAN_STEPS=5,6,7 " + kBin + "/ddp-launch --nproc 2 --master-port 0 " + kBin +
-          "/embed-train --config " + cfg2.string());
+  r = train(d2, c, 2, "DDP_EMBED_TEST_NAN_STEPS=5,6,7");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("step 7: 3 non-finite steps in a row"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(d2 / "out" / "checkpoints" / "step-4"));

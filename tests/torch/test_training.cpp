@@ -139,10 +139,8 @@ TEST(DataParallel, ARankThatDiesIsReportedAndTheOthersStop) {
   auto d = fresh_dir("dies");
   json c = tiny_config(d / "out");
   c["train"]["max_steps"] = 100000;
-  const fs::path config = write_config(d, c);
   // Rank 1 kills itself (SIGKILL, as the OOM killer would) at step 3.
-  auto r = run(kThreads + "DDP_EMBED_TEST_DIE_AT_STEP=1:3 " + kBin + "/ddp-launch --nproc 2 --master-port 0 --grace 5 " + kBin +
-               "/embed-train --config " + config.string());
+  auto r = train(d, c, 2, "DDP_EMBED_TEST_DIE_AT_STEP=1:3", "--grace 5");
   EXPECT_EQ(r.exit_code, 137) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("SIGKILL"), std::string::npos) << r.output;
