@@ -1,8 +1,34 @@
 #!/usr/bin/env bash
 # Build everything and run every test (unit tests, Hugging Face parity, multi-process
 # runs through ddp-launch) with ctest. Runs on CPU; a GPU is not needed.
+#
+#   scripts/test.sh [CTEST ARGS...]             the tests, in build/
+#   scripts/test.sh --sanitize [CTEST ARGS...]  the same sources built with AddressSanitizer
+#                                               and UndefinedBehaviorSanitizer in
+#                                               build-sanitize/: the unit tests, the bad-input
+#                                               catalogue and short multi-worker trainings;
+#                                               any report fails the run
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+
+if [[ ${1:-} == --sanitize ]]; then
+  shift
+  build=${BUILD_DIR:-$root/build-sanitize}
+  BUILD_DIR=$build "$root/scripts/build.sh" -DSANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  # halt_on_error: a UBSan finding fails the test like an ASan one. LibTorch's own
+  # allocations that live until exit are not ours to fix: no leak checking.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0:halt_on_error=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+  cd "$build"
+  if [[ $# -eq 0 ]]; then
+    # Everything without LibTorch, and the LibTorch tests that run the real programs on
+    # bad input and in short 2-worker trainings.
+    set -- -R '^(Launch|Config|Data|Pair|Sampler|Tokeni|WordPiece|Sentence|Safetensors|Metrics|Corpus|Catalogue|Exposure|DataParallel\.TwoWorkers|Training\.)'
+  fi
+  ctest --output-on-failure -j "$(nproc)" --timeout 1800 "$@"
+  exit
+fi
+
 build=${BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
 cd "$build"

@@ -44,7 +44,9 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::vector<std::string> overrides;
   bool print_config = false;
-  train->add_option("--config", config_path, "JSON config file")->required();
+  // Checked after parsing, not with required(): CLI11 checks requirements before unknown
+  // options, so a mistyped "--confgi" would be reported as a missing --config.
+  train->add_option("--config", config_path, "JSON config file (required)");
   train->add_option("--set", overrides, "override a config key: KEY=VALUE (repeatable)");
   train->add_flag("--print-config", print_config, "print the resolved config and exit");
 
@@ -80,6 +82,10 @@ int main(int argc, char** argv) {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (*train && config_path.empty()) {
+    std::fprintf(stderr, "--config FILE is required\nRun with --help for more information.\n");
+    return 2;
   }
 
   try {

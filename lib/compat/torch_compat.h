@@ -66,6 +66,7 @@ class NoAutocast {
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1
 #endif
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -133,6 +134,15 @@ inline c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, s
   o.timeout = timeout;
   if (is_server && listen_fd >= 0) detail::set_listen_fd(o, listen_fd);
   return c10::make_intrusive<c10d::TCPStore>(host, o);
+}
+
+// A store kept in a file that every rank on this machine opens (the last one to let go
+// removes it). Blocking reads give up after `timeout`.
+inline c10::intrusive_ptr<c10d::Store> make_file_store(const std::string& path, int world_size,
+                                                       std::chrono::milliseconds timeout) {
+  auto store = c10::make_intrusive<c10d::FileStore>(path, world_size);
+  store->setTimeout(timeout);
+  return store;
 }
 
 inline c10::intrusive_ptr<c10d::Store> make_prefix_store(const std::string& prefix,

@@ -69,6 +69,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("data.drop_last", d.drop_last, any());
   v("data.negatives_per_query", d.negatives_per_query, non_negative());
   v("data.skip_bad_lines", d.skip_bad_lines, any());
+  v("data.max_line_bytes", d.max_line_bytes, positive());
 
   LossConfig& l = c.loss;
   v("loss.type", l.type, one_of({"pairwise_sigmoid", "infonce"}));

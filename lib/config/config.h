@@ -47,6 +47,8 @@ struct DataConfig {
   bool drop_last = true;
   int negatives_per_query = 0;
   bool skip_bad_lines = false;
+  // A longer line is a bad line (a lost newline, a binary file), not a pair to truncate.
+  int64_t max_line_bytes = 1 << 20;
 };
 
 struct LossConfig {

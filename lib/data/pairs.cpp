@@ -9,6 +9,8 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +42,26 @@ struct LineResult {
   bool has_score = false;
   float score = 0;
 };
+
+// Reads the next line (without its '\n') into `text`; false at the end of the input. A
+// line longer than `size - 1` bytes is skipped to its end, and *too_long is set. `buffer`
+// is reused from line to line, so `text` gets exactly the line's size.
+bool read_line(std::istream& in, char* buffer, size_t size, std::string& text, bool* too_long) {
+  *too_long = false;
+  in.getline(buffer, static_cast<std::streamsize>(size));
+  const auto extracted = static_cast<size_t>(in.gcount());
+  if (in.bad()) return false;
+  if (in.fail() && extracted > 0) {  // the buffer is full and no newline yet
+    in.clear();
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    *too_long = true;
+    text.clear();
+    return true;
+  }
+  if (extracted == 0 && in.eof()) return false;
+  text.assign(buffer, in.eof() ? extracted : extracted - 1);  // '\n' counted, not stored
+  return true;
+}
 
 bool blank(const std::string& line) {
   return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
@@ -96,10 +118,11 @@ void process_chunk(const std::vector<Line>& lines, const Tokenizer& tokenizer, i
 
 class PairLoader {
  public:
-  PairLoader(const Tokenizer& tokenizer, int max_length, bool skip_bad_lines, int threads)
+  PairLoader(const Tokenizer& tokenizer, int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes)
       : tokenizer_(tokenizer),
         max_length_(max_length),
         skip_bad_lines_(skip_bad_lines),
+        max_line_bytes_(max_line_bytes),
         threads_(std::max(1, threads)) {
     data_.tokens.reserve(/*wide=*/tokenizer.vocab_size() > 65536, 0, 0);
   }
@@ -112,8 +135,22 @@ class PairLoader {
     size_t chunk_bytes = 0;
     int64_t number = 0;
     std::string text;
-    while (std::getline(in, text)) {
+    // Not zero-filled: a generous limit costs address space, not memory.
+    const size_t buffer_size = static_cast<size_t>(max_line_bytes_) + 1;
+    std::unique_ptr<char[]> buffer(new char[buffer_size]);
+    bool too_long = false;
+    while (read_line(in, buffer.get(), buffer_size, text, &too_long)) {
       ++number;
+      if (too_long) {
+        ++data_.lines;
+        add_chunk(file, chunk);  // the lines before it first: errors come in file order
+        chunk.clear();
+        chunk_bytes = 0;
+        skip_or_throw(file + ":" + std::to_string(number) + ": ",
+                      "the line is longer than data.max_line_bytes = " + std::to_string(max_line_bytes_) +
+                          " bytes (a missing newline, or not a JSONL file? raise the limit if the line is meant)");
+        continue;
+      }
       if (number == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // BOM
       if (blank(text)) continue;
       ++data_.lines;
@@ -143,15 +180,19 @@ class PairLoader {
   }
 
  private:
+  // A bad line: an error naming it, or (data.skip_bad_lines) a warning and a count.
+  void skip_or_throw(const std::string& where, const std::string& error) {
+    if (!skip_bad_lines_) throw DataError(where + error);
+    if (++data_.skipped <= kWarnSkipped) spdlog::warn("skipping {}{}", where, error);
+  }
+
   void add_chunk(const std::string& file, const std::vector<Line>& chunk) {
     if (chunk.empty()) return;
     process_chunk(chunk, tokenizer_, max_length_, threads_, results_);
     for (size_t i = 0; i < chunk.size(); ++i) {
       LineResult& result = results_[i];
       if (!result.error.empty()) {
-        const std::string where = file + ":" + std::to_string(chunk[i].number) + ": ";
-        if (!skip_bad_lines_) throw DataError(where + result.error);
-        if (++data_.skipped <= kWarnSkipped) spdlog::warn("skipping {}{}", where, result.error);
+        skip_or_throw(file + ":" + std::to_string(chunk[i].number) + ": ", result.error);
         continue;
       }
       append(result);
@@ -179,6 +220,7 @@ class PairLoader {
   const Tokenizer& tokenizer_;
   const int max_length_;
   const bool skip_bad_lines_;
+  const int64_t max_line_bytes_;
   const int threads_;
   PairDataset data_;
   bool all_scored_ = true;
@@ -188,9 +230,10 @@ class PairLoader {
 }  // namespace
 
 PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& tokenizer,
-                       int max_length, bool skip_bad_lines, int threads) {
+                       int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes) {
   if (files.empty()) throw DataError("no data files given");
-  PairLoader loader(tokenizer, max_length, skip_bad_lines, threads);
+  if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
+  PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
   for (const auto& file : files) loader.load_file(file);
   return loader.finish();
 }

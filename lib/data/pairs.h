@@ -67,8 +67,11 @@ struct PairDataset {
   int64_t size() const { return static_cast<int64_t>(pairs.size()); }
 };
 
-// Reads and tokenizes the files in order. Throws DataError naming file and line.
+// Reads and tokenizes the files in order. Throws DataError naming file and line. A line
+// longer than `max_line_bytes` is a bad line (data.max_line_bytes), never read whole.
+inline constexpr int64_t kDefaultMaxLineBytes = 1 << 20;
 PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& tokenizer,
-                       int max_length, bool skip_bad_lines, int threads = 2);
+                       int max_length, bool skip_bad_lines, int threads = 2,
+                       int64_t max_line_bytes = kDefaultMaxLineBytes);
 
 }  // namespace ddp_embed

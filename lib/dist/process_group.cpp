@@ -150,7 +150,8 @@ int listen_socket(const std::string& host, int port) {
 // Which network device Gloo binds. Its peers connect to the address it advertises, so it
 // must be one they can reach:
 //  - GLOO_SOCKET_IFNAME=eth0[,eth1]: those interfaces (as in PyTorch);
-//  - a single-node job whose master is a loopback address: loopback, nothing exposed;
+//  - a single-node job (loopback master, or a store file from ddp-launch): loopback,
+//    nothing exposed;
 //  - otherwise the address of the interface that routes to MASTER_ADDR (the network the
 //    nodes share), falling back to Gloo's default (the address the hostname resolves to).
 std::vector<compat::GlooDevice> gloo_devices(const WorkerEnv& env, bool loopback) {
@@ -163,7 +164,7 @@ std::vector<compat::GlooDevice> gloo_devices(const WorkerEnv& env, bool loopback
     if (!devices.empty()) return devices;
   }
   if (loopback) {
-    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
+    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     return devices;
   }
   const std::string local = route_source_address(env.master_addr, env.master_port);
@@ -355,23 +356,34 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   impl->world = env.world_size;
   impl->timeout = std::chrono::duration_cast<milliseconds>(timeout_s);
   impl->backend = (backend == "nccl" || (backend == "auto" && cuda_available && compat::kHasNccl)) ? "nccl" : "gloo";
-  impl->store_addr = env.master_addr + ":" + std::to_string(env.master_port);
+  impl->store_addr = env.store_file.empty() ? env.master_addr + ":" + std::to_string(env.master_port)
+                                            : "file " + env.store_file;
   const auto start = Clock::now();
   const auto deadline = start + impl->timeout;
-  // A loopback master means every rank is on this host, whatever the node count.
-  const bool loopback = resolves_to_loopback(env.master_addr);
+  // Every rank is on this host when the master is a loopback address (whatever the node
+  // count) or ddp-launch gave a store file (single node): then the collectives' own
+  // sockets stay on the loopback interface too.
+  const bool loopback = resolves_to_loopback(env.master_addr) || !env.store_file.empty();
 
-  // 1. The store: rank 0 hosts it unless the launcher's agent already does.
+  // 1. The store: a file when ddp-launch gave one (single node: no port is opened at all),
+  // else a TCP store that rank 0 hosts unless the launcher's agent already does.
   c10::intrusive_ptr<c10d::Store> tcp;
   const bool server = env.rank == 0 && !env.agent_store;
   try {
-    int fd = -1;
-    // Single node on loopback: where LibTorch lets us hand it a socket, serve the store on
-    // the loopback interface only (1.13's server always listens on every interface).
-    if (server && loopback && compat::kStoreTakesListenSocket) fd = listen_socket(env.master_addr, env.master_port);
-    tcp = compat::make_tcp_store(env.master_addr, static_cast<std::uint16_t>(env.master_port), server,
-                                 static_cast<std::size_t>(env.world_size), impl->timeout, fd);
+    if (!env.store_file.empty()) {
+      tcp = compat::make_file_store(env.store_file, env.world_size, impl->timeout);
+    } else {
+      int fd = -1;
+      // Single node on loopback: where LibTorch lets us hand it a socket, serve the store
+      // on the loopback interface only (1.13's server always listens on every interface).
+      if (server && loopback && compat::kStoreTakesListenSocket) fd = listen_socket(env.master_addr, env.master_port);
+      tcp = compat::make_tcp_store(env.master_addr, static_cast<std::uint16_t>(env.master_port), server,
+                                   static_cast<std::size_t>(env.world_size), impl->timeout, fd);
+    }
   } catch (const std::exception& e) {
+    if (!env.store_file.empty())
+      throw DistError("rank " + std::to_string(env.rank) + " could not open the rendezvous " + impl->store_addr +
+                      ": " + first_line(e.what()));
     if (server)
       throw DistError("rank 0 could not host the rendezvous store on " + impl->store_addr + ": " + first_line(e.what()) +
                       " (is MASTER_PORT " + std::to_string(env.master_port) + " used by another job?)");
@@ -397,6 +409,8 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   try {
 #if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
     if (impl->backend == "nccl") {
+      // NCCL's bootstrap listens on the first non-loopback interface unless told otherwise.
+      if (loopback) setenv("NCCL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
       const int n = static_cast<int>(c10::cuda::device_count());
       impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(n > 0 ? env.local_rank % n : 0));
       impl->pg = compat::make_nccl(compat::make_prefix_store("nccl/", impl->store), env.rank, env.world_size,

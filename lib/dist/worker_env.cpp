@@ -85,6 +85,9 @@ void read_torchrun(const Env& env, WorkerEnv& w) {
   if (auto a = env.str("MASTER_ADDR")) w.master_addr = *a;
   w.master_port = env.integer_or("MASTER_PORT", w.master_port);
   w.restart_count = env.integer_or("RESTART_COUNT", env.integer_or("TORCHELASTIC_RESTART_COUNT", 0));
+  // A file is only shared by the ranks of one machine.
+  if (auto f = env.str("DDP_LAUNCH_STORE_FILE"); f && !f->empty() && w.local_world_size == w.world_size)
+    w.store_file = *f;
 }
 
 void read_slurm(const Env& env, WorkerEnv& w) {
@@ -209,7 +212,10 @@ std::string describe(const WorkerEnv& w) {
   s << "rank " << w.rank << "/" << w.world_size << " (local " << w.local_rank << "/" << w.local_world_size
     << ", node " << w.node_rank << ") via " << w.source;
   if (w.distributed()) {
-    s << ", store " << w.master_addr << ":" << w.master_port << (w.agent_store ? " (agent store)" : "");
+    if (!w.store_file.empty())
+      s << ", store file " << w.store_file;
+    else
+      s << ", store " << w.master_addr << ":" << w.master_port << (w.agent_store ? " (agent store)" : "");
     if (w.restart_count > 0) s << ", restart " << w.restart_count;
   }
   return s.str();

@@ -29,6 +29,9 @@ struct WorkerEnv {
   int master_port = 29500;
   int restart_count = 0;
   bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE: the launcher hosts the store
+  // DDP_LAUNCH_STORE_FILE (single-node jobs of ddp-launch): rendezvous through this file
+  // instead of a TCP store, so nothing listens on the network. Empty: the TCP store.
+  std::string store_file;
   // "ddp-launch/torchrun", "SLURM", "OpenMPI" or "single process".
   std::string source = "single process";
 
@@ -43,6 +46,8 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 // Reads, in order of precedence:
 //   RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/NODE_RANK(GROUP_RANK)/MASTER_ADDR/
 //     MASTER_PORT/RESTART_COUNT(TORCHELASTIC_RESTART_COUNT)        (ddp-launch, torchrun)
+//     and DDP_LAUNCH_STORE_FILE (ddp-launch, single node; ignored when the ranks span
+//     several nodes)
 //   SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID (master: MASTER_ADDR or the first
 //     host of SLURM_JOB_NODELIST; port: MASTER_PORT or 10000 + SLURM_JOB_ID % 50000)
 //   OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE (MASTER_ADDR and MASTER_PORT required)

@@ -125,10 +125,29 @@ int usable_cores();
 
 // The environment of local worker `local_rank`: `base` plus RANK, LOCAL_RANK,
 // WORLD_SIZE, ... (see --help, ENVIRONMENT). `omp_threads` > 0 sets OMP_NUM_THREADS.
+// A non-empty `store_file` is given as DDP_LAUNCH_STORE_FILE: the file that a
+// single-node job's workers may rendezvous through instead of a TCP port.
 // Returned as "NAME=value" strings, sorted by name.
 std::vector<std::string> build_worker_env(const Environment& base, const JobLayout& layout,
                                           int local_rank, int restart_count,
-                                          int omp_threads);
+                                          int omp_threads, const std::string& store_file = "");
+
+// A directory only this user can enter (mode 0700), made under $TMPDIR (else /tmp) and
+// removed with everything in it when the object goes away. It holds the rendezvous
+// files of a single-node job, so that no port is opened and no other user can join.
+class PrivateDir {
+ public:
+  PrivateDir() = default;
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+  ~PrivateDir();
+  // Makes the directory; false (with *error) when that fails.
+  bool create(const Environment& env, std::string* error);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 Environment environment_from(char** envp);
 

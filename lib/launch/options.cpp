@@ -358,6 +358,9 @@ ENVIRONMENT
     TORCHELASTIC_USE_AGENT_STORE=False  (rank 0 hosts the store)
     CUDA_VISIBLE_DEVICES    only with --devices: the worker's one device
     OMP_NUM_THREADS         when unset and nproc > 1: max(1, cores / nproc)
+    DDP_LAUNCH_STORE_FILE   single node only: a file in a private directory (mode
+                            0700, removed at exit) that workers may rendezvous
+                            through instead of a TCP port (embed-train does)
 
     Read by ddp-launch inside a SLURM allocation (SLURM_JOB_ID set), unless the
     command line says otherwise: SLURM_STEP_NUM_NODES, SLURM_JOB_NUM_NODES or

@@ -80,6 +80,12 @@ class Supervisor {
     if (!guard_.start(&error))
       say("warning: cannot start the orphan guard (" + error +
           "); if ddp-launch is killed, workers' children may survive it");
+    // A single-node job rendezvouses through a file in a private directory: nothing
+    // listens on the network, and no other user of the machine can join the job.
+    if (layout_.nnodes == 1 && !store_dir_.create(plan_.base_env, &error)) {
+      say(error);
+      return kExitRuntimeError;
+    }
     for (int attempt = 0;; ++attempt) {
       for (int sig : SignalRelay::take_pending()) note_signal_between_attempts(sig);
       if (stop_request_) {
@@ -239,7 +245,8 @@ class Supervisor {
       }
       w.output = std::make_unique<WorkerOutput>(w.rank, log_fd);
       WorkerCommand command{plan_.program_path, plan_.argv,
-                            build_worker_env(plan_.base_env, layout_, local, attempt, plan_.omp_threads)};
+                            build_worker_env(plan_.base_env, layout_, local, attempt, plan_.omp_threads,
+                                             store_dir_.path().empty() ? "" : store_dir_.path() + "/store")};
       StartedWorker started;
       std::string why;
       if (!start_worker(command, guard_, &started, &why)) {
@@ -437,6 +444,7 @@ class Supervisor {
   const LaunchPlan& plan_;
   const JobLayout& layout_;
   OrphanGuard guard_;
+  PrivateDir store_dir_;  // single-node jobs only
   std::vector<Worker> workers_;
   std::vector<size_t> exit_order_;
   std::optional<size_t> root_cause_;

@@ -1,7 +1,12 @@
 // The environment each worker starts with: torchrun's names, so that torchrun-style
 // programs (and embed-train) find their rank, world and rendezvous without flags.
+#include <dirent.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "launch/launcher.h"
 
@@ -40,7 +45,7 @@ int default_omp_threads(const Environment& env, int nproc, int cores) {
 
 std::vector<std::string> build_worker_env(const Environment& base, const JobLayout& layout,
                                           int local_rank, int restart_count,
-                                          int omp_threads) {
+                                          int omp_threads, const std::string& store_file) {
   Environment env = base;
   const std::string rank = std::to_string(layout.global_rank(local_rank));
   const std::string world = std::to_string(layout.world_size());
@@ -68,6 +73,8 @@ std::vector<std::string> build_worker_env(const Environment& base, const JobLayo
   env["TORCHELASTIC_RUN_ID"] = layout.run_id;
   // There is no agent-side store: rank 0 hosts the TCP store at MASTER_ADDR:MASTER_PORT.
   env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  // A new file per attempt: a restarted group never reads the keys of the one before.
+  if (!store_file.empty()) env["DDP_LAUNCH_STORE_FILE"] = store_file + ".attempt" + restarts;
 
   // With --devices each worker sees exactly its own GPU, so a program that simply uses
   // "the current CUDA device" (cuda:0) lands on the right one, and NCCL cannot pick a
@@ -82,6 +89,33 @@ std::vector<std::string> build_worker_env(const Environment& base, const JobLayo
   entries.reserve(env.size());
   for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
   return entries;
+}
+
+bool PrivateDir::create(const Environment& env, std::string* error) {
+  auto tmp = env.find("TMPDIR");
+  std::string base = tmp != env.end() && !tmp->second.empty() ? tmp->second : "/tmp";
+  std::string pattern = base + "/ddp-launch-XXXXXX";
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  if (!mkdtemp(name.data())) {  // mode 0700
+    *error = "cannot create a private directory in " + base + ": " + std::strerror(errno);
+    return false;
+  }
+  path_ = name.data();
+  return true;
+}
+
+// The directory only ever holds plain files (the workers' store files).
+PrivateDir::~PrivateDir() {
+  if (path_.empty()) return;
+  if (DIR* dir = opendir(path_.c_str())) {
+    while (dirent* e = readdir(dir)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..") unlink((path_ + "/" + name).c_str());
+    }
+    closedir(dir);
+  }
+  rmdir(path_.c_str());
 }
 
 }  // namespace ddp_embed::launch

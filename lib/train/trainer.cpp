@@ -251,10 +251,12 @@ int run_training(const Config& cfg) {
   // ---- tokenizer and data ----------------------------------------------------------------
   auto tokenizer = prepare_tokenizer(cfg, *pg);
   const auto t_data = Clock::now();
-  PairDataset train = load_pairs(cfg.data.train, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads);
+  PairDataset train = load_pairs(cfg.data.train, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads,
+                                  cfg.data.max_line_bytes);
   std::optional<PairDataset> eval;
   if (cfg.data.eval)
-    eval = load_pairs({*cfg.data.eval}, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads);
+    eval = load_pairs({*cfg.data.eval}, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads,
+                      cfg.data.max_line_bytes);
   spdlog::info("data: {} training pairs{}, {} evaluation pairs, tokenized in {:.1f}s ({:.1f} MB of token ids)",
                train.size(), train.skipped ? fmt::format(" ({} bad lines skipped)", train.skipped) : "",
                eval ? eval->size() : 0, std::chrono::duration<double>(Clock::now() - t_data).count(),

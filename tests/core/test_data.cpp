@@ -255,17 +255,39 @@ TEST(Pairs, TruncatesToMaxLength) {
   EXPECT_EQ(data.tokens.ids(data.pairs[0].query).back(), 102);
 }
 
-TEST(Pairs, SixteenMegabyteLine) {
+// A long line is read (and truncated to max_length) when data.max_line_bytes allows it.
+TEST(Pairs, SixteenMegabyteLineWithAHigherLimit) {
   TempDir dir("huge");
   std::string text;
   text.reserve(17u << 20);
   while (text.size() < (16u << 20)) text += "sentence embeddings for everyone ";
   const auto file = dir.write("a.jsonl", nlohmann::json({{"query", text}, {"pos", text}}).dump() +
                                              "\n" + R"({"query": "q", "pos": "p"})");
-  const PairDataset data = load_pairs({file}, bert(), 64, false);
+  const PairDataset data = load_pairs({file}, bert(), 64, false, 2, /*max_line_bytes=*/64 << 20);
   ASSERT_EQ(data.size(), 2);
   EXPECT_EQ(data.tokens.length(0), 64);
   EXPECT_EQ(data.tokens.length(1), 64);
+}
+
+// Over the limit: an error naming file, line and the key to raise; with skip_bad_lines the
+// line is counted and the lines after it are still read. A line of exactly the limit is fine.
+TEST(PairErrors, LineOverTheLimit) {
+  TempDir dir("limit");
+  const std::string good = R"({"query": "q", "pos": "p"})";
+  const std::string longer = R"({"query": ")" + std::string(200, 'a') + R"(", "pos": "p"})";
+  const auto file = dir.write("a.jsonl", good + "\n" + longer + "\n" + good);
+  try {
+    load_pairs({file}, bert(), 32, false, 2, 100);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(file + ":2: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("data.max_line_bytes = 100"), std::string::npos) << e.what();
+  }
+  const PairDataset skipped = load_pairs({file}, bert(), 32, true, 2, 100);
+  EXPECT_EQ(skipped.size(), 2);
+  EXPECT_EQ(skipped.skipped, 1);
+  EXPECT_EQ(load_pairs({file}, bert(), 32, false, 2, static_cast<int64_t>(longer.size())).size(), 3);
+  EXPECT_THROW(load_pairs({file}, bert(), 32, false, 2, static_cast<int64_t>(longer.size()) - 1), DataError);
 }
 
 // Many records, the same result on 1 and 4 threads (chunks are reassembled in order).

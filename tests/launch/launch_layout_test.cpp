@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <stdexcept>
 
 #include "launch/launcher.h"
@@ -224,6 +225,34 @@ TEST(LaunchEnv, DevicesAndThreads) {
   EXPECT_EQ(default_omp_threads({}, 3, 16), 5);
   EXPECT_EQ(default_omp_threads({}, 8, 2), 1);
   EXPECT_GE(usable_cores(), 1);
+}
+
+// A single-node job's store file: one name per attempt, inside a directory only this
+// user can enter, which disappears with everything in it.
+TEST(LaunchEnv, StoreFileIsPrivateAndPerAttempt) {
+  LayoutResult r = layout_of({"--nproc", "2"});
+  ASSERT_TRUE(r.ok) << r.error;
+  std::string dir;
+  {
+    PrivateDir store;
+    std::string error;
+    ASSERT_TRUE(store.create({{"TMPDIR", DDP_EMBED_BINARY_DIR}}, &error)) << error;
+    dir = store.path();
+    EXPECT_EQ(dir.rfind(std::string(DDP_EMBED_BINARY_DIR) + "/ddp-launch-", 0), 0u) << dir;
+    struct stat st {};
+    ASSERT_EQ(stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+    auto first = as_map(build_worker_env({}, r.layout, 0, 0, 0, dir + "/store"));
+    auto second = as_map(build_worker_env({}, r.layout, 1, 1, 0, dir + "/store"));
+    EXPECT_EQ(first["DDP_LAUNCH_STORE_FILE"], dir + "/store.attempt0");
+    EXPECT_EQ(second["DDP_LAUNCH_STORE_FILE"], dir + "/store.attempt1");
+    std::ofstream(dir + "/store.attempt0") << "keys";
+  }
+  struct stat st {};
+  EXPECT_NE(stat(dir.c_str(), &st), 0) << dir << " is still there";
+  // Without a store file (several nodes) the variable is not set at all.
+  EXPECT_EQ(as_map(build_worker_env({}, r.layout, 0, 0, 0)).count("DDP_LAUNCH_STORE_FILE"), 0u);
 }
 
 TEST(LaunchEnv, EnvironmentFromEnvp) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -150,6 +152,44 @@ inline void expect_same_series(const std::vector<double>& a, const std::vector<d
   ASSERT_FALSE(a.empty()) << what;
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + 1e-9) << what << " at line " << i;
+}
+
+// ---- processes in the background ----------------------------------------------------
+
+inline std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Waits (polling a condition, no fixed sleeps) up to `limit`; true when it held.
+template <class Condition>
+bool wait_for(Condition done, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// Starts a shell command in the background; returns its pid (the command's, via exec).
+inline pid_t spawn(const std::string& command, const fs::path& output) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    // `env` so that the command may start with VAR=value assignments.
+    const std::string cmd = "exec env " + command + " >" + output.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The exit status as a shell reports it (128+N for signal N).
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace e2e

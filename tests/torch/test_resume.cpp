@@ -2,51 +2,14 @@
 // the work since the last checkpoint, never a checkpoint.
 #include <signal.h>
 
-#include <chrono>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "e2e_support.h"
 
 using namespace e2e;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-// Waits (polling a condition, no fixed sleeps) up to `limit`; true when it held.
-template <class Condition>
-bool wait_for(Condition done, std::chrono::seconds limit = std::chrono::seconds(120)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-// Starts a shell command in the background; returns its pid (the launcher's, via exec).
-pid_t spawn(const std::string& command, const fs::path& output) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    // `env` so that the command may start with VAR=value assignments.
-    const std::string cmd = "exec env " + command + " >" + output.string() + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 int64_t last_step(const fs::path& out) {
   auto steps = series(out, "step");
