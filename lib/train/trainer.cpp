@@ -23,6 +23,7 @@
 #include "model/bert.h"
 #include "model/model_folder.h"
 #include "model/weights.h"
+#include "report/metrics_plot.h"
 #include "tokenize/tokenizer.h"
 #include "train/batches.h"
 #include "train/checkpoint.h"
@@ -111,7 +112,7 @@ constexpr int64_t kEvalBatch = 64;
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
-// ---- progress on the console ----------------------------------------------------------------
+// ---- progress and the figure of the run ------------------------------------------------------
 
 // The ETA is the mean time of the last kEtaWindow steps times the steps left; the first
 // kWarmupSteps of a process (allocations, first-touch of the weights) are left out.
@@ -126,6 +127,17 @@ void show_progress(int64_t step, int64_t total, double logged_loss, double pairs
   const std::string loss = std::isnan(logged_loss) ? "loss -" : fmt::format("loss {:.4f}", logged_loss);
   const std::string rate = std::isnan(pairs_per_s) ? "- pairs/s" : fmt::format("{:.1f} pairs/s", pairs_per_s);
   status.update(format_progress_line({"step", step, total, loss + " | " + rate, elapsed_s, eta_s}, status.width()));
+}
+
+// OUTPUT_DIR/metrics.svg from OUTPUT_DIR/metrics.jsonl (rank 0). A figure that cannot be
+// drawn costs a warning, never the run.
+void write_run_figure(const std::string& output_dir) {
+  try {
+    const PlotSummary plot = plot_metrics_file(output_dir + "/metrics.jsonl", output_dir + "/metrics.svg");
+    spdlog::info("figure of the run: {}", plot.output);
+  } catch (const std::exception& e) {
+    spdlog::warn("no figure of the run: {}", e.what());
+  }
 }
 
 // ---- the tokenizer and data -------------------------------------------------------------
@@ -481,11 +493,12 @@ int run_training(const Config& cfg) {
     if (pg->allreduce_max_int(g_stop_signal.load()) != 0 && !last) {
       spdlog::warn("stop signal received: checkpointing at step {} and exiting", pos.step);
       if (cfg.output.checkpoint_on_signal) save(pos);
+      if (main_rank) write_run_figure(cfg.output.dir);
       return 0;
     }
   }
 
-  // ---- the end: evaluation, checkpoint, model folder --------------------------------------
+  // ---- the end: evaluation, checkpoint, model folder, figure -------------------------------
   console_status().clear();
   run_eval(pos.step);
   if (cfg.output.save_every > 0) save(pos);
@@ -494,6 +507,7 @@ int run_training(const Config& cfg) {
     save_model_folder(final_dir, model, *tokenizer, cfg.tokenizer.max_length,
                       {{"step", pos.step}, {"config", config_to_json(cfg)}});
     spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
+    write_run_figure(cfg.output.dir);
   }
   pg->barrier();
   return 0;
