@@ -58,6 +58,7 @@ std::string fixed(double v, int decimals) {
 
 std::vector<double> nice_ticks(double lo, double hi, int target, double min_spacing) {
   const double spacing = std::max(nice_spacing(lo, hi, target), min_spacing);
+  if (!std::isfinite(spacing) || spacing <= 0) return {lo, hi};  // a range beyond double's reach
   const double first = std::floor(lo / spacing + 1e-9);
   const double last = std::ceil(hi / spacing - 1e-9);
   std::vector<double> ticks;
@@ -166,8 +167,12 @@ void append_series(std::string& svg, const ChartSeries& s, const Scale& x, const
   svg += dots;
 }
 
-std::string shortened(const std::string& text, size_t max_chars) {
-  return text.size() <= max_chars ? text : text.substr(0, max_chars - 3) + "...";
+// At most `max_bytes` bytes, never cutting a UTF-8 sequence.
+std::string shortened(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes - 3;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut) + "...";
 }
 
 void append_legend(std::string& svg, const Rect& area, const std::vector<ChartSeries>& series) {
