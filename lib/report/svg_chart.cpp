@@ -116,6 +116,11 @@ bool finite_y_range(const ChartPanel& panel, double& lo, double& hi) {
     hi += pad;
     lo = (panel.y_from_zero && lo == 0) ? 0.0 : lo - pad;
   }
+  // A little room, so that no line runs along the frame (a constant learning rate), but
+  // not across zero (scores that cannot be negative get no negative ticks).
+  const double room = (hi - lo) * 0.04;
+  lo = (lo >= 0 && lo - room < 0) ? 0.0 : lo - room;
+  hi = (hi <= 0 && hi + room > 0) ? 0.0 : hi + room;
   return true;
 }
 
