@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -139,6 +141,22 @@ void write_run_figure(const std::string& output_dir) {
     spdlog::warn("no figure of the run: {}", e.what());
   }
 }
+
+// Runs an action when its scope is left by an exception (not when left normally).
+class OnException {
+ public:
+  explicit OnException(std::function<void()> action)
+      : action_(std::move(action)), exceptions_before_(std::uncaught_exceptions()) {}
+  OnException(const OnException&) = delete;
+  OnException& operator=(const OnException&) = delete;
+  ~OnException() {
+    if (std::uncaught_exceptions() > exceptions_before_) action_();
+  }
+
+ private:
+  std::function<void()> action_;
+  int exceptions_before_;
+};
 
 // ---- the tokenizer and data -------------------------------------------------------------
 
@@ -385,6 +403,11 @@ int run_training(const Config& cfg) {
   RecentStepTimes step_times(kWarmupSteps, kEtaWindow);
   double logged_loss = std::nan("");
   StatusLineScope status_line;  // erased when the run ends, also by an exception
+  // A run stopped by an error still leaves its figure: the steps before a failure (a
+  // loss turning NaN) are what one wants to see.
+  const OnException figure_on_error([&] {
+    if (main_rank) write_run_figure(cfg.output.dir);
+  });
   auto show_progress_now = [&] {
     show_progress(pos.step, total_steps, logged_loss, double(cfg.train.batch_size) / step_times.mean_seconds(),
                   std::chrono::duration<double>(Clock::now() - train_start).count(),
