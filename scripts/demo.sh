@@ -18,3 +18,6 @@ grep '"eval/' runs/demo/metrics.jsonl | sed -n '1p;$p' | awk '
   { n++; while (match($0, /"eval\/[a-z@0-9]+":[-0-9.e]+/)) { kv = substr($0, RSTART + 6, RLENGTH - 6); $0 = substr($0, RSTART + RLENGTH)
       split(kv, p, "\":"); v[n, p[1]] = p[2]; keys[p[1]] = 1 } }
   END { for (k in keys) printf("  %-10s %.3f → %.3f\n", k, v[1, k], v[2, k]) }' | sort
+if [[ -f runs/demo/metrics.svg ]]; then
+  echo "figure of the run (any browser opens it): runs/demo/metrics.svg"
+fi

@@ -1,5 +1,5 @@
 // embed-train: one training worker (started by ddp-launch, torchrun, srun or by hand),
-// plus the encode / eval / tokenizer tools. Parses the command line and calls lib/.
+// plus the encode / eval / tokenizer / plot tools. Parses the command line and calls lib/.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "model/malloc_tuning.h"
+#include "report/metrics_plot.h"
 #include "tokenize/tokenizer.h"
 #include "train/inference.h"
 #include "train/trainer.h"
@@ -19,7 +20,7 @@
 namespace {
 
 bool is_subcommand(const char* arg) {
-  for (const char* name : {"train", "encode", "eval", "tokenizer"})
+  for (const char* name : {"train", "encode", "eval", "tokenizer", "plot"})
     if (std::strcmp(arg, name) == 0) return true;
   return false;
 }
@@ -78,6 +79,11 @@ int main(int argc, char** argv) {
   tok->add_option("--vocab-size", vocab_size, "vocabulary size")->required();
   tok->add_option("--output", tok_output, "output folder")->required();
 
+  auto* plot = app.add_subcommand("plot", "draw a run's metrics.jsonl as an SVG figure");
+  std::string plot_metrics, plot_output;
+  plot->add_option("--metrics", plot_metrics, "metrics.jsonl of a training run")->required();
+  plot->add_option("--output", plot_output, "SVG file (default: metrics.svg beside the metrics file)");
+
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
@@ -103,6 +109,12 @@ int main(int argc, char** argv) {
     if (*tok) {
       ddp_embed::train_sentencepiece(tok_inputs, vocab_size, tok_output);
       spdlog::info("tokenizer written to {}", tok_output);
+      return 0;
+    }
+    if (*plot) {
+      const auto summary = ddp_embed::plot_metrics_file(plot_metrics, plot_output);
+      spdlog::info("{} training steps and {} evaluations drawn to {}", summary.training_steps, summary.eval_steps,
+                   summary.output);
       return 0;
     }
   } catch (const std::exception& e) {

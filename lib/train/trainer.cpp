@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -23,12 +25,14 @@
 #include "model/bert.h"
 #include "model/model_folder.h"
 #include "model/weights.h"
+#include "report/metrics_plot.h"
 #include "tokenize/tokenizer.h"
 #include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
 #include "util/log.h"
+#include "util/progress.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -65,16 +69,6 @@ double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_maxrss) / 1024.0;
-}
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const long s = long(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", s);
-  return buf;
 }
 
 // Test-only knobs, read from the environment once, so that the tests can make a real
@@ -119,6 +113,50 @@ constexpr int64_t kEvalBatch = 64;
 // finish the step, checkpoint, exit 0. The handler only sets a flag.
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+// ---- progress and the figure of the run ------------------------------------------------------
+
+// The ETA is the mean time of the last kEtaWindow steps times the steps left; the first
+// kWarmupSteps of a process (allocations, first-touch of the weights) are left out.
+constexpr size_t kWarmupSteps = 2, kEtaWindow = 50;
+
+// Rank 0's status line on a terminal (a no-op elsewhere): where the run is, the loss of
+// the last logged line, the throughput of the recent steps.
+void show_progress(int64_t step, int64_t total, double logged_loss, double pairs_per_s, double elapsed_s,
+                   double eta_s) {
+  StatusLine& status = console_status();
+  if (!status.enabled()) return;
+  const std::string loss = std::isnan(logged_loss) ? "loss -" : fmt::format("loss {:.4f}", logged_loss);
+  const std::string rate = std::isnan(pairs_per_s) ? "- pairs/s" : fmt::format("{:.1f} pairs/s", pairs_per_s);
+  status.update(format_progress_line({"step", step, total, loss + " | " + rate, elapsed_s, eta_s}, status.width()));
+}
+
+// OUTPUT_DIR/metrics.svg from OUTPUT_DIR/metrics.jsonl (rank 0). A figure that cannot be
+// drawn costs a warning, never the run.
+void write_run_figure(const std::string& output_dir) {
+  try {
+    const PlotSummary plot = plot_metrics_file(output_dir + "/metrics.jsonl", output_dir + "/metrics.svg");
+    spdlog::info("figure of the run: {}", plot.output);
+  } catch (const std::exception& e) {
+    spdlog::warn("no figure of the run: {}", e.what());
+  }
+}
+
+// Runs an action when its scope is left by an exception (not when left normally).
+class OnException {
+ public:
+  explicit OnException(std::function<void()> action)
+      : action_(std::move(action)), exceptions_before_(std::uncaught_exceptions()) {}
+  OnException(const OnException&) = delete;
+  OnException& operator=(const OnException&) = delete;
+  ~OnException() {
+    if (std::uncaught_exceptions() > exceptions_before_) action_();
+  }
+
+ private:
+  std::function<void()> action_;
+  int exceptions_before_;
+};
 
 // ---- the tokenizer and data -------------------------------------------------------------
 
@@ -364,9 +402,23 @@ int run_training(const Config& cfg) {
   auto window_start = Clock::now();
   const auto train_start = Clock::now();
   const int64_t first_step = pos.step;
+  RecentStepTimes step_times(kWarmupSteps, kEtaWindow);
+  double logged_loss = std::nan("");
+  StatusLineScope status_line;  // erased when the run ends, also by an exception
+  // A run stopped by an error still leaves its figure: the steps before a failure (a
+  // loss turning NaN) are what one wants to see.
+  const OnException figure_on_error([&] {
+    if (main_rank) write_run_figure(cfg.output.dir);
+  });
+  auto show_progress_now = [&] {
+    show_progress(pos.step, total_steps, logged_loss, double(cfg.train.batch_size) / step_times.mean_seconds(),
+                  std::chrono::duration<double>(Clock::now() - train_start).count(),
+                  step_times.eta_seconds(total_steps - pos.step));
+  };
 
   const TestKnobs knobs = TestKnobs::from_env(env.restart_count);
   while (pos.step < total_steps) {
+    const auto step_begin = Clock::now();
     if (knobs.die_rank == pg->rank() && knobs.die_step == pos.step) std::raise(SIGKILL);
     StepBatches batches = loader.next();
     // Dropout masks from (seed, rank, step): a resumed run draws exactly the same ones.
@@ -415,6 +467,8 @@ int run_training(const Config& cfg) {
       optimizer.step(lr);
     }
     optimizer.zero_grad();
+    // The step's own time: evaluation and checkpoint pauses below are not in it.
+    step_times.add(std::chrono::duration<double>(Clock::now() - step_begin).count());
 
     ++pos.step;
     pos.epoch = batches.epoch;
@@ -437,9 +491,7 @@ int run_training(const Config& cfg) {
       const double pairs_per_s = double(cfg.train.batch_size * window_steps) / seconds;
       const double tokens_per_s = sums[1].item<double>() / seconds;
       const double step_ms = 1000 * seconds / double(window_steps);
-      const double done = double(pos.step - first_step);
-      const double eta = std::chrono::duration<double>(Clock::now() - train_start).count() / done *
-                         double(total_steps - pos.step);
+      logged_loss = mean_loss;
       nlohmann::json line = {{"step", pos.step}, {"epoch", pos.epoch}, {"loss", mean_loss}, {"lr", lr},
                              {"grad_norm", grad_norm}, {"pairs_per_s", pairs_per_s}, {"tokens_per_s", tokens_per_s},
                              {"step_ms", step_ms}, {"comm_wait_ms", window_wait_ms / double(window_steps)},
@@ -447,9 +499,10 @@ int run_training(const Config& cfg) {
       // The first line also says how long start-up took (process start → first step).
       if (pos.step - first_step == window_steps) line["startup_s"] = startup_s;
       metrics.write(line);
+      show_progress_now();  // before the log line, which draws the status line again below it
       spdlog::info("step {}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} | {:.1f} pairs/s {:.0f} tok/s {:.0f} ms/step "
                    "| ETA {}", pos.step, total_steps, mean_loss, lr, grad_norm, pairs_per_s, tokens_per_s,
-                   step_ms, format_duration(eta));
+                   step_ms, format_duration(step_times.eta_seconds(total_steps - pos.step)));
       window_loss = window_tokens = window_wait_ms = 0;
       window_steps = 0;
       window_start = Clock::now();
@@ -459,16 +512,19 @@ int run_training(const Config& cfg) {
       window_start = Clock::now();
     }
     if (cfg.output.save_every > 0 && pos.step % cfg.output.save_every == 0 && !last) save(pos);
+    show_progress_now();
 
     // A stop signal on any rank: every rank checkpoints at the same step and exits 0.
     if (pg->allreduce_max_int(g_stop_signal.load()) != 0 && !last) {
       spdlog::warn("stop signal received: checkpointing at step {} and exiting", pos.step);
       if (cfg.output.checkpoint_on_signal) save(pos);
+      if (main_rank) write_run_figure(cfg.output.dir);
       return 0;
     }
   }
 
-  // ---- the end: evaluation, checkpoint, model folder --------------------------------------
+  // ---- the end: evaluation, checkpoint, model folder, figure -------------------------------
+  console_status().clear();
   run_eval(pos.step);
   if (cfg.output.save_every > 0) save(pos);
   if (main_rank) {
@@ -476,6 +532,7 @@ int run_training(const Config& cfg) {
     save_model_folder(final_dir, model, *tokenizer, cfg.tokenizer.max_length,
                       {{"step", pos.step}, {"config", config_to_json(cfg)}});
     spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
+    write_run_figure(cfg.output.dir);
   }
   pg->barrier();
   return 0;

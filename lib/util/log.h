@@ -2,7 +2,8 @@
 //
 // Rank 0 writes to the console and to OUTPUT_DIR/train.log; every other rank writes to
 // OUTPUT_DIR/train.rank<R>.log and puts only warnings and errors on the console (so a
-// launcher's failure report still shows why a rank died).
+// launcher's failure report still shows why a rank died). On a terminal, rank 0's console
+// log shares stderr with the progress line of util/progress.h without breaking it.
 #pragma once
 
 #include <string>

@@ -216,6 +216,7 @@ TEST(Resume, NonFiniteStepsAreSkippedThenStopTheRun) {
   EXPECT_NE(r.output.find("step 7: 3 non-finite steps in a row"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(d2 / "out" / "checkpoints" / "step-4"));
   EXPECT_NO_THROW(read_file(d2 / "out" / "checkpoints" / "step-4" / "manifest.json"));
+  EXPECT_TRUE(fs::exists(d2 / "out" / "metrics.svg")) << "a failed run leaves its figure too";
 }
 
 // An output folder that cannot be written is found at start-up, before any training.
