@@ -24,6 +24,7 @@
 //    spiece.model: do_lower_case, keep_accents, remove_space, the special tokens).
 #include <set>
 
+#include "../core/golden_fixture.h"
 #include "e2e_support.h"
 #include "tokenize/sentencepiece_tokenizer.h"
 #include "tokenize/tokenizer.h"
@@ -353,6 +354,28 @@ TEST_F(ModelFolderFormat, SentencePieceTokenizerFilesNameAnAlbertTokenizerWithOu
   EXPECT_EQ(c["mask_token"], "[MASK]");
   EXPECT_EQ((std::vector<int32_t>{ids.pad, ids.unk, ids.cls, ids.sep, ids.mask}),
             (std::vector<int32_t>{0, 1, 2, 3, 4}));
+}
+
+// Starting from a Hugging Face folder: its vocabulary is the tokenizer, and the written
+// do_lower_case is the one training used: the folder's tokenizer_config.json when it has
+// one, else tokenizer.lower_case (here false: a cased vocabulary without a config).
+TEST_F(ModelFolderFormat, ModelInitFolderWithoutTokenizerConfigFollowsTokenizerLowerCase) {
+  const fs::path init = work / "hf-cased";
+  fs::create_directories(init);
+  const fs::path golden = golden::golden_model_dir("bert-tiny-a");
+  fs::copy_file(golden / "config.json", init / "config.json");
+  fs::copy_file(golden / "model.safetensors", init / "model.safetensors");
+  fs::copy_file(kSrc + "/tests/fixtures/golden/vocab.txt", init / "vocab.txt");
+  json cfg = one_step_config(work / "init-out");
+  cfg["model"]["init"] = init.string();
+  cfg["tokenizer"]["lower_case"] = false;
+  auto r = train(work, cfg, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json c = read_json(work / "init-out" / "final" / "tokenizer_config.json");
+  EXPECT_EQ(c["tokenizer_class"], "BertTokenizer");
+  EXPECT_EQ(c["do_lower_case"], false);
+  EXPECT_EQ(read_json(work / "init-out" / "final" / "config.json")["max_position_embeddings"], 128);  // the folder's
+  EXPECT_EQ(c["model_max_length"], 128);
 }
 
 // What encode does with the sentencepiece folder (the WordPiece one is EncodeEval's).
