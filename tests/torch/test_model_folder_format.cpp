@@ -390,4 +390,25 @@ TEST_F(ModelFolderFormat, EncodeReadsTheSentencePieceFolderBack) {
   EXPECT_EQ(json::parse(line)["embedding"].size(), 16u);
 }
 
+// scripts/check-st-load.py on both folders. Where Python has sentence-transformers this
+// is the real check (SentenceTransformer(dir) loads the folder and every sentence's
+// cosine with embed-train encode is >= 0.9999); elsewhere the script must say what to
+// install and exit 2.
+TEST_F(ModelFolderFormat, CheckScriptLoadsTheFoldersInPython) {
+  if (run("command -v python3").exit_code != 0) GTEST_SKIP() << "no python3";
+  const bool installed = run("python3 -c 'import sentence_transformers'").exit_code == 0;
+  const fs::path texts = fs::path(kSrc) / "tests/fixtures/golden/texts.txt";
+  for (const auto& dir : {wordpiece, sentencepiece}) {
+    auto r = run("python3 " + kSrc + "/scripts/check-st-load.py " + dir.string() + " " + texts.string() +
+                 " --embed-train " + kBin + "/embed-train");
+    if (installed) {
+      EXPECT_EQ(r.exit_code, 0) << dir << "\n" << r.output;
+      EXPECT_NE(r.output.find("OK: every sentence"), std::string::npos) << r.output;
+    } else {
+      EXPECT_EQ(r.exit_code, 2) << r.output;
+      EXPECT_NE(r.output.find("pip install sentence-transformers"), std::string::npos) << r.output;
+    }
+  }
+}
+
 }  // namespace
