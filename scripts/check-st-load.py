@@ -108,9 +108,8 @@ def load_sentence_transformer(model_dir):
 
 def describe(model):
     """What sentence-transformers made of the folder, for the report."""
-    transformer = model[0]
     return (f"modules {[type(m).__name__ for m in model]}, dimension {model.get_sentence_embedding_dimension()}, "
-            f"max_seq_length {model.max_seq_length}, tokenizer {type(transformer.tokenizer).__name__}")
+            f"max_seq_length {model.max_seq_length}, tokenizer {type(model.tokenizer).__name__}")
 
 
 def main():
@@ -147,7 +146,7 @@ def main():
         print(f"OK: every sentence has cosine >= {args.min_cosine}")
         return 0
 
-    tokenizer = model[0].tokenizer
+    tokenizer = model.tokenizer
     print(f"FAIL: {len(bad)} of {len(sentences)} sentences below cosine {args.min_cosine}:")
     for i in bad[:20]:
         print(f"  line {i + 1}: cosine {cosine[i]:.7f}  {sentences[i]!r}")
