@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
   encode->add_option("--model", enc.model_dir, "model folder (ours or Hugging Face BERT)")->required();
   encode->add_option("--input", enc.input, "text file (one sentence a line) or JSONL (\"text\")")->required();
   encode->add_option("--output", enc.output, "output: .jsonl or .npy")->required();
-  encode->add_option("--batch-size", enc.batch_size, "sentences per batch")->capture_default_str();
+  encode->add_option("--batch-size", enc.batch_size, "sentences per batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   encode->add_option("--device", enc.device, "cpu or cuda[:N]")->capture_default_str();
   encode->add_option("--pooling", enc.pooling, "cls or mean (plain Hugging Face folders)");
   encode->add_flag("--normalize", enc.normalize, "L2-normalize the embeddings");
@@ -65,10 +67,16 @@ int main(int argc, char** argv) {
   ddp_embed::EvalOptions ev;
   eval->add_option("--model", ev.model_dir, "model folder (ours or Hugging Face BERT)")->required();
   eval->add_option("--data", ev.data, "JSONL pairs (query/pos, or text1/text2/score)")->required();
-  eval->add_option("--task", ev.task, "retrieval or sts (default: sts when pairs have scores)");
-  eval->add_option("--batch-size", ev.batch_size, "sentences per batch")->capture_default_str();
+  eval->add_option("--task", ev.task, "retrieval or sts (default: sts when pairs have scores)")
+      ->check(CLI::IsMember({"retrieval", "sts"}));
+  eval->add_option("--batch-size", ev.batch_size, "sentences per batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   eval->add_option("--device", ev.device, "cpu or cuda[:N]")->capture_default_str();
   eval->add_option("--pooling", ev.pooling, "cls or mean (plain Hugging Face folders)");
+  eval->add_option("--format", ev.format, "stdout: a table, or one JSON object")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
   eval->add_option("--json", ev.json_out, "also write the metrics as JSON to this file");
 
   auto* tok = app.add_subcommand("tokenizer", "train a sentencepiece tokenizer");

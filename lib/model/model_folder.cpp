@@ -30,6 +30,72 @@ nlohmann::json read_json(const fs::path& path) {
   }
 }
 
+// sentence-transformers passes each module's config.json to the module's constructor as
+// keyword arguments: a key the installed release does not know is a TypeError, a key
+// left out takes the constructor's default. So the writers below give exactly the keys
+// that every release since kSentenceTransformersFormat accepts.
+//
+// That release is the first to read every key written here ("similarity_fn_name" in
+// config_sentence_transformers.json, "include_prompt" in 1_Pooling/config.json); an
+// older one warns that the folder was made for a newer release.
+constexpr const char* kSentenceTransformersFormat = "3.0.0";
+
+nlohmann::json modules_json(bool with_dense) {
+  auto module = [](int idx, const std::string& path, const std::string& type) {
+    return nlohmann::json{{"idx", idx}, {"name", std::to_string(idx)}, {"path", path},
+                          {"type", "sentence_transformers.models." + type}};
+  };
+  nlohmann::json modules = nlohmann::json::array({module(0, "", "Transformer"), module(1, "1_Pooling", "Pooling")});
+  if (with_dense) modules.push_back(module(2, "2_Dense", "Dense"));
+  return modules;
+}
+
+nlohmann::json pooling_json(int64_t hidden_size, Pooling pooling) {
+  const bool mean = pooling == Pooling::Mean;
+  return {{"word_embedding_dimension", hidden_size},
+          {"pooling_mode_cls_token", !mean},
+          {"pooling_mode_mean_tokens", mean},
+          {"pooling_mode_max_tokens", false},
+          {"pooling_mode_mean_sqrt_len_tokens", false},
+          {"pooling_mode_weightedmean_tokens", false},
+          {"pooling_mode_lasttoken", false},
+          {"include_prompt", true}};
+}
+
+// Identity spelled out: sentence-transformers' Dense defaults to Tanh.
+nlohmann::json dense_json(int64_t in_features, int64_t out_features) {
+  return {{"in_features", in_features},
+          {"out_features", out_features},
+          {"bias", true},
+          {"activation_function", "torch.nn.modules.linear.Identity"}};
+}
+
+nlohmann::json sentence_transformers_json() {
+  return {{"__version__", {{"sentence_transformers", kSentenceTransformersFormat}}},
+          {"model_type", "SentenceTransformer"},
+          {"prompts", nlohmann::json::object()},
+          {"default_prompt_name", nullptr},
+          {"similarity_fn_name", "cosine"}};
+}
+
+// Hugging Face tokenizers truncate to tokenizer_config.json's model_max_length; more
+// tokens than the model has positions would fail inside the model, so cap it there.
+void cap_tokenizer_max_length(const fs::path& dir, int64_t max_position) {
+  const fs::path path = dir / "tokenizer_config.json";
+  if (!fs::exists(path)) return;
+  nlohmann::ordered_json config;
+  {
+    std::ifstream in(path);
+    config = nlohmann::ordered_json::parse(in);
+  }
+  auto it = config.find("model_max_length");
+  if (it != config.end() && it->is_number_integer() && it->get<int64_t>() <= max_position) return;
+  config["model_max_length"] = max_position;
+  std::ofstream out(path);
+  out << config.dump(2) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
 }  // namespace
 
 void save_model_folder(const std::string& dir, SentenceEmbedder& model, const Tokenizer& tokenizer,
@@ -39,41 +105,23 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   fs::remove_all(tmp);
   fs::create_directories(tmp);
 
+  // Module 0, the Transformer: a Hugging Face BERT folder with its tokenizer.
   const BertConfig& bert = model->bert->config();
   write_json(tmp / "config.json", bert.to_hf_json());
   save_module(*model->bert, (tmp / "model.safetensors").string());
   tokenizer.save(tmp.string());
+  cap_tokenizer_max_length(tmp, bert.max_position);
+  write_json(tmp / "sentence_bert_config.json", {{"max_seq_length", max_length}, {"do_lower_case", false}});
 
-  const bool mean = model->pooling() == Pooling::Mean;
-  nlohmann::json modules = nlohmann::json::array(
-      {{{"idx", 0}, {"name", "0"}, {"path", ""}, {"type", "sentence_transformers.models.Transformer"}},
-       {{"idx", 1}, {"name", "1"}, {"path", "1_Pooling"}, {"type", "sentence_transformers.models.Pooling"}}});
-  write_json(tmp / "1_Pooling" / "config.json",
-             {{"word_embedding_dimension", bert.hidden_size},
-              {"pooling_mode_cls_token", !mean},
-              {"pooling_mode_mean_tokens", mean},
-              {"pooling_mode_max_tokens", false},
-              {"pooling_mode_mean_sqrt_len_tokens", false},
-              {"pooling_mode_weightedmean_tokens", false},
-              {"pooling_mode_lasttoken", false},
-              {"include_prompt", true}});
+  // Module 1, Pooling; module 2, the projection as a Dense layer.
+  write_json(tmp / "1_Pooling" / "config.json", pooling_json(bert.hidden_size, model->pooling()));
   if (model->projection) {
-    modules.push_back({{"idx", 2}, {"name", "2"}, {"path", "2_Dense"}, {"type", "sentence_transformers.models.Dense"}});
-    // Identity: sentence-transformers' Dense would default to Tanh.
-    write_json(tmp / "2_Dense" / "config.json",
-               {{"in_features", bert.hidden_size},
-                {"out_features", model->embedding_dim()},
-                {"bias", true},
-                {"activation_function", "torch.nn.modules.linear.Identity"}});
+    write_json(tmp / "2_Dense" / "config.json", dense_json(bert.hidden_size, model->embedding_dim()));
     save_module(*model->projection, (tmp / "2_Dense" / "model.safetensors").string(), "linear.");
   }
-  write_json(tmp / "modules.json", modules);
-  write_json(tmp / "sentence_bert_config.json", {{"max_seq_length", max_length}, {"do_lower_case", false}});
-  write_json(tmp / "config_sentence_transformers.json",
-             {{"__version__", {{"sentence_transformers", "2.2.2"}}},
-              {"prompts", nlohmann::json::object()},
-              {"default_prompt_name", nullptr},
-              {"similarity_fn_name", "cosine"}});
+  write_json(tmp / "modules.json", modules_json(static_cast<bool>(model->projection)));
+  write_json(tmp / "config_sentence_transformers.json", sentence_transformers_json());
+
   nlohmann::json info = extra;
   info["format"] = "ddp-embed model folder";
   info["format_version"] = 1;

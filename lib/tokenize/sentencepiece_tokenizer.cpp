@@ -202,6 +202,8 @@ void SentencePieceTokenizer::save(const std::string& dir) const {
   config["keep_accents"] = true;
   config["remove_space"] = true;
   config["model_max_length"] = model_max_length_;
+  // Only affects decoding; said outright because recent transformers warn when it is missing.
+  config["clean_up_tokenization_spaces"] = true;
   config.update(tokens);
   hf_files::write_json(folder / "tokenizer_config.json", config);
   hf_files::write_json(folder / "special_tokens_map.json", tokens);

@@ -362,6 +362,8 @@ void WordPieceTokenizer::save(const std::string& dir) const {
                                                    : nlohmann::ordered_json(nullptr);
   config["tokenize_chinese_chars"] = options_.tokenize_chinese_chars;
   config["model_max_length"] = model_max_length_;
+  // Only affects decoding; said outright because recent transformers warn when it is missing.
+  config["clean_up_tokenization_spaces"] = true;
   config.update(tokens);
   hf_files::write_json(folder / "tokenizer_config.json", config);
   hf_files::write_json(folder / "special_tokens_map.json", tokens);

@@ -1,11 +1,15 @@
 #include "train/inference.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <numeric>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -34,6 +38,7 @@ std::vector<std::string> read_sentences(const std::string& path) {
   const bool jsonl = ends_with(path, ".jsonl") || ends_with(path, ".json");
   while (std::getline(in, line)) {
     ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written on Windows
     if (!jsonl) {
       out.push_back(line);
       continue;
@@ -80,6 +85,24 @@ void show_encode_progress(int64_t done, int64_t total, const RecentStepTimes& ba
                                      status.width()));
 }
 
+// Not on a terminal (a log file): "encode: 640/1000" at every tenth of the work, so logs
+// stay short.
+class LoggedProgress {
+ public:
+  explicit LoggedProgress(int64_t total) : total_(total) {}
+  void update(int64_t done) {
+    const int64_t tenth = total_ > 0 ? done * 10 / total_ : 10;
+    if (tenth > last_tenth_ || done == total_) {
+      last_tenth_ = tenth;
+      std::fprintf(stderr, "encode: %lld/%lld\n", static_cast<long long>(done), static_cast<long long>(total_));
+    }
+  }
+
+ private:
+  int64_t total_;
+  int64_t last_tenth_ = 0;
+};
+
 }  // namespace
 
 int run_encode(const EncodeOptions& o) {
@@ -101,6 +124,7 @@ int run_encode(const EncodeOptions& o) {
   const auto start = Clock::now();
   RecentStepTimes batch_times(/*warmup=*/1, /*window=*/20);
   StatusLineScope status_line;
+  LoggedProgress logged(n);
   for (int64_t b = 0; b < n; b += o.batch_size) {
     const auto batch_begin = Clock::now();
     const int64_t rows = std::min<int64_t>(o.batch_size, n - b);
@@ -118,6 +142,7 @@ int run_encode(const EncodeOptions& o) {
     batch_times.add(std::chrono::duration<double>(Clock::now() - batch_begin).count());
     show_encode_progress(b + rows, n, batch_times, o.batch_size,
                          std::chrono::duration<double>(Clock::now() - start).count());
+    if (!console_status().enabled()) logged.update(b + rows);
   }
   console_status().clear();
 
@@ -138,21 +163,41 @@ int run_encode(const EncodeOptions& o) {
   return 0;
 }
 
+namespace {
+
+// The metrics, the task and the number of pairs as one flat JSON object:
+// {"task": "retrieval", "pairs": 1000, "recall@1": 0.12, ...}.
+nlohmann::json eval_json(const std::string& task, int64_t pairs, const std::map<std::string, double>& metrics) {
+  nlohmann::json j = {{"task", task}, {"pairs", pairs}};
+  for (const auto& [name, value] : metrics) j[name] = value;
+  return j;
+}
+
+void print_table(const std::string& data, const std::string& task, int64_t pairs,
+                 const std::map<std::string, double>& metrics) {
+  std::printf("%s: %lld pairs, task %s\n", data.c_str(), static_cast<long long>(pairs), task.c_str());
+  std::printf("  %-10s %s\n", "metric", "value");
+  for (const auto& [name, value] : metrics) std::printf("  %-10s %.4f\n", name.c_str(), value);
+}
+
+}  // namespace
+
 int run_eval(const EvalOptions& o) {
+  if (o.format != "table" && o.format != "json")
+    throw std::invalid_argument("--format " + o.format + ": expected table or json");
   LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
   const c10::Device device(o.device);
   loaded.model->to(device);
   PairDataset data = load_pairs({o.data}, *loaded.tokenizer, loaded.max_length, false);
+  const std::string task = o.task.empty() ? (data.has_scores ? "sts" : "retrieval") : o.task;
   auto pg = ProcessGroup::single();
-  auto metrics = evaluate(loaded.model, data, *pg, o.batch_size, device, o.task);
-  std::printf("%-12s %s\n", "metric", "value");
-  nlohmann::json j = nlohmann::json::object();
-  for (auto& [k, v] : metrics) {
-    std::printf("%-12s %.4f\n", k.c_str(), v);
-    j[k] = v;
-  }
-  j["pairs"] = data.size();
-  std::printf("%s\n", j.dump().c_str());
+  const auto metrics = evaluate(loaded.model, data, *pg, o.batch_size, device, task);
+
+  const nlohmann::json j = eval_json(task, data.size(), metrics);
+  if (o.format == "json")
+    std::printf("%s\n", j.dump().c_str());
+  else
+    print_table(o.data, task, data.size(), metrics);
   if (!o.json_out.empty()) {
     std::ofstream f(o.json_out);
     f << j.dump(2) << "\n";

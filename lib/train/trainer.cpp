@@ -161,7 +161,9 @@ class OnException {
 // ---- the tokenizer and data -------------------------------------------------------------
 
 std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, ProcessGroup& pg) {
-  if (cfg.model.init) return load_tokenizer("wordpiece", *cfg.model.init);  // the HF folder's vocab.txt
+  // The Hugging Face folder's vocab.txt; its tokenizer_config.json decides lower-casing,
+  // else tokenizer.lower_case (a folder without one may hold a cased vocabulary).
+  if (cfg.model.init) return load_tokenizer("wordpiece", *cfg.model.init, cfg.tokenizer.lower_case);
   const bool missing = !fs::exists(cfg.tokenizer.path);
   if (missing && cfg.tokenizer.type == "sentencepiece") {
     // Convenience for a first run: train the tokenizer on the training data (rank 0),

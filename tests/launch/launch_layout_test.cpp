@@ -110,6 +110,56 @@ TEST(LaunchSlurm, CommandLineOverridesSlurm) {
   EXPECT_EQ(r.layout.master_port, 0);
 }
 
+// What `srun --ntasks-per-node=1 ddp-launch --nproc gpu ...` (scripts/slurm/train.sbatch)
+// gives the launcher on the second node of a two-node allocation with 4 GPUs a node.
+TEST(LaunchSlurm, SecondNodeOfATwoNodeAllocationUnderSrun) {
+  const Environment env{{"SLURM_JOB_ID", "4242"},        {"SLURM_JOB_NODELIST", "node[01-02]"},
+                        {"SLURM_NNODES", "2"},           {"SLURM_JOB_NUM_NODES", "2"},
+                        {"SLURM_NODEID", "1"},           {"SLURM_PROCID", "1"},
+                        {"SLURM_NTASKS", "2"},           {"SLURM_LOCALID", "0"},
+                        {"SLURM_NTASKS_PER_NODE", "1"},  {"SLURM_STEP_ID", "0"},
+                        {"SLURM_STEP_NUM_NODES", "2"},   {"SLURM_STEP_NODELIST", "node[01-02]"},
+                        {"CUDA_VISIBLE_DEVICES", "0,1,2,3"}};
+  LayoutResult r = layout_of({"--nproc", "gpu", "--master-port", "14242"}, env, /*gpus=*/4);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.layout.nproc, 4);
+  EXPECT_EQ(r.layout.nnodes, 2);
+  EXPECT_EQ(r.layout.node_rank, 1);
+  EXPECT_EQ(r.layout.master_addr, "node01");
+  EXPECT_EQ(r.layout.master_port, 14242);
+  EXPECT_EQ(r.layout.world_size(), 8);
+  EXPECT_EQ(r.layout.run_id, "slurm-4242.0");  // the same on both nodes
+  ASSERT_EQ(r.layout.notes.size(), 1u);
+  EXPECT_EQ(r.layout.notes[0],
+            "SLURM job 4242: 2 nodes (SLURM_STEP_NUM_NODES), node rank 1 (SLURM_NODEID), "
+            "master node01 (first host of SLURM_STEP_NODELIST)");
+
+  // The workers: global ranks 4..7, the master of node 0, SLURM's variables passed on.
+  for (int local = 0; local < 4; ++local) {
+    auto worker = as_map(build_worker_env(env, r.layout, local, 0, 0));
+    EXPECT_EQ(worker["RANK"], std::to_string(4 + local));
+    EXPECT_EQ(worker["LOCAL_RANK"], std::to_string(local));
+    EXPECT_EQ(worker["WORLD_SIZE"], "8");
+    EXPECT_EQ(worker["LOCAL_WORLD_SIZE"], "4");
+    EXPECT_EQ(worker["NODE_RANK"], "1");
+    EXPECT_EQ(worker["MASTER_ADDR"], "node01");
+    EXPECT_EQ(worker["MASTER_PORT"], "14242");
+    EXPECT_EQ(worker["SLURM_PROCID"], "1");
+  }
+
+  // The first node derives the same job and is the master node.
+  Environment first = env;
+  first["SLURM_NODEID"] = "0";
+  first["SLURM_PROCID"] = "0";
+  LayoutResult r0 = layout_of({"--nproc", "gpu", "--master-port", "14242"}, first, 4);
+  ASSERT_TRUE(r0.ok) << r0.error;
+  EXPECT_EQ(r0.layout.node_rank, 0);
+  EXPECT_TRUE(r0.layout.is_master_node());
+  EXPECT_FALSE(r.layout.is_master_node());
+  EXPECT_EQ(r0.layout.master_addr, r.layout.master_addr);
+  EXPECT_EQ(r0.layout.run_id, r.layout.run_id);
+}
+
 TEST(LaunchSlurm, ErrorsInsideSlurm) {
   LayoutResult r = layout_of({}, {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NUM_NODES", "2"}});
   EXPECT_FALSE(r.ok);

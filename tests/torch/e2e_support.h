@@ -2,6 +2,8 @@
 // metrics.jsonl and model files.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,7 +13,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,6 +97,45 @@ inline std::string launch_command(const fs::path& config, int nproc, const std::
 inline RunResult train(const fs::path& dir, const json& cfg, int nproc, const std::string& env = "",
                        const std::string& launcher_args = "") {
   return run(launch_command(write_config(dir, cfg), nproc, env, launcher_args));
+}
+
+// A training run shared by the tests of a suite, which ctest starts as one process each:
+// the first to get here trains, the others (also running in parallel) wait for it and
+// reuse the result. `config(dir)` gives the run's config (its output.dir inside dir);
+// `prepare(dir)`, when given, writes the inputs it needs. The run is redone when the
+// config or the binaries change, so a test never reads a folder an older embed-train
+// wrote. Returns dir; on failure `error` holds the run's output.
+inline fs::path shared_run(const std::string& name, const std::function<json(const fs::path& dir)>& config,
+                           std::string& error, const std::function<void(const fs::path& dir)>& prepare = {},
+                           int nproc = 1) {
+  const fs::path dir = fs::path(kBin) / "test-runs" / ("shared-" + name);
+  fs::create_directories(dir.parent_path());
+  const std::string lock_path = dir.string() + ".lock";
+  const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
+  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+    error = "cannot lock " + lock_path;
+    if (lock >= 0) ::close(lock);
+    return dir;
+  }
+  auto binary_stamp = [](const char* binary) {
+    const fs::path p = fs::path(kBin) / binary;
+    return std::to_string(fs::last_write_time(p).time_since_epoch().count()) + " " + std::to_string(fs::file_size(p));
+  };
+  const json cfg = config(dir);
+  const std::string stamp = cfg.dump() + "\n" + binary_stamp("embed-train") + "\n" + binary_stamp("ddp-launch") + "\n";
+  std::ostringstream old;
+  old << std::ifstream(dir / "stamp").rdbuf();
+  if (old.str() != stamp) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    if (prepare) prepare(dir);
+    const RunResult r = run(launch_command(write_config(dir, cfg), nproc));
+    if (r.exit_code == 0) std::ofstream(dir / "stamp") << stamp;
+    else error = r.output;
+  }
+  ::flock(lock, LOCK_UN);
+  ::close(lock);
+  return dir;
 }
 
 inline std::vector<json> metric_lines(const fs::path& out) {

@@ -19,6 +19,7 @@
 #include "dist/grad_sync.h"
 #include "dist/process_group.h"
 #include "dist/worker_env.h"
+#include "launch/launcher.h"
 
 using namespace ddp_embed;
 using namespace std::chrono_literals;
@@ -145,6 +146,95 @@ TEST(WorkerEnv, ErrorsNameTheProblem) {
   EXPECT_NE(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}}).find("SLURM_NTASKS"), std::string::npos);
   // Several "nodes" on one host may meet at a loopback address (the multi-node tests).
   EXPECT_EQ(error_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}), "");
+}
+
+// ---- whole jobs: every task of a fake allocation, as each would see its environment ----
+
+// The variables sbatch + srun give task `local` of node `node` in a two-node allocation
+// "node[01-02]" with `tasks_per_node` tasks a node.
+std::map<std::string, std::string> srun_task_env(int node, int local, int tasks_per_node) {
+  const int tasks = 2 * tasks_per_node;
+  return {{"SLURM_JOB_ID", "31337"},
+          {"SLURM_JOB_NODELIST", "node[01-02]"},
+          {"SLURM_NNODES", "2"},
+          {"SLURM_JOB_NUM_NODES", "2"},
+          {"SLURM_NODEID", std::to_string(node)},
+          {"SLURM_PROCID", std::to_string(node * tasks_per_node + local)},
+          {"SLURM_NTASKS", std::to_string(tasks)},
+          {"SLURM_LOCALID", std::to_string(local)},
+          {"SLURM_NTASKS_PER_NODE", std::to_string(tasks_per_node)},
+          {"SLURM_TASKS_PER_NODE", std::to_string(tasks_per_node) + "(x2)"},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_STEP_NODELIST", "node[01-02]"}};
+}
+
+// scripts/slurm/train-srun.sbatch: embed-train straight under srun, two tasks a node.
+TEST(WorkerEnv, EveryTaskOfAnSrunJobFindsItsPlace) {
+  for (int node = 0; node < 2; ++node) {
+    for (int local = 0; local < 2; ++local) {
+      const WorkerEnv w = read_worker_env(env_of(srun_task_env(node, local, 2)));
+      EXPECT_EQ(w.source, "SLURM");
+      EXPECT_EQ(w.rank, node * 2 + local);
+      EXPECT_EQ(w.world_size, 4);
+      EXPECT_EQ(w.local_rank, local);
+      EXPECT_EQ(w.local_world_size, 2);
+      EXPECT_EQ(w.node_rank, node);
+      EXPECT_EQ(w.master_addr, "node01");  // the first host, the same for every task
+      EXPECT_EQ(w.master_port, 10000 + 31337 % 50000);
+      EXPECT_FALSE(w.single_node());
+    }
+  }
+}
+
+// scripts/slurm/train.sbatch: one ddp-launch per node under srun, two workers each. The
+// launcher reads the allocation; its workers inherit SLURM_* as well, but the torchrun
+// variables the launcher sets win.
+TEST(WorkerEnv, LauncherUnderSrunAndItsWorkersAgree) {
+  for (int node = 0; node < 2; ++node) {
+    const auto task = srun_task_env(node, 0, 1);
+    const launch::Environment env(task.begin(), task.end());
+    launch::LaunchOptions options;
+    options.nproc = 2;
+    options.master_port = 12345;
+    const launch::LayoutResult layout = launch::resolve_layout(options, env, [] { return 0; });
+    ASSERT_TRUE(layout.ok) << layout.error;
+    for (int local = 0; local < 2; ++local) {
+      std::map<std::string, std::string> worker;
+      for (const auto& entry : launch::build_worker_env(env, layout.layout, local, 0, 0))
+        worker[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
+      const WorkerEnv w = read_worker_env(env_of(worker));
+      EXPECT_EQ(w.source, "ddp-launch/torchrun");
+      EXPECT_EQ(w.rank, node * 2 + local);
+      EXPECT_EQ(w.world_size, 4);
+      EXPECT_EQ(w.local_rank, local);
+      EXPECT_EQ(w.local_world_size, 2);
+      EXPECT_EQ(w.node_rank, node);
+      EXPECT_EQ(w.master_addr, "node01");
+      EXPECT_EQ(w.master_port, 12345);
+    }
+  }
+}
+
+// mpirun -np 4 --npernode 2 -x MASTER_ADDR=node01 -x MASTER_PORT=29400 embed-train ...
+TEST(WorkerEnv, EveryRankOfAnOpenMpiJobFindsItsPlace) {
+  for (int rank = 0; rank < 4; ++rank) {
+    const WorkerEnv w = read_worker_env(env_of({{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+                                                {"OMPI_COMM_WORLD_SIZE", "4"},
+                                                {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank % 2)},
+                                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                                {"OMPI_COMM_WORLD_NODE_RANK", std::to_string(rank / 2)},
+                                                {"MASTER_ADDR", "node01"},
+                                                {"MASTER_PORT", "29400"}}));
+    EXPECT_EQ(w.source, "OpenMPI");
+    EXPECT_EQ(w.rank, rank);
+    EXPECT_EQ(w.world_size, 4);
+    EXPECT_EQ(w.local_rank, rank % 2);
+    EXPECT_EQ(w.local_world_size, 2);
+    EXPECT_EQ(w.node_rank, rank / 2);
+    EXPECT_EQ(w.master_addr, "node01");
+    EXPECT_EQ(w.master_port, 29400);
+  }
 }
 
 TEST(WorkerEnv, SlurmNodelist) {

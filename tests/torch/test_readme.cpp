@@ -1,0 +1,241 @@
+// README.md as a tested document:
+//  - its config-key table (between <!-- config-keys:begin --> and <!-- config-keys:end -->)
+//    lists exactly the keys `embed-train --print-config` prints for an empty config, with
+//    the same defaults;
+//  - its runnable examples work: every ```bash block right after a line
+//        <!-- example: NAME; creates: PATH...; prints: TEXT; prints: TEXT -->
+//    is run with bash -e, in README order, and must exit 0, create every PATH and print
+//    every TEXT (stdout and stderr together);
+//  - the set-up commands and the sections reserved for later are there.
+//
+// The examples run in a sandbox folder laid out like the repository, so that their
+// commands run exactly as written, but on small stand-ins for what they name:
+//    build/                      the real build folder (a symlink)
+//    configs/demo.json           the real file with a tiny model and a few steps merged in
+//    configs/finetune-bert.json  the real file with a few small steps merged in
+//    data/demo/{train,eval}.jsonl  the first lines of the WordNet test pairs
+//    my-pairs.jsonl              the same, as "your" data
+//    models/bert-base-uncased/   the golden tiny Hugging Face BERT (tests/fixtures/golden)
+// (the overrides are kTinyDemo and kTinyFinetune below). Every worker runs one thread.
+#include <regex>
+#include <set>
+
+#include "../core/golden_fixture.h"
+#include "e2e_support.h"
+
+using namespace e2e;
+
+namespace {
+
+std::string readme_text() {
+  std::ifstream in(kSrc + "/README.md");
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  const auto e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// ---- the config-key table ---------------------------------------------------------------
+
+struct TableRow {
+  std::string key;
+  json default_value;
+  std::string meaning;
+};
+
+// Rows "| `key` | `json` | meaning |" between the markers.
+std::vector<TableRow> config_table(const std::string& readme) {
+  std::vector<TableRow> rows;
+  bool inside = false;
+  const std::regex row(R"(^\| `([a-z_]+\.[a-z_]+)` \| `([^`]*)` \| (.*) \|$)");
+  for (const auto& line : lines_of(readme)) {
+    if (line == "<!-- config-keys:begin -->") inside = true;
+    else if (line == "<!-- config-keys:end -->") inside = false;
+    std::smatch m;
+    if (inside && std::regex_match(line, m, row)) rows.push_back({m[1], json::parse(m[2].str()), m[3]});
+  }
+  return rows;
+}
+
+// {"a": {"b": 1}} -> {"a.b": 1}
+void flatten(const json& j, const std::string& prefix, std::map<std::string, json>& out) {
+  for (const auto& [key, value] : j.items()) {
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (value.is_object()) flatten(value, path, out);
+    else out[path] = value;
+  }
+}
+
+bool same_value(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
+  return a == b;
+}
+
+TEST(Readme, ConfigTableHasEveryKeyWithTheProgramsDefault) {
+  const auto dir = fresh_dir("readme-config");
+  std::ofstream(dir / "empty.json") << "{}";
+  auto r = run("(" + kBin + "/embed-train --config " + (dir / "empty.json").string() + " --print-config 2>/dev/null)");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, json> defaults;
+  flatten(json::parse(r.output), "", defaults);
+
+  const auto rows = config_table(readme_text());
+  std::set<std::string> documented;
+  for (const auto& row : rows) {
+    EXPECT_TRUE(documented.insert(row.key).second) << row.key << " is listed twice";
+    EXPECT_FALSE(trim(row.meaning).empty()) << row.key << " has no meaning";
+    auto it = defaults.find(row.key);
+    if (it == defaults.end()) {
+      ADD_FAILURE() << "README lists " << row.key << ", which the program does not know";
+      continue;
+    }
+    EXPECT_TRUE(same_value(row.default_value, it->second))
+        << row.key << ": README says " << row.default_value.dump() << ", the program " << it->second.dump();
+  }
+  for (const auto& [key, value] : defaults)
+    EXPECT_TRUE(documented.count(key)) << "README's config table lacks " << key << " (default " << value.dump() << ")";
+}
+
+TEST(Readme, SetUpCommandsAndReservedSections) {
+  const auto lines = lines_of(readme_text());
+  auto has_line = [&](const std::string& wanted) {
+    for (const auto& l : lines)
+      if (l.find(wanted) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has_line("    bash scripts/setup.sh && bash scripts/demo.sh"));
+  EXPECT_TRUE(has_line("    bash scripts/setup.sh && bash scripts/test.sh"));
+  for (const char* heading : {"## Precision and memory", "## Pictures and progress", "## Security: the rendezvous store",
+                              "## Troubleshooting", "## SLURM", "## Config keys"})
+    EXPECT_TRUE(std::find(lines.begin(), lines.end(), heading) != lines.end()) << heading;
+}
+
+// ---- the runnable examples --------------------------------------------------------------
+
+struct Example {
+  std::string name;
+  std::vector<std::string> creates, prints;
+  std::string script;
+  int line = 0;  // of the marker, for messages
+};
+
+std::vector<Example> runnable_examples(const std::string& readme) {
+  std::vector<Example> examples;
+  const auto lines = lines_of(readme);
+  const std::regex marker(R"(^<!-- example: (.*) -->$)");
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::smatch m;
+    if (!std::regex_match(lines[i], m, marker)) continue;
+    Example ex;
+    ex.line = int(i + 1);
+    // "NAME; creates: A B; prints: TEXT; prints: TEXT"
+    std::istringstream fields(m[1].str());
+    std::string field;
+    std::getline(fields, field, ';');
+    ex.name = trim(field);
+    while (std::getline(fields, field, ';')) {
+      field = trim(field);
+      const auto colon = field.find(':');
+      const std::string what = field.substr(0, colon), value = trim(field.substr(colon + 1));
+      if (what == "prints") {
+        ex.prints.push_back(value);
+      } else if (what == "creates") {
+        std::istringstream paths(value);
+        for (std::string p; paths >> p;) ex.creates.push_back(p);
+      } else {
+        ADD_FAILURE() << "README line " << ex.line << ": unknown example field '" << what << "'";
+      }
+    }
+    EXPECT_LT(i + 1, lines.size());
+    EXPECT_EQ(lines[i + 1], "```bash") << "README line " << ex.line << ": the marker must precede a ```bash block";
+    size_t j = i + 2;
+    for (; j < lines.size() && lines[j] != "```"; ++j) ex.script += lines[j] + "\n";
+    EXPECT_LT(j, lines.size()) << "README line " << ex.line << ": unterminated block";
+    examples.push_back(std::move(ex));
+    i = j;
+  }
+  return examples;
+}
+
+// What the sandbox's configs change in the real ones: sizes and steps small enough for a
+// test, nothing else.
+const json kTinyDemo = {
+    {"model",
+     {{"vocab_size", 600}, {"hidden_size", 32}, {"num_layers", 2}, {"num_heads", 4}, {"intermediate_size", 64},
+      {"max_position", 64}}},
+    {"tokenizer", {{"max_length", 32}}},
+    {"train", {{"batch_size", 16}, {"max_steps", 6}, {"warmup_steps", 2}}},
+    {"output", {{"save_every", 3}, {"eval_every", 0}, {"log_every", 2}}},
+    {"dist", {{"timeout_s", 60}}}};
+const json kTinyFinetune = {{"tokenizer", {{"max_length", 32}}},
+                            {"train", {{"batch_size", 8}, {"max_steps", 2}, {"warmup_steps", 0}}},
+                            {"output", {{"save_every", 0}}}};
+
+void copy_head(const fs::path& from, const fs::path& to, int lines) {
+  fs::create_directories(to.parent_path());
+  std::ifstream in(from);
+  std::ofstream out(to);
+  std::string line;
+  for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
+}
+
+void write_merged_config(const std::string& name, const json& overrides, const fs::path& sandbox) {
+  std::ifstream in(kSrc + "/configs/" + name);
+  json config = json::parse(in);
+  config.merge_patch(overrides);
+  fs::create_directories(sandbox / "configs");
+  std::ofstream(sandbox / "configs" / name) << config.dump(2);
+}
+
+fs::path make_sandbox() {
+  const fs::path sandbox = fresh_dir("readme-examples");
+  fs::create_directory_symlink(kBin, sandbox / "build");
+  write_merged_config("demo.json", kTinyDemo, sandbox);
+  write_merged_config("finetune-bert.json", kTinyFinetune, sandbox);
+  copy_head(kBin + "/test-data/train.jsonl", sandbox / "data/demo/train.jsonl", 3000);
+  copy_head(kBin + "/test-data/eval.jsonl", sandbox / "data/demo/eval.jsonl", 100);
+  copy_head(kBin + "/test-data/train.jsonl", sandbox / "my-pairs.jsonl", 200);
+
+  const fs::path bert = sandbox / "models/bert-base-uncased";
+  fs::create_directories(bert);
+  const fs::path golden = golden::golden_model_dir("bert-tiny-a");
+  fs::copy_file(fs::path(golden) / "config.json", bert / "config.json");
+  fs::copy_file(fs::path(golden) / "model.safetensors", bert / "model.safetensors");
+  fs::copy_file(kSrc + "/tests/fixtures/golden/vocab.txt", bert / "vocab.txt");
+  std::ofstream(bert / "tokenizer_config.json") << R"({"do_lower_case": true, "tokenizer_class": "BertTokenizer"})";
+  return sandbox;
+}
+
+TEST(Readme, RunnableExamplesRun) {
+  const auto examples = runnable_examples(readme_text());
+  // The examples the user's guide is built around: training, the config, fine-tuning,
+  // resuming, encoding, evaluating.
+  ASSERT_GE(examples.size(), 6u);
+  std::set<std::string> names;
+  for (const auto& ex : examples) EXPECT_TRUE(names.insert(ex.name).second) << "two examples named " << ex.name;
+
+  const fs::path sandbox = make_sandbox();
+  for (const auto& ex : examples) {
+    SCOPED_TRACE("README example '" + ex.name + "' (line " + std::to_string(ex.line) + ")");
+    const fs::path script = sandbox / ("example-" + ex.name + ".sh");
+    std::ofstream(script) << ex.script;
+    const auto r = run("cd " + sandbox.string() + " && " + kThreads + "bash -e " + script.string());
+    EXPECT_EQ(r.exit_code, 0) << ex.script << "\n" << r.output;
+    for (const auto& path : ex.creates) EXPECT_TRUE(fs::exists(sandbox / path)) << path << " was not created";
+    for (const auto& text : ex.prints)
+      EXPECT_NE(r.output.find(text), std::string::npos) << "'" << text << "' not printed:\n" << r.output;
+  }
+}
+
+}  // namespace
