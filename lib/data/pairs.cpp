@@ -28,6 +28,54 @@ constexpr int kWarnSkipped = 5;  // skipped lines logged one by one, then only c
 struct Line {
   int64_t number = 0;
   std::string text;
+  std::string error;  // what is wrong with the line before parsing it (its length)
+};
+
+// std::getline with a bound: reads blocks and cuts them at '\n', so that a line longer
+// than `max_bytes` is skipped to its end instead of being held in memory whole.
+class LineReader {
+ public:
+  LineReader(std::istream& in, size_t max_bytes) : in_(in), max_bytes_(max_bytes), block_(1 << 16) {}
+
+  // The next line (without its '\n') into `line`; false at the end of the input. When the
+  // line is longer than max_bytes, `too_long` is set and `line` holds only its start.
+  bool next(std::string& line, bool& too_long) {
+    line.clear();
+    too_long = false;
+    bool read_any = false;
+    for (;;) {
+      if (pos_ == end_ && !fill()) return read_any;
+      read_any = true;
+      const char* begin = block_.data() + pos_;
+      const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', end_ - pos_));
+      const size_t length = newline ? static_cast<size_t>(newline - begin) : end_ - pos_;
+      keep(line, begin, length, too_long);
+      pos_ += length;
+      if (newline) {
+        ++pos_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  bool fill() {
+    in_.read(block_.data(), static_cast<std::streamsize>(block_.size()));
+    pos_ = 0;
+    end_ = static_cast<size_t>(in_.gcount());
+    return end_ > 0;
+  }
+
+  void keep(std::string& line, const char* begin, size_t length, bool& too_long) const {
+    const size_t room = max_bytes_ - std::min(max_bytes_, line.size());
+    if (length > room) too_long = true;
+    if (!too_long) line.append(begin, length);
+  }
+
+  std::istream& in_;
+  const size_t max_bytes_;
+  std::vector<char> block_;
+  size_t pos_ = 0, end_ = 0;
 };
 
 // One parsed and tokenized line: its sequences back to back (query, positives,
@@ -46,6 +94,10 @@ bool blank(const std::string& line) {
 }
 
 void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, LineResult& out) {
+  if (!line.error.empty()) {
+    out.error = line.error;
+    return;
+  }
   PairRecord record;
   out.error = parse_pair_record(line.text, record);
   if (!out.error.empty()) return;
@@ -94,6 +146,11 @@ void process_chunk(const std::vector<Line>& lines, const Tokenizer& tokenizer, i
     if (failure) std::rethrow_exception(failure);
 }
 
+std::string too_long_message() {
+  return "line longer than " + std::to_string(kMaxLineBytes >> 20) +
+         " MiB (a JSONL record is one line; is this JSONL?)";
+}
+
 class PairLoader {
  public:
   PairLoader(const Tokenizer& tokenizer, int max_length, bool skip_bad_lines, int threads)
@@ -107,18 +164,24 @@ class PairLoader {
   void load_file(const std::string& file) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw DataError("cannot open " + file + ": " + std::strerror(errno));
+    load_stream(in, file);
+  }
+
+  void load_stream(std::istream& in, const std::string& file) {
     const int64_t pairs_before = data_.size(), skipped_before = data_.skipped;
     std::vector<Line> chunk;
     size_t chunk_bytes = 0;
     int64_t number = 0;
     std::string text;
-    while (std::getline(in, text)) {
+    bool too_long = false;
+    LineReader reader(in, kMaxLineBytes);
+    while (reader.next(text, too_long)) {
       ++number;
       if (number == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // BOM
-      if (blank(text)) continue;
+      if (!too_long && blank(text)) continue;
       ++data_.lines;
       chunk_bytes += text.size();
-      chunk.push_back(Line{number, std::move(text)});
+      chunk.push_back(Line{number, std::move(text), too_long ? too_long_message() : ""});
       text = std::string();
       if (chunk.size() >= kChunkLines || chunk_bytes >= kChunkBytes) {
         add_chunk(file, chunk);
@@ -192,6 +255,13 @@ PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& t
   if (files.empty()) throw DataError("no data files given");
   PairLoader loader(tokenizer, max_length, skip_bad_lines, threads);
   for (const auto& file : files) loader.load_file(file);
+  return loader.finish();
+}
+
+PairDataset load_pairs(std::istream& in, const std::string& origin, const Tokenizer& tokenizer,
+                       int max_length, bool skip_bad_lines, int threads) {
+  PairLoader loader(tokenizer, max_length, skip_bad_lines, threads);
+  loader.load_stream(in, origin);
   return loader.finish();
 }
 
