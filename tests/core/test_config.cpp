@@ -309,7 +309,7 @@ TEST(Config, DeepNestingIsAnErrorNotAStackOverflow) {
   EXPECT_EQ(c.output.dir, deep);
 }
 
-// Bug (found by fuzz_manifest, in every reader): a number beyond a double's range makes
+// Bug (the one fuzz_manifest found, here too): a number beyond a double's range makes
 // nlohmann throw out_of_range, not parse_error; it escaped load_config as a json exception.
 TEST(Config, NumberOutOfRangeIsInvalidJsonWithLineAndColumn) {
   EXPECT_EQ(error_of([] { parse_config("{\n  \"train\": {\"lr\": 1e400}}", "cfg.json"); }),

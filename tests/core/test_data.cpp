@@ -199,10 +199,10 @@ TEST(PairErrors, NameFileAndLine) {
   EXPECT_TRUE(has(e, "invalid JSON")) << e;
 }
 
-// Bug (found by fuzz_pairs): a number beyond a double's range made nlohmann throw
-// out_of_range, not parse_error, and it escaped load_pairs without file and line; a
-// score beyond a float's range was converted to a float anyway (undefined behaviour,
-// an infinite score in practice).
+// Bug (the one fuzz_manifest found, here too): a number beyond a double's range made
+// nlohmann throw out_of_range, not parse_error, and it escaped load_pairs without file
+// and line. Bug: a score beyond a float's range was converted to a float anyway
+// (undefined behaviour, an infinite score in practice).
 TEST(PairErrors, NumbersOutOfRangeAreBadLines) {
   TempDir dir("range");
   std::string e = error_for(dir, R"({"query": "q", "pos": "p", "score": 1e400})");
