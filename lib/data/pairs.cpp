@@ -38,7 +38,7 @@ class LineReader {
   LineReader(std::istream& in, size_t max_bytes) : in_(in), max_bytes_(max_bytes), block_(1 << 16) {}
 
   // The next line (without its '\n') into `line`; false at the end of the input. When the
-  // line is longer than max_bytes, `too_long` is set and `line` holds only its start.
+  // line is longer than max_bytes, `too_long` is set and `line` is left empty.
   bool next(std::string& line, bool& too_long) {
     line.clear();
     too_long = false;
@@ -67,9 +67,13 @@ class LineReader {
   }
 
   void keep(std::string& line, const char* begin, size_t length, bool& too_long) const {
-    const size_t room = max_bytes_ - std::min(max_bytes_, line.size());
-    if (length > room) too_long = true;
-    if (!too_long) line.append(begin, length);
+    if (too_long) return;
+    if (length > max_bytes_ - line.size()) {
+      too_long = true;
+      std::string().swap(line);  // give the memory back now, not after the line
+      return;
+    }
+    line.append(begin, length);
   }
 
   std::istream& in_;
