@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -18,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/key_suggest.h"
+#include "tokenize/unicode.h"
+#include "util/json_input.h"
 
 namespace ddp_embed {
 namespace {
@@ -106,6 +107,12 @@ void visit_fields(Config& c, Visitor& v) {
   v("output.resume", o.resume, non_empty());
   v("output.checkpoint_on_signal", o.checkpoint_on_signal, any());
 }
+
+// A config is sections of keys whose values are at most lists: 3 levels. Deeper text is
+// refused before parsing, as nlohmann::json copies and prints values recursively.
+constexpr int kMaxNesting = 32;
+// Configs are written by hand, and --print-config's output is a few KB.
+constexpr size_t kMaxConfigBytes = 1 << 20;
 
 // Keys with this name are notes for humans, accepted anywhere and ignored.
 constexpr const char* kCommentKey = "_comment";
@@ -423,6 +430,11 @@ std::string apply_override(json& root, const std::string& assignment) {
   if (!is_leaf(key) && !is_section(key)) {
     throw ConfigError("--set " + assignment + ": " + unknown_key_message(key));
   }
+  // Kept as a string when it is not JSON, the value must still be text that JSON can hold.
+  if (!unicode::is_valid_utf8(text.data(), text.data() + text.size()))
+    throw ConfigError("--set " + key + ": the value is not valid UTF-8");
+  if (json_nesting_depth(text) > kMaxNesting)
+    throw ConfigError("--set " + key + ": the value nests deeper than " + std::to_string(kMaxNesting) + " levels");
   // JSON if it parses (numbers, true, null, lists, objects), else the text as a string.
   json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) value = text;
@@ -440,17 +452,9 @@ std::string apply_override(json& root, const std::string& assignment) {
   return key;
 }
 
-// "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..." →
-// "syntax error ..." (we print our own position).
-std::string parse_error_reason(const std::string& what) {
-  auto pos = what.find("column ");
-  pos = what.find(": ", pos == std::string::npos ? 0 : pos);
-  return pos == std::string::npos ? what : what.substr(pos + 2);
-}
-
 // nlohmann reports the byte count read when the error was found (1-based); editors want
 // line:column of that byte.
-std::pair<size_t, size_t> line_and_column(const std::string& text, size_t byte) {
+std::pair<size_t, size_t> line_and_column(std::string_view text, size_t byte) {
   size_t line = 1, column = 1;
   const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
   for (size_t i = 0; i < end; ++i) {
@@ -510,17 +514,31 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin,
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open the config file");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Read one byte past the limit: enough to tell a file that is too large.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes)
+    throw ConfigError(path + ": larger than " + std::to_string(kMaxConfigBytes >> 20) + " MiB: not a config file");
+  return parse_config(text, path, overrides);
+}
+
+Config parse_config(std::string_view text, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  // Comments (// and /* */) are allowed: configs are written by hand.
+  const bool comments = true;
+  if (json_nesting_depth(text, comments) > kMaxNesting)
+    throw ConfigError(origin + ": nests deeper than " + std::to_string(kMaxNesting) + " levels: not a config");
   json j;
   try {
-    // Comments (// and /* */) are allowed: configs are written by hand.
-    j = json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    const auto [line, column] = line_and_column(text, e.byte);
-    throw ConfigError(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                      ": invalid JSON: " + parse_error_reason(e.what()));
+    j = json::parse(text, nullptr, /*allow_exceptions=*/true, comments);
+  } catch (const json::exception&) {
+    const JsonTextError error = find_json_error(text, comments);
+    const auto [line, column] = line_and_column(text, error.byte);
+    throw ConfigError(origin + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                      ": invalid JSON: " + error.reason);
   }
-  return config_from_json(j, path, overrides);
+  return config_from_json(j, origin, overrides);
 }
 
 nlohmann::json config_to_json(const Config& c) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -104,6 +105,10 @@ struct Config {
 // JSON, else taken as a string), validates, and returns the result. Keys missing from the
 // file keep their defaults. Throws ConfigError.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from the text of a config file; `origin` names it in error messages.
+Config parse_config(std::string_view text, const std::string& origin,
+                    const std::vector<std::string>& overrides = {});
 
 // The same from an in-memory JSON object; `origin` names it in error messages.
 Config config_from_json(const nlohmann::json& j, const std::string& origin,

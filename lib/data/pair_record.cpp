@@ -1,8 +1,12 @@
 #include "data/pair_record.h"
 
+#include <cmath>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "tokenize/unicode.h"
+#include "util/json_input.h"
 
 namespace ddp_embed {
 
@@ -12,6 +16,9 @@ using nlohmann::json;
 
 constexpr const char* kFormats = "(expected query/pos, anchor/positive or text1/text2)";
 constexpr size_t kMaxMessage = 240;
+// A record is an object of strings and lists of strings: 2 levels. A deeper line is
+// refused before parsing, as a megabyte of "[[[[" would become a million JSON values.
+constexpr int kMaxNesting = 16;
 
 // The three accepted layouts: which key holds the query, the positive(s), the negatives.
 struct Layout {
@@ -41,13 +48,20 @@ std::string tidy(std::string message) {
   return unicode::replace_ill_formed(message.data(), message.data() + message.size());
 }
 
-// "invalid JSON at byte N: <nlohmann's reason>".
-std::string describe_parse_error(const json::parse_error& e) {
-  std::string reason = e.what();
-  const auto column = reason.find("column ");
-  const auto colon = column == std::string::npos ? reason.find("] ") : reason.find(": ", column);
-  if (colon != std::string::npos) reason = reason.substr(colon + 2);
-  return tidy("invalid JSON at byte " + std::to_string(e.byte) + ": " + reason);
+// "invalid JSON at byte N: <nlohmann's reason>", for a line that did not parse.
+std::string describe_json_error(std::string_view line) {
+  const JsonTextError error = find_json_error(line);
+  return tidy("invalid JSON at byte " + std::to_string(error.byte) + ": " + error.reason);
+}
+
+// A score must fit a float: a JSON number beyond its range (1e39) would not convert.
+std::string read_score(const json& value, float& out) {
+  if (!value.is_number()) return std::string("\"score\" must be a number, got ") + value.type_name();
+  const double score = value.get<double>();
+  if (std::fabs(score) > std::numeric_limits<float>::max())
+    return "\"score\" " + value.dump() + " is out of range for a float";
+  out = static_cast<float>(score);
+  return "";
 }
 
 // A non-empty string, into `out`; "" or what is wrong.
@@ -82,11 +96,13 @@ std::string read_texts(const json& value, const char* key, bool allow_empty_list
 
 std::string parse_pair_record(std::string_view line, PairRecord& record) {
   record = PairRecord();
+  if (json_nesting_depth(line) > kMaxNesting)
+    return "nested deeper than " + std::to_string(kMaxNesting) + " levels: not a pair record";
   json object;
   try {
     object = json::parse(line.begin(), line.end());
-  } catch (const json::parse_error& e) {
-    return describe_parse_error(e);
+  } catch (const json::exception&) {  // parse_error, or out_of_range for a number like 1e400
+    return describe_json_error(line);
   }
   if (!object.is_object()) return std::string("expected a JSON object, got ") + object.type_name();
 
@@ -117,9 +133,8 @@ std::string parse_pair_record(std::string_view line, PairRecord& record) {
 
   auto score = object.find("score");
   if (score != object.end() && !score->is_null()) {
-    if (!score->is_number())
-      return std::string("\"score\" must be a number, got ") + score->type_name();
-    record.score = score->get<float>();
+    error = read_score(*score, record.score);
+    if (!error.empty()) return error;
     record.has_score = true;
   }
   return "";

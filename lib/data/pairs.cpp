@@ -9,8 +9,6 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
-#include <limits>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +28,58 @@ constexpr int kWarnSkipped = 5;  // skipped lines logged one by one, then only c
 struct Line {
   int64_t number = 0;
   std::string text;
+  std::string error;  // what is wrong with the line before parsing it (its length)
+};
+
+// std::getline with a bound: reads blocks and cuts them at '\n', so that a line longer
+// than `max_bytes` is skipped to its end instead of being held in memory whole.
+class LineReader {
+ public:
+  LineReader(std::istream& in, size_t max_bytes) : in_(in), max_bytes_(max_bytes), block_(1 << 16) {}
+
+  // The next line (without its '\n') into `line`; false at the end of the input. When the
+  // line is longer than max_bytes, `too_long` is set and `line` is left empty.
+  bool next(std::string& line, bool& too_long) {
+    line.clear();
+    too_long = false;
+    bool read_any = false;
+    for (;;) {
+      if (pos_ == end_ && !fill()) return read_any;
+      read_any = true;
+      const char* begin = block_.data() + pos_;
+      const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', end_ - pos_));
+      const size_t length = newline ? static_cast<size_t>(newline - begin) : end_ - pos_;
+      keep(line, begin, length, too_long);
+      pos_ += length;
+      if (newline) {
+        ++pos_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  bool fill() {
+    in_.read(block_.data(), static_cast<std::streamsize>(block_.size()));
+    pos_ = 0;
+    end_ = static_cast<size_t>(in_.gcount());
+    return end_ > 0;
+  }
+
+  void keep(std::string& line, const char* begin, size_t length, bool& too_long) const {
+    if (too_long) return;
+    if (length > max_bytes_ - line.size()) {
+      too_long = true;
+      std::string().swap(line);  // give the memory back now, not after the line
+      return;
+    }
+    line.append(begin, length);
+  }
+
+  std::istream& in_;
+  const size_t max_bytes_;
+  std::vector<char> block_;
+  size_t pos_ = 0, end_ = 0;
 };
 
 // One parsed and tokenized line: its sequences back to back (query, positives,
@@ -43,31 +93,15 @@ struct LineResult {
   float score = 0;
 };
 
-// Reads the next line (without its '\n') into `text`; false at the end of the input. A
-// line longer than `size - 1` bytes is skipped to its end, and *too_long is set. `buffer`
-// is reused from line to line, so `text` gets exactly the line's size.
-bool read_line(std::istream& in, char* buffer, size_t size, std::string& text, bool* too_long) {
-  *too_long = false;
-  in.getline(buffer, static_cast<std::streamsize>(size));
-  const auto extracted = static_cast<size_t>(in.gcount());
-  if (in.bad()) return false;
-  if (in.fail() && extracted > 0) {  // the buffer is full and no newline yet
-    in.clear();
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-    *too_long = true;
-    text.clear();
-    return true;
-  }
-  if (extracted == 0 && in.eof()) return false;
-  text.assign(buffer, in.eof() ? extracted : extracted - 1);  // '\n' counted, not stored
-  return true;
-}
-
 bool blank(const std::string& line) {
   return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
 }
 
 void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, LineResult& out) {
+  if (!line.error.empty()) {
+    out.error = line.error;
+    return;
+  }
   PairRecord record;
   out.error = parse_pair_record(line.text, record);
   if (!out.error.empty()) return;
@@ -116,6 +150,11 @@ void process_chunk(const std::vector<Line>& lines, const Tokenizer& tokenizer, i
     if (failure) std::rethrow_exception(failure);
 }
 
+std::string too_long_message(int64_t limit) {
+  return "the line is longer than data.max_line_bytes = " + std::to_string(limit) +
+         " bytes (a JSONL record is one line: a missing newline, or not JSONL? raise the limit if the line is meant)";
+}
+
 class PairLoader {
  public:
   PairLoader(const Tokenizer& tokenizer, int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes)
@@ -130,32 +169,24 @@ class PairLoader {
   void load_file(const std::string& file) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw DataError("cannot open " + file + ": " + std::strerror(errno));
+    load_stream(in, file);
+  }
+
+  void load_stream(std::istream& in, const std::string& file) {
     const int64_t pairs_before = data_.size(), skipped_before = data_.skipped;
     std::vector<Line> chunk;
     size_t chunk_bytes = 0;
     int64_t number = 0;
     std::string text;
-    // Not zero-filled: a generous limit costs address space, not memory.
-    const size_t buffer_size = static_cast<size_t>(max_line_bytes_) + 1;
-    std::unique_ptr<char[]> buffer(new char[buffer_size]);
     bool too_long = false;
-    while (read_line(in, buffer.get(), buffer_size, text, &too_long)) {
+    LineReader reader(in, static_cast<size_t>(max_line_bytes_));
+    while (reader.next(text, too_long)) {
       ++number;
-      if (too_long) {
-        ++data_.lines;
-        add_chunk(file, chunk);  // the lines before it first: errors come in file order
-        chunk.clear();
-        chunk_bytes = 0;
-        skip_or_throw(file + ":" + std::to_string(number) + ": ",
-                      "the line is longer than data.max_line_bytes = " + std::to_string(max_line_bytes_) +
-                          " bytes (a missing newline, or not a JSONL file? raise the limit if the line is meant)");
-        continue;
-      }
       if (number == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // BOM
-      if (blank(text)) continue;
+      if (!too_long && blank(text)) continue;
       ++data_.lines;
       chunk_bytes += text.size();
-      chunk.push_back(Line{number, std::move(text)});
+      chunk.push_back(Line{number, std::move(text), too_long ? too_long_message(max_line_bytes_) : ""});
       text = std::string();
       if (chunk.size() >= kChunkLines || chunk_bytes >= kChunkBytes) {
         add_chunk(file, chunk);
@@ -180,19 +211,15 @@ class PairLoader {
   }
 
  private:
-  // A bad line: an error naming it, or (data.skip_bad_lines) a warning and a count.
-  void skip_or_throw(const std::string& where, const std::string& error) {
-    if (!skip_bad_lines_) throw DataError(where + error);
-    if (++data_.skipped <= kWarnSkipped) spdlog::warn("skipping {}{}", where, error);
-  }
-
   void add_chunk(const std::string& file, const std::vector<Line>& chunk) {
     if (chunk.empty()) return;
     process_chunk(chunk, tokenizer_, max_length_, threads_, results_);
     for (size_t i = 0; i < chunk.size(); ++i) {
       LineResult& result = results_[i];
       if (!result.error.empty()) {
-        skip_or_throw(file + ":" + std::to_string(chunk[i].number) + ": ", result.error);
+        const std::string where = file + ":" + std::to_string(chunk[i].number) + ": ";
+        if (!skip_bad_lines_) throw DataError(where + result.error);
+        if (++data_.skipped <= kWarnSkipped) spdlog::warn("skipping {}{}", where, result.error);
         continue;
       }
       append(result);
@@ -235,6 +262,14 @@ PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& t
   if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
   PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
   for (const auto& file : files) loader.load_file(file);
+  return loader.finish();
+}
+
+PairDataset load_pairs(std::istream& in, const std::string& origin, const Tokenizer& tokenizer,
+                       int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes) {
+  if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
+  PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
+  loader.load_stream(in, origin);
   return loader.finish();
 }
 

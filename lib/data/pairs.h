@@ -3,11 +3,13 @@
 // Accepted lines (DESIGN.md): {"query", "pos": str | [str], "neg": [str]},
 // {"anchor", "positive", "negative"}, {"text1", "text2", "score"}. A bad line is a
 // DataError "FILE:LINE: what is wrong", or is skipped and counted with skip_bad_lines.
+// A line longer than data.max_line_bytes is a bad line too: it is never held in memory whole.
 // Text is tokenized once at load (on several threads); ids are kept in one flat array
 // (16-bit when the vocabulary allows), so a million pairs take tens of MB.
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -67,10 +69,20 @@ struct PairDataset {
   int64_t size() const { return static_cast<int64_t>(pairs.size()); }
 };
 
-// Reads and tokenizes the files in order. Throws DataError naming file and line. A line
-// longer than `max_line_bytes` is a bad line (data.max_line_bytes), never read whole.
+// The longest line read by default (data.max_line_bytes). A record holds a few texts
+// that are cut to max_length tokens (at most 512, a few KB of text); a longer line is a
+// file that is not JSONL (say a JSON array without line breaks), which would otherwise be
+// read into memory whole. It is a bad line, never held in memory whole.
 inline constexpr int64_t kDefaultMaxLineBytes = 1 << 20;
+
+// Reads and tokenizes the files in order. Throws DataError naming file and line.
 PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& tokenizer,
+                       int max_length, bool skip_bad_lines, int threads = 2,
+                       int64_t max_line_bytes = kDefaultMaxLineBytes);
+
+// The same for one JSONL text from a stream (a file, or text in memory); `origin` names
+// it in errors.
+PairDataset load_pairs(std::istream& in, const std::string& origin, const Tokenizer& tokenizer,
                        int max_length, bool skip_bad_lines, int threads = 2,
                        int64_t max_line_bytes = kDefaultMaxLineBytes);
 

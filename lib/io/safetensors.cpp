@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_input.h"
+
 namespace ddp_embed {
 namespace {
 
@@ -44,27 +46,6 @@ const DtypeInfo& info(StDtype d) {
 }
 
 std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-// Nesting depth of a JSON text, strings skipped; to refuse "[[[[..." before parsing.
-int json_depth(const char* p, std::size_t n) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    const char c = p[i];
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return max_depth;
-}
 
 // A JSON number that must be a non-negative integer fitting in int64.
 int64_t non_negative_int(const nlohmann::json& v, const std::string& origin, const std::string& what) {
@@ -180,12 +161,15 @@ SafetensorsFile parse_safetensors(std::vector<std::byte> bytes, const std::strin
                      std::to_string(size) + " bytes)");
 
   const char* header = reinterpret_cast<const char*>(file.bytes_.data() + 8);
-  if (json_depth(header, header_len) > kMaxJsonDepth) fail(origin, "header JSON is nested too deeply");
+  const std::string_view header_text(header, static_cast<std::size_t>(header_len));
+  if (json_nesting_depth(header_text) > kMaxJsonDepth) fail(origin, "header JSON is nested too deeply");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header, header + header_len);
-  } catch (const nlohmann::json::exception& e) {
-    fail(origin, std::string("header is not valid JSON: ") + e.what());
+    j = nlohmann::json::parse(header_text);
+  } catch (const nlohmann::json::exception&) {
+    const JsonTextError error = find_json_error(header_text);
+    fail(origin, "header is not valid JSON at byte " + std::to_string(8 + error.byte - 1) + " of the file: " +
+                     error.reason);
   }
   if (!j.is_object()) fail(origin, "header is not a JSON object");
 

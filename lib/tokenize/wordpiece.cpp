@@ -16,21 +16,21 @@ namespace {
 
 constexpr std::string_view kContinuation = "##";
 
-// Python's readlines() in text mode: lines end at \n, \r\n or \r.
-std::vector<std::string> split_lines(const std::string& text) {
+}  // namespace
+
+std::vector<std::string> parse_vocab(std::string_view text, const std::string& source) {
   std::vector<std::string> lines;
   size_t begin = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] != '\n' && text[i] != '\r') continue;
-    lines.emplace_back(text, begin, i - begin);
+    lines.emplace_back(text.substr(begin, i - begin));
     if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
     begin = i + 1;
   }
-  if (begin < text.size()) lines.emplace_back(text, begin);
+  if (begin < text.size()) lines.emplace_back(text.substr(begin));
+  if (lines.empty()) throw TokenizerError(source + ": empty vocabulary");
   return lines;
 }
-
-}  // namespace
 
 // One encode() call: BERT's basic tokenization streamed character by character into
 // WordPiece, so that nothing is allocated per character and a truncated encoding stops
@@ -305,8 +305,7 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::load(const std::string& 
     vocab_path /= "vocab.txt";
     if (!fs::exists(vocab_path, ec)) throw TokenizerError(path + ": no vocab.txt in this folder");
   }
-  std::vector<std::string> vocab = split_lines(hf_files::read_file(vocab_path));
-  if (vocab.empty()) throw TokenizerError(vocab_path.string() + ": empty vocabulary");
+  std::vector<std::string> vocab = parse_vocab(hf_files::read_file(vocab_path), vocab_path.string());
 
   WordPieceOptions options;
   options.lower_case = lower_case;

@@ -38,6 +38,11 @@ struct WordPieceOptions {
               mask_token = "[MASK]";
 };
 
+// The entries of a vocab.txt's text, id = line number. Lines end at \n, \r\n or \r, as
+// Python's readlines() in text mode splits them. Throws TokenizerError "SOURCE: empty
+// vocabulary" when there is none.
+std::vector<std::string> parse_vocab(std::string_view text, const std::string& source);
+
 class WordPieceTokenizer final : public Tokenizer {
  public:
   // vocab: the lines of vocab.txt (id = line number). `source` names the vocabulary in

@@ -16,7 +16,8 @@ namespace fs = std::filesystem;
 namespace ddp_embed {
 namespace {
 
-constexpr const char* kFiles[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
+// The files a checkpoint holds besides manifest.json, which lists them.
+const std::vector<std::string> kFiles = {"model.safetensors", "optimizer.safetensors", "state.json"};
 
 void fsync_path(const fs::path& p) {
   int fd = ::open(p.c_str(), O_RDONLY);
@@ -31,12 +32,6 @@ void write_text(const fs::path& path, const std::string& text) {
   out.close();
   if (!out) throw CheckpointError("cannot write " + path.string() + " (disk full or not writable?)");
   fsync_path(path);
-}
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 int64_t step_of(const fs::path& dir) {
@@ -55,21 +50,6 @@ void test_pause() {
 }
 
 }  // namespace
-
-uint64_t fnv1a64_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError("cannot open " + path);
-  uint64_t h = 0xcbf29ce484222325ULL;
-  std::vector<char> buf(1 << 16);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
-      h ^= static_cast<unsigned char>(buf[size_t(i)]);
-      h *= 0x100000001b3ULL;
-    }
-  }
-  return h;
-}
 
 std::string save_checkpoint(const std::string& checkpoints_dir, SentenceEmbedder& model,
                             const FlatAdamW& optimizer, const TrainPosition& position,
@@ -98,12 +78,7 @@ std::string save_checkpoint(const std::string& checkpoints_dir, SentenceEmbedder
   state["loss_scale"] = position.loss_scale;
   write_text(tmp / "state.json", state.dump(2) + "\n");
 
-  nlohmann::json manifest = {{"format", "ddp-embed checkpoint"}, {"version", 1}, {"files", nlohmann::json::object()}};
-  for (const char* f : kFiles) {
-    const fs::path p = tmp / f;
-    manifest["files"][f] = {{"bytes", fs::file_size(p)}, {"fnv1a64", hex64(fnv1a64_file(p.string()))}};
-  }
-  write_text(tmp / "manifest.json", manifest.dump(2) + "\n");
+  write_text(tmp / "manifest.json", manifest_text(describe_files(tmp.string(), kFiles)));
   fsync_path(tmp);
 
   fs::remove_all(final_dir);  // a stale one from a run that went further before a restart
@@ -131,30 +106,10 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {
 }
 
 void verify_checkpoint(const std::string& dir) {
-  const fs::path root(dir);
-  const fs::path manifest_path = root / "manifest.json";
-  std::ifstream in(manifest_path);
-  if (!in) throw CheckpointError(manifest_path.string() + ": missing (incomplete checkpoint)");
-  nlohmann::json manifest;
   try {
-    manifest = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw CheckpointError(manifest_path.string() + ": not valid JSON");
-  }
-  if (!manifest.contains("files") || !manifest["files"].is_object())
-    throw CheckpointError(manifest_path.string() + ": no \"files\" object");
-  for (const char* f : kFiles) {
-    const fs::path p = root / f;
-    if (!manifest["files"].contains(f)) throw CheckpointError(manifest_path.string() + ": does not list " + f);
-    const auto& entry = manifest["files"][f];
-    std::error_code ec;
-    const auto size = fs::file_size(p, ec);
-    if (ec) throw CheckpointError(p.string() + ": missing");
-    if (!entry.contains("bytes") || !entry["bytes"].is_number_unsigned() || entry["bytes"].get<uint64_t>() != size)
-      throw CheckpointError(p.string() + ": size " + std::to_string(size) + " does not match the manifest");
-    if (!entry.contains("fnv1a64") || !entry["fnv1a64"].is_string() ||
-        entry["fnv1a64"].get<std::string>() != hex64(fnv1a64_file(p.string())))
-      throw CheckpointError(p.string() + ": checksum does not match the manifest (corrupt file)");
+    verify_manifest(dir, kFiles);
+  } catch (const ManifestError& e) {
+    throw CheckpointError(e.what());
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/manifest.h"
 #include "model/embedder.h"
 #include "train/optimizer.h"
 
@@ -50,9 +51,7 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 TrainPosition load_checkpoint(const std::string& dir, SentenceEmbedder& model, FlatAdamW& optimizer,
                               nlohmann::json* run_info = nullptr);
 
-// Checks the manifest only (sizes and checksums). Throws CheckpointError.
+// Checks the manifest only (sizes and checksums, io/manifest.h). Throws CheckpointError.
 void verify_checkpoint(const std::string& dir);
-
-uint64_t fnv1a64_file(const std::string& path);
 
 }  // namespace ddp_embed

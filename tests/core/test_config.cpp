@@ -286,6 +286,36 @@ TEST(Config, SetErrors) {
             R"(--set model.pooling: expected one of "cls", "mean", got "max")");
 }
 
+// Bug (found by fuzz_config): a --set value that is not UTF-8 was kept as a string that
+// nlohmann cannot print, so the error message (or config_hash) threw json::type_error
+// instead of a ConfigError.
+TEST(Config, SetValueThatIsNotUtf8IsAConfigError) {
+  EXPECT_EQ(from_json_error("{}", {"model={\"hidden_size\": 128, \"num\xe8_heads\": 2}"}),
+            "--set model: the value is not valid UTF-8");
+  EXPECT_EQ(from_json_error("{}", {"output.dir=runs/\xff"}), "--set output.dir: the value is not valid UTF-8");
+  EXPECT_EQ(from_json_error("{}", {"model.pooling=cl\xc3"}), "--set model.pooling: the value is not valid UTF-8");
+}
+
+// Bug: nlohmann copies and prints values recursively, so a config nested 100000 levels
+// deep (in the file or in a --set) overflowed the stack. Now it is refused before parsing.
+TEST(Config, DeepNestingIsAnErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(error_of([&] { parse_config("{\"model\": " + deep + "}", "cfg.json"); }),
+            "cfg.json: nests deeper than 32 levels: not a config");
+  EXPECT_EQ(from_json_error("{}", {"data.train=" + deep}),
+            "--set data.train: the value nests deeper than 32 levels");
+  // Brackets in strings and comments do not count.
+  const Config c = parse_config("// " + deep + "\n{\"output\": {\"dir\": \"" + deep + "\"}}", "cfg.json");
+  EXPECT_EQ(c.output.dir, deep);
+}
+
+// Bug (the one fuzz_manifest found, here too): a number beyond a double's range makes
+// nlohmann throw out_of_range, not parse_error; it escaped load_config as a json exception.
+TEST(Config, NumberOutOfRangeIsInvalidJsonWithLineAndColumn) {
+  EXPECT_EQ(error_of([] { parse_config("{\n  \"train\": {\"lr\": 1e400}}", "cfg.json"); }),
+            "cfg.json:2:19: invalid JSON: number overflow parsing '1e400'");
+}
+
 TEST(Config, PrintsEveryKeyAndRoundTrips) {
   Config c;
   c.model.init = "models/bert";

@@ -199,6 +199,29 @@ TEST(PairErrors, NameFileAndLine) {
   EXPECT_TRUE(has(e, "invalid JSON")) << e;
 }
 
+// Bug (the one fuzz_manifest found, here too): a number beyond a double's range made
+// nlohmann throw out_of_range, not parse_error, and it escaped load_pairs without file
+// and line. Bug: a score beyond a float's range was converted to a float anyway
+// (undefined behaviour, an infinite score in practice).
+TEST(PairErrors, NumbersOutOfRangeAreBadLines) {
+  TempDir dir("range");
+  std::string e = error_for(dir, R"({"query": "q", "pos": "p", "score": 1e400})");
+  EXPECT_TRUE(has(e, "invalid JSON at byte 37: number overflow parsing '1e400'")) << e;
+  e = error_for(dir, R"({"query": "q", "pos": "p", "x": -1e999, "score": 1})");
+  EXPECT_TRUE(has(e, "number overflow parsing '-1e999'")) << e;
+  e = error_for(dir, R"({"text1": "a", "text2": "b", "score": 1e39})");
+  EXPECT_TRUE(has(e, "\"score\" 1e+39 is out of range for a float")) << e;
+  e = error_for(dir, R"({"text1": "a", "text2": "b", "score": -3.5e38})");
+  EXPECT_TRUE(has(e, "is out of range for a float")) << e;
+}
+
+// A line nested thousands of levels deep is refused before nlohmann builds it.
+TEST(PairErrors, DeepNestingIsABadLine) {
+  TempDir dir("nesting");
+  const std::string e = error_for(dir, std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_TRUE(has(e, "nested deeper than 16 levels: not a pair record")) << e;
+}
+
 TEST(PairErrors, MissingAndEmptyFiles) {
   TempDir dir("files");
   const std::string missing = (dir.path / "nope.jsonl").string();
@@ -255,12 +278,18 @@ TEST(Pairs, TruncatesToMaxLength) {
   EXPECT_EQ(data.tokens.ids(data.pairs[0].query).back(), 102);
 }
 
+// Text of about `bytes` bytes, many words.
+std::string long_text(size_t bytes) {
+  std::string text;
+  text.reserve(bytes + 64);
+  while (text.size() < bytes) text += "sentence embeddings for everyone ";
+  return text;
+}
+
 // A long line is read (and truncated to max_length) when data.max_line_bytes allows it.
 TEST(Pairs, SixteenMegabyteLineWithAHigherLimit) {
   TempDir dir("huge");
-  std::string text;
-  text.reserve(17u << 20);
-  while (text.size() < (16u << 20)) text += "sentence embeddings for everyone ";
+  const std::string text = long_text(16u << 20);
   const auto file = dir.write("a.jsonl", nlohmann::json({{"query", text}, {"pos", text}}).dump() +
                                              "\n" + R"({"query": "q", "pos": "p"})");
   const PairDataset data = load_pairs({file}, bert(), 64, false, 2, /*max_line_bytes=*/64 << 20);
@@ -288,6 +317,26 @@ TEST(PairErrors, LineOverTheLimit) {
   EXPECT_EQ(skipped.skipped, 1);
   EXPECT_EQ(load_pairs({file}, bert(), 32, false, 2, static_cast<int64_t>(longer.size())).size(), 3);
   EXPECT_THROW(load_pairs({file}, bert(), 32, false, 2, static_cast<int64_t>(longer.size()) - 1), DataError);
+}
+
+// Bug: a line was read whole whatever its length, so a file without line breaks (a JSON
+// array, a binary file) was held in memory at once. Now a longer line is a bad line.
+TEST(PairErrors, LineOverTheLimitIsABadLineNotAnAllocation) {
+  TempDir dir("too_long");
+  const std::string good = R"({"query": "q", "pos": "p"})";
+  const std::string huge = nlohmann::json({{"query", long_text(10u << 20)}, {"pos", "p"}}).dump();
+  const auto file = dir.write("a.jsonl", good + "\n" + huge + "\n" + good + "\n");
+  try {
+    load_pairs({file}, bert(), 16, false);
+    FAIL() << "a 10 MB line was accepted";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(file + ":2: the line is longer than data.max_line_bytes = 1048576 bytes", 0), 0u)
+        << e.what();
+  }
+  const PairDataset skipped = load_pairs({file}, bert(), 16, true);
+  EXPECT_EQ(skipped.size(), 2);  // the line after the long one is read from its start
+  EXPECT_EQ(skipped.skipped, 1);
+  EXPECT_EQ(skipped.lines, 3);
 }
 
 // Many records, the same result on 1 and 4 threads (chunks are reassembled in order).

@@ -1,0 +1,158 @@
+#include "io/manifest.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "util/json_input.h"
+
+namespace ddp_embed {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFormat = "ddp-embed checkpoint";
+constexpr int kVersion = 1;
+// A manifest lists a handful of files in a few hundred bytes. Anything far larger, or
+// nested deeper than {"files": {NAME: {...}}}, is not one: refused before it is held in
+// memory or parsed.
+constexpr std::size_t kMaxManifestBytes = 1 << 20;
+constexpr int kMaxDepth = 8;
+
+[[noreturn]] void fail(const std::string& origin, const std::string& what) {
+  throw ManifestError(origin + ": " + what);
+}
+
+// A key as JSON text: quoted and escaped, so that any name prints on one line.
+std::string quoted(const std::string& key) { return json(key).dump(); }
+
+// Up to kMaxManifestBytes + 1 bytes of `path`: enough to tell that it is too large.
+std::string read_manifest_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "missing (incomplete checkpoint)");
+  std::string text(kMaxManifestBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) fail(path, std::string("read error: ") + std::strerror(errno));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+bool is_lower_hex64(const std::string& s) {
+  if (s.size() != 16) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+ManifestEntry parse_entry(const json& value, const std::string& origin, const std::string& name) {
+  const std::string where = "files." + quoted(name);
+  if (!value.is_object()) fail(origin, where + " must be an object, got " + value.type_name());
+  ManifestEntry entry;
+  const auto bytes = value.find("bytes");
+  if (bytes == value.end() || !bytes->is_number_unsigned())
+    fail(origin, where + ".bytes must be a non-negative integer");
+  entry.bytes = bytes->get<uint64_t>();
+  const auto checksum = value.find("fnv1a64");
+  if (checksum == value.end() || !checksum->is_string() ||
+      !is_lower_hex64(checksum->get<std::string>()))
+    fail(origin, where + ".fnv1a64 must be 16 lower-case hex digits");
+  entry.fnv1a64 = checksum->get<std::string>();
+  return entry;
+}
+
+}  // namespace
+
+uint64_t fnv1a64(const void* data, std::size_t size, uint64_t hash) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+uint64_t fnv1a64_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open");
+  uint64_t hash = kFnv1a64Offset;
+  std::vector<char> buffer(1 << 16);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    hash = fnv1a64(buffer.data(), static_cast<std::size_t>(in.gcount()), hash);
+  }
+  if (in.bad()) fail(path, std::string("read error: ") + std::strerror(errno));
+  return hash;
+}
+
+std::string fnv1a64_hex(uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+CheckpointManifest describe_files(const std::string& dir, const std::vector<std::string>& names) {
+  CheckpointManifest manifest;
+  for (const auto& name : names) {
+    const std::string path = (fs::path(dir) / name).string();
+    std::error_code ec;
+    const auto bytes = fs::file_size(path, ec);
+    if (ec) fail(path, "cannot read its size: " + ec.message());
+    manifest.files[name] = ManifestEntry{bytes, fnv1a64_hex(fnv1a64_file(path))};
+  }
+  return manifest;
+}
+
+std::string manifest_text(const CheckpointManifest& manifest) {
+  json files = json::object();
+  for (const auto& [name, entry] : manifest.files)
+    files[name] = {{"bytes", entry.bytes}, {"fnv1a64", entry.fnv1a64}};
+  const json j = {{"format", kFormat}, {"version", kVersion}, {"files", files}};
+  return j.dump(2) + "\n";
+}
+
+CheckpointManifest parse_manifest(std::string_view text, const std::string& origin,
+                                  const std::vector<std::string>& required) {
+  if (text.size() > kMaxManifestBytes)
+    fail(origin, "larger than " + std::to_string(kMaxManifestBytes) + " bytes: not a checkpoint manifest");
+  if (json_nesting_depth(text) > kMaxDepth) fail(origin, "nested too deeply: not a checkpoint manifest");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception&) {
+    const JsonTextError error = find_json_error(text);
+    fail(origin, "not valid JSON at byte " + std::to_string(error.byte) + ": " + error.reason);
+  }
+  const auto files = j.is_object() ? j.find("files") : j.end();
+  if (!j.is_object() || files == j.end() || !files->is_object()) fail(origin, "no \"files\" object");
+
+  CheckpointManifest manifest;
+  for (const auto& [name, value] : files->items()) manifest.files[name] = parse_entry(value, origin, name);
+  for (const auto& name : required)
+    if (manifest.files.count(name) == 0) fail(origin, "does not list " + name);
+  return manifest;
+}
+
+void verify_manifest(const std::string& dir, const std::vector<std::string>& required) {
+  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+  const CheckpointManifest manifest =
+      parse_manifest(read_manifest_file(manifest_path), manifest_path, required);
+  for (const auto& name : required) {
+    const std::string path = (fs::path(dir) / name).string();
+    const ManifestEntry& entry = manifest.files.at(name);
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) fail(path, "missing");
+    if (size != entry.bytes)
+      fail(path, "size " + std::to_string(size) + " does not match the manifest (" +
+                     std::to_string(entry.bytes) + " bytes)");
+    if (fnv1a64_hex(fnv1a64_file(path)) != entry.fnv1a64)
+      fail(path, "checksum does not match the manifest (corrupt file)");
+  }
+}
+
+}  // namespace ddp_embed
