@@ -14,7 +14,11 @@
 // The result is the same loss and the same gradients as the plain block (the same
 // operations on the same values), for a memory cost of one [B, L, H] tensor per block
 // instead of every activation inside it (about 15 of that size per BERT layer, plus the
-// attention probabilities), and roughly one more forward pass of compute.
+// attention probabilities), and roughly one more forward pass of compute. One rounding
+// difference under autocast: when one autocast scope runs the block several times (the
+// query and the positive passes), the plain forward casts each weight once and adds the
+// passes' gradients of that cast in half precision; the recomputations cast per pass, so
+// those gradients are added in fp32.
 #pragma once
 
 #include <functional>

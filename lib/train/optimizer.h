@@ -5,7 +5,7 @@
 // gradient. A step is then a handful of vectorized operations over each whole buffer
 // instead of ~10 small kernels per tensor, the gradient norm is one reduction, and
 // the optimizer state is two tensors per group (easy to checkpoint). This is what the
-// "multi-tensor" (foreach / fused) optimizers of PyTorch achieve on GPUs: ~8 kernels per
+// "multi-tensor" (foreach / fused) optimizers of PyTorch achieve on GPUs: ~10 kernels per
 // group (2 groups here) per step whatever the number of parameter tensors (~200 for
 // BERT-base), instead of thousands of small launches.
 //

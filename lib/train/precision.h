@@ -79,7 +79,7 @@ struct UpdateOutcome {
 // The parameter update of a training step, from gradients already averaged over the
 // ranks. The averaged gradients are the same on every rank, and an inf or NaN of any
 // rank is in them, so every rank reaches the same verdict without a collective of its own.
-//   norm = |grads| / scale (one host read: the only one of the step);
+//   norm = |grads| / scale (one number read back from the device);
 //   not finite: skip the step (the scaler backs off);
 //   else: grads × clip(norm) / scale in one pass (unscale and clip together), AdamW step.
 // With fp32/bf16 (scale 1) this is exactly clipping and stepping.

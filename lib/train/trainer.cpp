@@ -392,8 +392,9 @@ int run_training(const Config& cfg) {
   const int accum = cfg.train.grad_accum_steps;
   int bad_steps_in_a_row = 0;
   // Losses are summed on the device (in double) and read on log steps only: on a GPU each
-  // read would make the host wait for the queued work. The one read per step is the
-  // gradient norm in update_parameters(), which decides skipping and clipping.
+  // read makes the host wait for the queued work. Per step, the host reads the gradient
+  // norm (update_parameters: it decides skipping and clipping) and, with several ranks,
+  // the one-integer stop-signal collective at the end of the step.
   const auto device_double = at::TensorOptions().dtype(at::kDouble).device(device);
   at::Tensor window_loss = at::zeros({}, device_double);
   double window_tokens = 0, window_wait_ms = 0;
