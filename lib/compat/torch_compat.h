@@ -8,10 +8,21 @@
 #ifndef DDP_EMBED_TORCH_COMPAT_CORE
 #define DDP_EMBED_TORCH_COMPAT_CORE
 
+#include <limits>
+
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/autocast_mode.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/version.h>
+
+// DDP_EMBED_WITH_CUDA: set by CMakeLists.txt when LibTorch was built with CUDA (PyTorch
+// 2.x's); the CUDA runtime calls below compile only then.
+#if defined(DDP_EMBED_WITH_CUDA) && DDP_EMBED_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #define DDP_EMBED_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||            \
@@ -25,11 +36,24 @@ constexpr bool kHasSdpa = DDP_EMBED_TORCH_AT_LEAST(2, 0);
 // at::scaled_dot_product_attention (kHasSdpa only; elsewhere an error: the caller writes
 // the attention out). q, k, v: [B, heads, L, head_dim]; bias: additive, broadcastable to
 // [B, heads, L, L] (0 for keys that take part, the dtype's lowest value for padding).
+//
+// The mask goes in as an additive float mask, which every SDPA backend takes: the math
+// path and the memory-efficient kernel (CUDA) apply it; the flash kernel takes no mask and
+// is not chosen. SDPA wants it in the query's dtype (bf16/fp16 under autocast): fp32's
+// lowest value would round to -inf there (a row of padding only would then give NaN), so
+// it is first clamped to the lowest finite value of that dtype.
 inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                const at::Tensor& bias, double dropout_p) {
 #if DDP_EMBED_TORCH_AT_LEAST(2, 0)
-  // The fused kernels want the mask in the query's dtype (bf16/fp16 under autocast).
-  return at::scaled_dot_product_attention(q, k, v, bias.to(q.scalar_type()), dropout_p);
+  at::Tensor mask = bias;
+  if (bias.scalar_type() != q.scalar_type()) {
+    double lowest = 0;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, q.scalar_type(), "sdpa_mask", [&] {
+      lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+    });
+    mask = bias.clamp_min(lowest).to(q.scalar_type());
+  }
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
 #else
   (void)q, (void)k, (void)v, (void)bias, (void)dropout_p;
   TORCH_CHECK(false, "scaled_dot_product_attention needs LibTorch 2.0");
@@ -46,6 +70,97 @@ class NoAutocast {
  private:
   c10::impl::ExcludeDispatchKeyGuard guard_;
 };
+
+// ---- autocast ---------------------------------------------------------------------------
+// Whether autocast is on for a device type (CPU or CUDA), and to which dtype it casts.
+struct AutocastState {
+  bool enabled = false;
+  at::ScalarType dtype = at::kFloat;
+};
+
+namespace detail {
+// 2.4 made the autocast API device-generic (is_autocast_enabled(device_type), ...) and
+// deprecated the per-device functions 1.13 has (set_enabled for CUDA, set_cpu_enabled,
+// set_autocast_gpu_dtype, set_autocast_cpu_dtype).
+inline void check_autocast_device(c10::DeviceType device) {
+  TORCH_CHECK(device == c10::kCPU || device == c10::kCUDA, "autocast is only used on the CPU and CUDA, not ",
+              device);
+}
+#if DDP_EMBED_TORCH_AT_LEAST(2, 4)
+inline AutocastState get_autocast(c10::DeviceType device) {
+  return {at::autocast::is_autocast_enabled(device), at::autocast::get_autocast_dtype(device)};
+}
+inline void set_autocast(c10::DeviceType device, const AutocastState& s) {
+  at::autocast::set_autocast_dtype(device, s.dtype);
+  at::autocast::set_autocast_enabled(device, s.enabled);
+}
+#else
+inline AutocastState get_autocast(c10::DeviceType device) {
+  if (device == c10::kCUDA) return {at::autocast::is_enabled(), at::autocast::get_autocast_gpu_dtype()};
+  return {at::autocast::is_cpu_enabled(), at::autocast::get_autocast_cpu_dtype()};
+}
+inline void set_autocast(c10::DeviceType device, const AutocastState& s) {
+  if (device == c10::kCUDA) {
+    at::autocast::set_autocast_gpu_dtype(s.dtype);
+    at::autocast::set_enabled(s.enabled);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(s.dtype);
+    at::autocast::set_cpu_enabled(s.enabled);
+  }
+}
+#endif
+}  // namespace detail
+
+inline AutocastState autocast_state(c10::DeviceType device) {
+  detail::check_autocast_device(device);
+  return detail::get_autocast(device);
+}
+
+// torch.autocast(device, dtype, enabled) as a scope: sets the state for the device type
+// while alive and restores the previous one after. Like torch.autocast it counts nesting
+// and, when the outermost scope ends, drops the cache of casted weights (kept while a
+// scope is open so that a weight used twice is cast once).
+class AutocastGuard {
+ public:
+  AutocastGuard(c10::DeviceType device, const AutocastState& state)
+      : device_(device), previous_(autocast_state(device)) {
+    detail::set_autocast(device_, state);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    detail::set_autocast(device_, previous_);
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  AutocastState previous_;
+};
+
+// ---- CUDA devices -------------------------------------------------------------------------
+#if defined(DDP_EMBED_WITH_CUDA) && DDP_EMBED_WITH_CUDA
+constexpr bool kHasCuda = true;
+// Visible CUDA devices (0 when the driver is missing or none is visible).
+inline int cuda_device_count() { return static_cast<int>(c10::cuda::device_count()); }
+// Makes `index` this thread's current device (kernels, NCCL communicators, the caching
+// allocator's default).
+inline void set_cuda_device(int index) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(index)); }
+// The most memory the caching allocator has handed out on the device since the start,
+// in MiB (allocated_bytes[0]: the aggregate over its pools, StatType::AGGREGATE).
+inline double cuda_peak_allocated_mb(int index) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
+  return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+}
+#else
+constexpr bool kHasCuda = false;
+inline int cuda_device_count() { return 0; }
+inline void set_cuda_device(int index) {
+  TORCH_CHECK(false, "cuda:", index, " requested, but this LibTorch was built without CUDA");
+}
+inline double cuda_peak_allocated_mb(int) { return 0; }
+#endif
 
 }  // namespace ddp_embed::compat
 #endif  // DDP_EMBED_TORCH_COMPAT_CORE

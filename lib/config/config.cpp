@@ -88,7 +88,10 @@ void visit_fields(Config& c, Visitor& v) {
   v("train.max_grad_norm", tr.max_grad_norm, any());
   v("train.epochs", tr.epochs, at_least(1));
   v("train.max_steps", tr.max_steps, at_least(-1));
+  v("train.device", tr.device, one_of({"auto", "cpu", "cuda"}));
   v("train.precision", tr.precision, one_of({"fp32", "bf16", "fp16"}));
+  v("train.loss_scale_init", tr.loss_scale_init, positive());
+  v("train.loss_scale_growth_interval", tr.loss_scale_growth_interval, at_least(1));
   v("train.activation_checkpointing", tr.activation_checkpointing, any());
   v("train.seed", tr.seed, non_negative());
   v("train.max_bad_steps", tr.max_bad_steps, at_least(1));

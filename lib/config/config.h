@@ -69,7 +69,10 @@ struct TrainConfig {
   double max_grad_norm = 1.0;  // <= 0: no clipping
   int epochs = 1;
   int64_t max_steps = -1;  // > 0 overrides epochs
-  std::string precision = "fp32";  // fp32 | bf16 | fp16
+  std::string device = "auto";     // auto (CUDA when available, else CPU) | cpu | cuda
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (fp16 needs CUDA)
+  double loss_scale_init = 65536;           // fp16: the first dynamic loss scale
+  int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps before the scale doubles
   bool activation_checkpointing = false;
   uint64_t seed = 42;
   int max_bad_steps = 5;  // non-finite steps in a row before the run stops

@@ -35,6 +35,8 @@ const std::map<std::string, std::string>& known_aliases() {
       {"fp16", "precision"},
       {"bf16", "precision"},
       {"mixed_precision", "precision"},
+      {"gradient_checkpointing", "activation_checkpointing"},
+      {"init_scale", "loss_scale_init"},
       {"scale", "temperature"},
   };
   return aliases;

@@ -23,10 +23,6 @@
 #include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
-#include <c10/cuda/CUDAFunctions.h>
-#endif
-
 namespace ddp_embed {
 
 using Clock = std::chrono::steady_clock;
@@ -411,7 +407,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
     if (impl->backend == "nccl") {
       // NCCL's bootstrap listens on the first non-loopback interface unless told otherwise.
       if (loopback) setenv("NCCL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
-      const int n = static_cast<int>(c10::cuda::device_count());
+      const int n = compat::cuda_device_count();
       impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(n > 0 ? env.local_rank % n : 0));
       impl->pg = compat::make_nccl(compat::make_prefix_store("nccl/", impl->store), env.rank, env.world_size,
                                    impl->timeout);

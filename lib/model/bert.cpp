@@ -10,6 +10,7 @@
 
 #include "compat/torch_compat.h"
 #include "config/config.h"
+#include "model/activation_checkpoint.h"
 
 namespace ddp_embed {
 namespace {
@@ -302,17 +303,26 @@ void BertModelImpl::init_weights() {
   }
 }
 
+at::Tensor BertModelImpl::run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias, bool first_only) {
+  BertLayer layer = layers_[i];
+  if (!checkpoint_layers_ || !at::GradMode::is_enabled()) return layer(x, mask_bias, first_only);
+  const auto block = [layer, first_only](const at::Tensor& h, const at::Tensor& bias) mutable {
+    return layer->forward(h, bias, first_only);
+  };
+  return checkpointed(*layer, block, x, mask_bias);
+}
+
 at::Tensor BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
   at::Tensor x = embeddings(input_ids);
   const at::Tensor mask_bias = attention_bias(attention_mask, x);
-  for (auto& layer : layers_) x = layer(x, mask_bias);
+  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, mask_bias, /*first_only=*/false);
   return x;
 }
 
 at::Tensor BertModelImpl::forward_cls(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
   at::Tensor x = embeddings(input_ids);
   const at::Tensor mask_bias = attention_bias(attention_mask, x);
-  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i](x, mask_bias, /*first_only=*/i + 1 == layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, mask_bias, /*first_only=*/i + 1 == layers_.size());
   return x.select(1, 0);
 }
 

@@ -123,14 +123,24 @@ class BertModelImpl : public torch::nn::Module {
   // weights (checked against the latter, test_bert.cpp).
   void init_weights();
 
+  // Activation checkpointing (model/activation_checkpoint.h): while autograd records,
+  // each encoder layer keeps only its input and is recomputed in backward. Same numbers,
+  // less memory, about one more forward pass of compute. Off by default.
+  void set_activation_checkpointing(bool on) { checkpoint_layers_ = on; }
+  bool activation_checkpointing() const { return checkpoint_layers_; }
+
   const BertConfig& config() const { return config_; }
   std::vector<BertLayer>& layers() { return layers_; }
 
   BertEmbeddings embeddings{nullptr};
 
  private:
+  // Layer i on x, checkpointed when that is on and autograd records.
+  at::Tensor run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias, bool first_only);
+
   BertConfig config_;
   std::vector<BertLayer> layers_;  // also registered as encoder.layer.N
+  bool checkpoint_layers_ = false;
 };
 TORCH_MODULE(BertModel);
 

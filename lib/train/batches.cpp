@@ -4,12 +4,13 @@
 
 namespace ddp_embed {
 
-EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequences) {
+EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequences, bool pin) {
   int64_t longest = 1;
   for (auto s : sequences) longest = std::max<int64_t>(longest, store.length(s));
   const int64_t n = static_cast<int64_t>(sequences.size());
-  auto ids = torch::zeros({n, longest}, torch::kInt64);  // 0 = [PAD] for our tokenizers
-  auto mask = torch::zeros({n, longest}, torch::kInt64);
+  const auto options = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(pin);
+  auto ids = torch::zeros({n, longest}, options);  // 0 = [PAD] for our tokenizers
+  auto mask = torch::zeros({n, longest}, options);
   auto* id_rows = ids.data_ptr<int64_t>();
   auto* mask_rows = mask.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
@@ -21,7 +22,7 @@ EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequen
 }
 
 PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& indices,
-                          int64_t epoch, uint64_t seed, int negatives_per_query) {
+                          int64_t epoch, uint64_t seed, int negatives_per_query, bool pin) {
   std::vector<int64_t> queries, positives, negatives;
   queries.reserve(indices.size());
   positives.reserve(indices.size());
@@ -40,24 +41,33 @@ PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& i
   }
   PairBatch batch;
   batch.indices = indices;
-  batch.query = collate(data.tokens, queries);
-  batch.pos = collate(data.tokens, positives);
-  if (!negatives.empty()) batch.neg = collate(data.tokens, negatives);
+  batch.query = collate(data.tokens, queries, pin);
+  batch.pos = collate(data.tokens, positives, pin);
+  if (!negatives.empty()) batch.neg = collate(data.tokens, negatives, pin);
   for (const auto* seqs : {&queries, &positives, &negatives})
     for (auto s : *seqs) batch.real_tokens += data.tokens.length(s);
   return batch;
 }
 
+void move_to(PairBatch& batch, const c10::Device& device) {
+  for (EncoderInput* in : {&batch.query, &batch.pos, &batch.neg}) {
+    if (!in->defined()) continue;
+    in->ids = in->ids.to(device, /*non_blocking=*/true);
+    in->mask = in->mask.to(device, /*non_blocking=*/true);
+  }
+}
+
 BatchLoader::BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank,
                          int accum_steps, int negatives_per_query, uint64_t seed,
                          int64_t start_epoch, int64_t start_step, int64_t total_steps,
-                         size_t prefetch)
+                         bool pin, size_t prefetch)
     : data_(data),
       plan_(plan),
       rank_(rank),
       accum_(accum_steps),
       negatives_(negatives_per_query),
       seed_(seed),
+      pin_(pin),
       epoch_(start_epoch),
       step_(start_step),
       remaining_(total_steps),
@@ -86,7 +96,7 @@ void BatchLoader::run() {
       step.step_in_epoch = step_;
       for (int a = 0; a < accum_; ++a)
         step.micro.push_back(make_pair_batch(data_, plan_.micro_batch(epoch_, step_, a, rank_),
-                                             epoch_, seed_, negatives_));
+                                             epoch_, seed_, negatives_, pin_));
       if (++step_ == plan_.steps_per_epoch()) {
         step_ = 0;
         ++epoch_;

@@ -3,7 +3,9 @@
 // The loader walks the BatchPlan from a start position, picks each pair's positive for
 // the epoch (seeded, so the choice does not depend on the world size), collects hard
 // negatives, pads each batch only to its own longest sequence, and keeps a few steps
-// ready in a bounded queue: the training thread never waits on data.
+// ready in a bounded queue: the training thread never waits on data. For a GPU the
+// tensors are made in pinned (page-locked) memory, so that the copies to the device can
+// be asynchronous (non_blocking) and overlap the GPU's work.
 #pragma once
 
 #include <condition_variable>
@@ -20,8 +22,9 @@
 
 namespace ddp_embed {
 
-// Pads `sequences` of `store` into one batch (int64 ids and mask [n, longest]).
-EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequences);
+// Pads `sequences` of `store` into one batch (int64 ids and mask [n, longest]), in
+// pinned memory when `pin` (needs a CUDA LibTorch).
+EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequences, bool pin = false);
 
 struct PairBatch {
   EncoderInput query, pos, neg;  // neg undefined without hard negatives
@@ -37,14 +40,18 @@ struct StepBatches {
 
 // Builds the micro-batch of the given dataset indices for `epoch`.
 PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& indices,
-                          int64_t epoch, uint64_t seed, int negatives_per_query);
+                          int64_t epoch, uint64_t seed, int negatives_per_query, bool pin = false);
+
+// Moves the batch's tensors to `device`; from pinned memory the copies are asynchronous.
+void move_to(PairBatch& batch, const c10::Device& device);
 
 class BatchLoader {
  public:
-  // Produces `total_steps` steps starting at (start_epoch, start_step).
+  // Produces `total_steps` steps starting at (start_epoch, start_step); `pin`: in pinned
+  // memory, for a GPU.
   BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank, int accum_steps,
               int negatives_per_query, uint64_t seed, int64_t start_epoch,
-              int64_t start_step, int64_t total_steps, size_t prefetch = 4);
+              int64_t start_step, int64_t total_steps, bool pin = false, size_t prefetch = 4);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -60,6 +67,7 @@ class BatchLoader {
   const BatchPlan& plan_;
   int rank_, accum_, negatives_;
   uint64_t seed_;
+  bool pin_;
   int64_t epoch_, step_, remaining_;
   size_t capacity_;
 

@@ -76,6 +76,7 @@ std::string save_checkpoint(const std::string& checkpoints_dir, SentenceEmbedder
   state["step_in_epoch"] = position.step_in_epoch;
   state["optimizer_steps"] = optimizer.steps_taken();
   state["loss_scale"] = position.loss_scale;
+  state["loss_scale_good_steps"] = position.loss_scale_good_steps;
   write_text(tmp / "state.json", state.dump(2) + "\n");
 
   write_text(tmp / "manifest.json", manifest_text(describe_files(tmp.string(), kFiles)));
@@ -133,6 +134,7 @@ TrainPosition load_checkpoint(const std::string& dir, SentenceEmbedder& model, F
   pos.epoch = state.at("epoch").get<int64_t>();
   pos.step_in_epoch = state.at("step_in_epoch").get<int64_t>();
   pos.loss_scale = state.value("loss_scale", 1.0);
+  pos.loss_scale_good_steps = state.value("loss_scale_good_steps", int64_t{0});
   if (run_info) *run_info = state;
   return pos;
 }

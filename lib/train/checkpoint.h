@@ -3,7 +3,8 @@
 //   model.safetensors      every parameter of the SentenceEmbedder (bert.*, projection.*)
 //   optimizer.safetensors  AdamW moments (flat, one pair per parameter group)
 //   state.json             step, epoch, position in the epoch, optimizer steps, loss
-//                          scale, the world size and resolved config of the run
+//                          scale and its count of finite steps (fp16), the world size
+//                          and resolved config of the run
 //   manifest.json          size and FNV-1a 64 checksum of each file above, written last
 //
 // A checkpoint is written into step-<N>.tmp-<pid>, every file fsynced, then renamed: a
@@ -34,7 +35,8 @@ struct TrainPosition {
   int64_t step = 0;           // optimizer steps done
   int64_t epoch = 0;          // the epoch and global batch the next step trains on
   int64_t step_in_epoch = 0;
-  double loss_scale = 1.0;    // fp16 dynamic loss scale
+  double loss_scale = 1.0;    // fp16 dynamic loss scale (train/precision.h)
+  int64_t loss_scale_good_steps = 0;  // ... and its finite steps since it last changed
 };
 
 // Writes step-<position.step> under checkpoints_dir atomically, then removes all but the

@@ -39,15 +39,18 @@ void FlatAdamW::zero_grad() {
 }
 
 double FlatAdamW::grad_norm() const {
-  double sq = 0;
-  for (auto& g : grads_) sq += g.pow(2).sum().item<double>();
-  return std::sqrt(sq);
+  if (grads_.empty()) return 0;
+  // The groups' sums of squares are added up on the device (in double, in group order),
+  // so that a GPU is synchronized with once, not once per group.
+  torch::NoGradGuard no_grad;
+  torch::Tensor sq = torch::zeros({}, grads_.front().options().dtype(torch::kDouble));
+  for (auto& g : grads_) sq += g.pow(2).sum().to(torch::kDouble);
+  return std::sqrt(sq.item<double>());
 }
 
-void FlatAdamW::clip_grad_norm(double norm, double max_norm) {
-  if (max_norm <= 0 || !(norm > max_norm)) return;
-  const double scale = max_norm / (norm + 1e-6);  // torch.nn.utils.clip_grad_norm_'s rule
-  for (auto& g : grads_) g.mul_(scale);
+void FlatAdamW::scale_grads(double factor) {
+  torch::NoGradGuard no_grad;
+  for (auto& g : grads_) g.mul_(factor);
 }
 
 void FlatAdamW::step(double lr) {

@@ -4,7 +4,14 @@
 // module keeps its parameters; they become views of the buffer), and so is its
 // gradient. A step is then a handful of vectorized operations over each whole buffer
 // instead of ~10 small kernels per tensor, the gradient norm is one reduction, and
-// the optimizer state is two tensors per group (easy to checkpoint).
+// the optimizer state is two tensors per group (easy to checkpoint). This is what the
+// "multi-tensor" (foreach / fused) optimizers of PyTorch achieve on GPUs: ~10 kernels per
+// group (2 groups here) per step whatever the number of parameter tensors (~200 for
+// BERT-base), instead of thousands of small launches.
+//
+// The buffers live where the parameters are (move the model to its device first, CPU or
+// CUDA) and are float32 whatever the training precision: they are the master weights
+// that autocast casts per operation, and the moments stay fp32 too.
 //
 // Decoupled weight decay as in torch.optim.AdamW: p ← p·(1 − lr·wd) − lr·m̂/(√v̂ + eps).
 #pragma once
@@ -25,10 +32,10 @@ class FlatAdamW {
             double eps = 1e-8);
 
   void zero_grad();
-  // The L2 norm of all gradients together.
+  // The L2 norm of all gradients together. Reads one number from the device.
   double grad_norm() const;
-  // Scales gradients so their norm is at most max_norm (when max_norm > 0).
-  void clip_grad_norm(double norm, double max_norm);
+  // Multiplies every gradient by `factor` (clipping, loss-scale unscaling).
+  void scale_grads(double factor);
   void step(double lr);
 
   int64_t steps_taken() const { return steps_; }

@@ -31,6 +31,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
+#include "train/precision.h"
 #include "util/log.h"
 #include "util/progress.h"
 
@@ -63,6 +64,33 @@ std::string mapped_blas() {
     if (name.find("blas") != std::string::npos || name.find("mkl_core") != std::string::npos) return path;
   }
   return "none mapped";
+}
+
+// The device this worker trains on (train.device). "auto": a CUDA device when LibTorch
+// has CUDA and one is visible, else the CPU. Local rank r takes cuda:(r % visible), the
+// device its NCCL process group uses too; with ddp-launch --devices each worker sees only
+// its own GPU (CUDA_VISIBLE_DEVICES), which is then cuda:0.
+c10::Device choose_device(const std::string& wanted, const WorkerEnv& env) {
+  const int visible = compat::cuda_device_count();
+  if (wanted == "cpu" || (wanted == "auto" && visible == 0)) return c10::Device(c10::kCPU);
+  if (visible == 0)
+    throw std::runtime_error(std::string("train.device \"cuda\": ") +
+                             (compat::kHasCuda ? "no CUDA device is visible (check CUDA_VISIBLE_DEVICES and the driver)"
+                                               : "this build's LibTorch has no CUDA") +
+                             "; use \"auto\" or \"cpu\"");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % visible));
+}
+
+// fp16 autocast needs CUDA kernels; on the CPU bf16 is the half-precision type that
+// autocast and the CPU kernels support.
+void check_precision_for_device(Precision precision, const c10::Device& device) {
+  if (precision == Precision::Fp16 && !device.is_cuda())
+    throw std::runtime_error("train.precision fp16 needs CUDA; use bf16 on CPU (train.precision=bf16)");
+}
+
+LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
+  if (precision != Precision::Fp16) return LossScaler();
+  return LossScaler(t.loss_scale_init, t.loss_scale_growth_interval);
 }
 
 double peak_rss_mb() {
@@ -243,14 +271,6 @@ void check_config_for_world(const Config& cfg, int world) {
                              " is not divisible by WORLD_SIZE " + std::to_string(world) +
                              " x train.grad_accum_steps " + std::to_string(cfg.train.grad_accum_steps) +
                              ": each rank's micro-batch would not be whole");
-  // Accepted by the config (DESIGN.md) but not built yet: refuse rather than silently
-  // train in fp32 or without checkpointing.
-  if (cfg.train.precision != "fp32")
-    throw std::runtime_error("train.precision \"" + cfg.train.precision +
-                             "\" is not supported by this build yet (only \"fp32\"); mixed precision comes with "
-                             "the CUDA path");
-  if (cfg.train.activation_checkpointing)
-    throw std::runtime_error("train.activation_checkpointing is not supported by this build yet: set it to false");
   if (cfg.loss.cross_rank_negatives && world == 1)
     spdlog::info("loss.cross_rank_negatives has no effect with one worker");
 }
@@ -277,10 +297,16 @@ int run_training(const Config& cfg) {
   spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(env), threads, mapped_blas(), TORCH_VERSION);
   if (env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", env.restart_count);
 
+  // ---- device and precision ----------------------------------------------------------------
+  const c10::Device device = choose_device(cfg.train.device, env);
+  if (device.is_cuda()) compat::set_cuda_device(device.index());  // before NCCL and any allocation
+  const Precision precision = parse_precision(cfg.train.precision);
+  check_precision_for_device(precision, device);
+  spdlog::info("device {}, precision {}{}", device.str(), precision_name(precision),
+               cfg.train.activation_checkpointing ? ", activation checkpointing" : "");
+
   // ---- process group: every rank must run the same config -------------------------------
-  const bool cuda = false;  // the CUDA path is chosen here once it exists (issue: GPU path)
-  auto pg = ProcessGroup::init(env, cfg.dist.backend, cuda, std::chrono::seconds(cfg.dist.timeout_s));
-  const c10::Device device = pg->device();
+  auto pg = ProcessGroup::init(env, cfg.dist.backend, device.is_cuda(), std::chrono::seconds(cfg.dist.timeout_s));
   pg->check_same(config_hash(cfg), "the configuration (config file and --set overrides)");
   check_config_for_world(cfg, pg->world_size());
   const bool main_rank = pg->rank() == 0;
@@ -309,6 +335,7 @@ int run_training(const Config& cfg) {
 
   // ---- model, identical on every rank -----------------------------------------------------
   SentenceEmbedder model = build_model(cfg, *tokenizer);
+  model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(device);
   std::vector<at::Tensor> params = model->parameters();
   {
@@ -318,6 +345,7 @@ int run_training(const Config& cfg) {
   pg->check_same(tensors_checksum(params), "the initial parameters");
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
   GradSync grad_sync(*pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
+  LossScaler loss_scaler = make_loss_scaler(precision, cfg.train);
 
   double peak_lr = cfg.train.lr;
   if (cfg.train.lr_scaling == "linear") peak_lr *= pg->world_size();
@@ -342,6 +370,11 @@ int run_training(const Config& cfg) {
         nlohmann::json info;
         pos = load_checkpoint(c, model, optimizer, &info);
         resume_from = c;
+        // The fp16 loss scale continues where it was, if the checkpoint's run had one.
+        if (loss_scaler.enabled() && info.value("config", nlohmann::json::object())
+                                             .value("train", nlohmann::json::object())
+                                             .value("precision", "") == "fp16")
+          loss_scaler.load_state({pos.loss_scale, pos.loss_scale_good_steps});
         const int saved_world = info.value("world_size", pg->world_size());
         spdlog::info("resumed from {} (step {}, epoch {}, batch {} of the epoch){}", c, pos.step, pos.epoch,
                      pos.step_in_epoch,
@@ -396,10 +429,17 @@ int run_training(const Config& cfg) {
   }
   model->train();
   BatchLoader loader(train, plan, pg->rank(), cfg.train.grad_accum_steps, cfg.data.negatives_per_query,
-                     cfg.train.seed, pos.epoch, pos.step_in_epoch, total_steps - pos.step);
+                     cfg.train.seed, pos.epoch, pos.step_in_epoch, total_steps - pos.step,
+                     /*pin=*/device.is_cuda());
   const int accum = cfg.train.grad_accum_steps;
   int bad_steps_in_a_row = 0;
-  double window_loss = 0, window_tokens = 0, window_wait_ms = 0;
+  // Losses are summed on the device (in double) and read on log steps only: on a GPU each
+  // read makes the host wait for the queued work. Per step, the host reads the gradient
+  // norm (update_parameters: it decides skipping and clipping) and, with several ranks,
+  // the one-integer stop-signal collective at the end of the step.
+  const auto device_double = at::TensorOptions().dtype(at::kDouble).device(device);
+  at::Tensor window_loss = at::zeros({}, device_double);
+  double window_tokens = 0, window_wait_ms = 0;
   int64_t window_steps = 0;
   auto window_start = Clock::now();
   const auto train_start = Clock::now();
@@ -427,7 +467,7 @@ int run_training(const Config& cfg) {
     torch::manual_seed(mix_hash(cfg.train.seed, uint64_t(pg->rank()), uint64_t(pos.step)));
     const double lr = learning_rate(peak_lr, cfg.train.schedule, cfg.train.warmup_steps, total_steps, pos.step);
 
-    double step_loss = 0;
+    at::Tensor step_loss = at::zeros({}, device_double);
     for (int a = 0; a < accum; ++a) {
       PairBatch& b = batches.micro[size_t(a)];
       if (!knobs.sample_log.empty()) {
@@ -436,37 +476,42 @@ int run_training(const Config& cfg) {
         for (auto i : b.indices) log << " " << i;
         log << "\n";
       }
-      for (auto* in : {&b.query, &b.pos, &b.neg})
-        if (in->defined()) {
-          in->ids = in->ids.to(device, /*non_blocking=*/true);
-          in->mask = in->mask.to(device, /*non_blocking=*/true);
-        }
+      move_to(b, device);
       // Only the last micro-step's backward all-reduces (no_sync on the others).
       auto guard = (a + 1 < accum) ? grad_sync.no_sync() : GradSync::NoSync{};
-      at::Tensor loss = model->forward(b.query, b.pos, b.neg, loss_settings, exchange) / double(accum);
+      at::Tensor loss;
+      {
+        AutocastScope autocast(precision, device);  // the forward only; backward runs outside it
+        loss = model->forward(b.query, b.pos, b.neg, loss_settings, exchange);
+      }
+      loss = loss / double(accum);
       if (knobs.nan_at(pos.step + 1)) loss = loss * std::nan("");
-      loss.backward();
-      step_loss += loss.item<double>();
+      loss_scaler.scale_loss(loss).backward();
+      step_loss += loss.detach().to(at::kDouble);
       window_tokens += double(b.real_tokens);
     }
     grad_sync.finish();
     window_wait_ms += grad_sync.last_step().wait_ms;
 
-    const double grad_norm = optimizer.grad_norm();  // gradients are already averaged: global
-    // grad_norm is the same number on every rank (averaged gradients), so every rank
-    // takes the same decision.
-    if (!std::isfinite(grad_norm)) {
+    // The gradients are averaged over the ranks, so the verdict (finite or not) and the
+    // norm are the same on every rank: every rank skips or steps together.
+    const UpdateOutcome update = update_parameters(optimizer, loss_scaler, cfg.train.max_grad_norm, lr);
+    const double grad_norm = update.grad_norm;
+    if (update.applied) {
+      bad_steps_in_a_row = 0;
+    } else if (update.loss_scale > 1) {
+      // fp16: the gradients overflowed at this scale, which the scaler has halved. Only
+      // once the scale is down to 1 do non-finite steps count as a diverging run.
+      spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, scale now {:g}",
+                   pos.step + 1, update.loss_scale, loss_scaler.scale());
+    } else {
       ++bad_steps_in_a_row;
       spdlog::warn("step {}: non-finite {} — step skipped ({} in a row, limit train.max_bad_steps = {})",
-                   pos.step + 1, std::isfinite(step_loss) ? "gradient" : "loss", bad_steps_in_a_row,
+                   pos.step + 1, std::isfinite(step_loss.item<double>()) ? "gradient" : "loss", bad_steps_in_a_row,
                    cfg.train.max_bad_steps);
       if (bad_steps_in_a_row >= cfg.train.max_bad_steps)
         throw std::runtime_error(fmt::format("step {}: {} non-finite steps in a row; stopping (the last good "
                                              "checkpoint is kept)", pos.step + 1, bad_steps_in_a_row));
-    } else {
-      bad_steps_in_a_row = 0;
-      optimizer.clip_grad_norm(grad_norm, cfg.train.max_grad_norm);
-      optimizer.step(lr);
     }
     optimizer.zero_grad();
     // The step's own time: evaluation and checkpoint pauses below are not in it.
@@ -479,13 +524,15 @@ int run_training(const Config& cfg) {
       pos.step_in_epoch = 0;
       ++pos.epoch;
     }
+    pos.loss_scale = loss_scaler.state().scale;
+    pos.loss_scale_good_steps = loss_scaler.state().good_steps;
     window_loss += step_loss;
     ++window_steps;
 
     const bool last = pos.step == total_steps;
     if (pos.step % cfg.output.log_every == 0 || last) {
       // Mean loss over ranks and the steps since the last line; global real tokens.
-      at::Tensor sums = at::tensor({window_loss, window_tokens}, at::kDouble).to(pg->device());
+      at::Tensor sums = at::tensor({window_loss.item<double>(), window_tokens}, at::kDouble).to(pg->device());
       pg->allreduce_sum_(sums);
       sums = sums.cpu();
       const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
@@ -498,6 +545,8 @@ int run_training(const Config& cfg) {
                              {"grad_norm", grad_norm}, {"pairs_per_s", pairs_per_s}, {"tokens_per_s", tokens_per_s},
                              {"step_ms", step_ms}, {"comm_wait_ms", window_wait_ms / double(window_steps)},
                              {"peak_rss_mb", peak_rss_mb()}};
+      if (device.is_cuda()) line["peak_gpu_mb"] = compat::cuda_peak_allocated_mb(device.index());
+      if (loss_scaler.enabled()) line["loss_scale"] = loss_scaler.scale();
       // The first line also says how long start-up took (process start → first step).
       if (pos.step - first_step == window_steps) line["startup_s"] = startup_s;
       metrics.write(line);
@@ -505,7 +554,8 @@ int run_training(const Config& cfg) {
       spdlog::info("step {}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} | {:.1f} pairs/s {:.0f} tok/s {:.0f} ms/step "
                    "| ETA {}", pos.step, total_steps, mean_loss, lr, grad_norm, pairs_per_s, tokens_per_s,
                    step_ms, format_duration(step_times.eta_seconds(total_steps - pos.step)));
-      window_loss = window_tokens = window_wait_ms = 0;
+      window_loss.zero_();
+      window_tokens = window_wait_ms = 0;
       window_steps = 0;
       window_start = Clock::now();
     }

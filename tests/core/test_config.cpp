@@ -73,6 +73,11 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-4);
   EXPECT_EQ(c.train.max_steps, -1);
   EXPECT_EQ(c.train.seed, 42u);
+  EXPECT_EQ(c.train.device, "auto");
+  EXPECT_EQ(c.train.precision, "fp32");
+  EXPECT_DOUBLE_EQ(c.train.loss_scale_init, 65536);
+  EXPECT_EQ(c.train.loss_scale_growth_interval, 2000);
+  EXPECT_FALSE(c.train.activation_checkpointing);
   EXPECT_EQ(c.dist.backend, "auto");
   EXPECT_EQ(c.dist.timeout_s, 600);
   EXPECT_EQ(c.output.dir, "runs/demo");
@@ -171,6 +176,8 @@ TEST(Config, EnumsListTheAllowedSet) {
             R"(cfg.json: model.pooling: expected one of "cls", "mean", got "max")");
   EXPECT_CONTAINS(from_json_error(R"({"train": {"precision": "fp8"}})"),
                   R"(one of "fp32", "bf16", "fp16")");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"device": "gpu"}})"),
+                  R"(train.device: expected one of "auto", "cpu", "cuda", got "gpu")");
   EXPECT_CONTAINS(from_json_error(R"({"dist": {"backend": "mpi"}})"),
                   R"(one of "auto", "nccl", "gloo")");
   EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "triplet"}})"),
@@ -331,7 +338,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   for (const char* section : {"model", "tokenizer", "data", "loss", "train", "dist", "output"})
     EXPECT_TRUE(j.contains(section)) << section;
   EXPECT_EQ(j["model"].size(), 10u);
-  EXPECT_EQ(j["train"].size(), 14u);
+  EXPECT_EQ(j["train"].size(), 17u);
 
   const Config back = config_from_json(j, "printed");
   EXPECT_EQ(config_hash(back), config_hash(c));

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "dist/process_group.h"
 #include "dist/worker_env.h"
 #include "launch/launcher.h"
+#include "train/precision.h"
 
 using namespace ddp_embed;
 using namespace std::chrono_literals;
@@ -676,6 +678,35 @@ TEST(GradSync, ParameterWithoutGradientOnOneRank) {
   });
   for (int r = 0; r < W; ++r) expect_grads_near(got[r], want, r);
   EXPECT_GT(want[6].abs().sum().item<float>(), 0.0f);
+}
+
+// fp16 overflow on one rank only: the averaged gradients carry its inf to every rank, so
+// every rank skips the step and halves its loss scale, and the ranks stay identical.
+TEST(GradSync, AnOverflowOnOneRankMakesEveryRankSkipTheStep) {
+  const int W = 2;
+  const auto init = mlp_init();
+  const std::vector<at::Tensor> x = {at::randn({5, 8}), at::randn({5, 8})};
+  std::vector<UpdateOutcome> outcomes(W);
+  std::vector<double> scales(W);
+  std::vector<std::vector<at::Tensor>> after(W);
+  run_ranks(W, [&](int rank, ProcessGroup& pg) {
+    Mlp m = Mlp::from(init);
+    FlatAdamW optimizer({FlatAdamW::Group{m.params, 0.0}});
+    GradSync sync(pg, m.params, 1 << 20);
+    LossScaler scaler(1024, 2000);
+    at::Tensor loss = m.loss(x[rank]);
+    if (rank == 1) loss = loss * std::numeric_limits<float>::infinity();  // this rank overflows
+    scaler.scale_loss(loss).backward();
+    sync.finish();
+    outcomes[rank] = update_parameters(optimizer, scaler, 1.0, 1e-3);
+    scales[rank] = scaler.scale();
+    for (const auto& p : m.params) after[rank].push_back(p.detach().clone());
+  });
+  for (int r = 0; r < W; ++r) {
+    EXPECT_FALSE(outcomes[r].applied) << "rank " << r << " stepped";
+    EXPECT_EQ(scales[r], 512) << "rank " << r;
+    for (size_t i = 0; i < init.size(); ++i) EXPECT_TRUE(at::equal(after[r][i], init[i])) << "rank " << r;
+  }
 }
 
 TEST(GradSync, SingleProcessIsANoOp) {

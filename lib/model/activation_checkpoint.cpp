@@ -1,0 +1,127 @@
+#include "model/activation_checkpoint.h"
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "compat/torch_compat.h"
+
+namespace ddp_embed {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The state of the default random generator of a device (the CPU's, or one GPU's: the
+// generator dropout draws from there). Generator::get_state / set_state are the same in
+// LibTorch 1.13 and 2.x, for the CPU and the CUDA generator alike.
+at::Tensor generator_state(const c10::Device& device) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_generator_state(const c10::Device& device, const at::Tensor& state) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// While alive, the device's generator continues from `replayed`; afterwards it is back
+// where it was when the scope began.
+class ReplayRandomness {
+ public:
+  ReplayRandomness(const c10::Device& device, const at::Tensor& replayed)
+      : device_(device), resume_(generator_state(device)) {
+    set_generator_state(device_, replayed);
+  }
+  ~ReplayRandomness() { set_generator_state(device_, resume_); }
+  ReplayRandomness(const ReplayRandomness&) = delete;
+  ReplayRandomness& operator=(const ReplayRandomness&) = delete;
+
+ private:
+  c10::Device device_;
+  at::Tensor resume_;
+};
+
+// What backward needs besides the saved tensors, carried through the autograd context
+// (which holds only IValues) as a capsule.
+struct Recompute : torch::CustomClassHolder {
+  Recompute(CheckpointedBlock b, std::vector<at::Tensor> p, c10::Device d)
+      : block(std::move(b)), params(std::move(p)), device(d) {}
+  CheckpointedBlock block;
+  std::vector<at::Tensor> params;  // the module's parameters, in the order passed to forward
+  c10::Device device;
+  at::Tensor rng_state;  // the device generator's state before the forward
+  compat::AutocastState autocast;
+};
+
+constexpr const char* kRecomputeKey = "recompute";
+
+class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
+ public:
+  // `params` are inputs only so that autograd routes their gradients through this node;
+  // the block reads them from its module. Autograd is off here (Function::apply).
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& bias,
+                            at::TensorList /*params*/, c10::intrusive_ptr<Recompute> recompute) {
+    recompute->rng_state = generator_state(recompute->device);
+    recompute->autocast = compat::autocast_state(recompute->device.type());
+    ctx->save_for_backward({hidden, bias});
+    at::Tensor out = recompute->block(hidden, bias);
+    ctx->saved_data[kRecomputeKey] = c10::IValue::make_capsule(std::move(recompute));
+    return out;
+  }
+
+  // Gradients, in forward's argument order: hidden, bias (none), each parameter, and
+  // none for the capsule.
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const auto recompute = c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data[kRecomputeKey].toCapsule());
+    const bool hidden_needs_grad = saved[0].requires_grad();
+    const at::Tensor hidden = saved[0].detach().requires_grad_(hidden_needs_grad);
+
+    at::Tensor out;
+    {
+      ReplayRandomness same_masks(recompute->device, recompute->rng_state);
+      compat::AutocastGuard same_casts(recompute->device.type(), recompute->autocast);
+      at::AutoGradMode record(true);
+      // The block gets a view, not the leaf itself: autocast caches its casts of leaves
+      // that require grad (meant for weights), and a shared cast of the hidden states
+      // would add the gradients of its uses in half precision, where the plain forward
+      // (whose input is no leaf) adds them in fp32.
+      out = recompute->block(hidden.view_as(hidden), saved[1]);
+    }
+
+    // Differentiate with respect to what needs a gradient; the others get none.
+    variable_list wrt;
+    if (hidden_needs_grad) wrt.push_back(hidden);
+    for (const auto& p : recompute->params)
+      if (p.requires_grad()) wrt.push_back(p);
+    const variable_list grads =
+        torch::autograd::grad({out}, wrt, {grad_outputs[0]}, /*retain_graph=*/false, /*create_graph=*/false,
+                              /*allow_unused=*/true);
+
+    variable_list result;
+    size_t next = 0;
+    result.push_back(hidden_needs_grad ? grads[next++] : at::Tensor());
+    result.push_back(at::Tensor());  // bias: a constant of the mask
+    for (const auto& p : recompute->params) result.push_back(p.requires_grad() ? grads[next++] : at::Tensor());
+    result.push_back(at::Tensor());  // the capsule
+    return result;
+  }
+};
+
+}  // namespace
+
+at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, const at::Tensor& hidden,
+                        const at::Tensor& bias) {
+  std::vector<at::Tensor> params = module.parameters();
+  auto recompute = c10::make_intrusive<Recompute>(std::move(block), params, hidden.device());
+  return CheckpointFunction::apply(hidden, bias, at::TensorList(params), std::move(recompute));
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,41 @@
+// Activation checkpointing: run a block of the model without keeping its intermediate
+// activations, and recompute them in backward. LibTorch's C++ API has no checkpoint
+// utility, so this is a custom autograd function:
+//
+//   forward   runs the block with autograd off and keeps only its inputs (hidden states,
+//             attention bias), the state of the device's random generator and the
+//             autocast state;
+//   backward  restores that generator state (so dropout draws the same masks), re-enters
+//             the same autocast state, runs the block again with autograd on, and
+//             backpropagates through it: gradients for the input and for every parameter
+//             of the module. The generator is then put back where it was, so the rest of
+//             the program sees the same random numbers as without checkpointing.
+//
+// The result is the same loss and the same gradients as the plain block (the same
+// operations on the same values), for a memory cost of one [B, L, H] tensor per block
+// instead of every activation inside it (about 15 of that size per BERT layer, plus the
+// attention probabilities), and roughly one more forward pass of compute. One rounding
+// difference under autocast: when one autocast scope runs the block several times (the
+// query and the positive passes), the plain forward casts each weight once and adds the
+// passes' gradients of that cast in half precision; the recomputations cast per pass, so
+// those gradients are added in fp32.
+#pragma once
+
+#include <functional>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+namespace ddp_embed {
+
+// A block to checkpoint: a function of the hidden states and the additive attention
+// bias whose only other tensors are the parameters of one module.
+using CheckpointedBlock = std::function<at::Tensor(const at::Tensor& hidden, const at::Tensor& bias)>;
+
+// block(hidden, bias), recomputed in backward instead of stored. `module` owns every
+// parameter the block uses (they receive their gradients through this function). Call it
+// only when autograd records (GradMode on); outside of that just call the block.
+at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, const at::Tensor& hidden,
+                        const at::Tensor& bias);
+
+}  // namespace ddp_embed
