@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Training throughput on this machine's CPU: pairs/s, tokens/s, step time, exposed
-# communication, peak RSS and start-up time, for BERT-small and BERT-base at 1 and 2
-# threads / workers. Prints one table row per run. Not a test: numbers only.
+# Training throughput on this machine (its CPU; its GPUs with DEVICE=cuda): pairs/s,
+# tokens/s, step time, exposed communication, peak RSS and start-up time, for BERT-small
+# and BERT-base at 1 and 2 threads / workers. Prints one table row per run. Not a test:
+# numbers only.
 #
 #   scripts/bench.sh            # BERT-small: 1x1, 1x2 threads, 2 workers x 1 thread
 #   scripts/bench.sh base       # BERT-base as well (slow: ~5 s a step on 2 cores)
 #   STEPS=20 scripts/bench.sh   # timed steps per run (after 3 untimed)
 #   PRECISION=bf16 scripts/bench.sh          # train.precision (fp32 | bf16 | fp16), default fp32
 #   DEVICE=cuda CHECKPOINTING=true scripts/bench.sh   # train.device, activation checkpointing
-# On a GPU the rss_MB column is the host's; metrics.jsonl also has peak_gpu_mb.
+# On GPUs the rss_MB column is the host's (metrics.jsonl also has peak_gpu_mb), the thread
+# counts do not matter, and a 2-worker row needs 2 GPUs (NCCL: one GPU per worker).
 #
 # Every sequence is exactly max_length tokens (the pairs are long WordNet texts cut at
 # max_length), so the token counts match a fixed-length benchmark such as the Python
