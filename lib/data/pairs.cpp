@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +36,8 @@ struct Line {
 // than `max_bytes` is skipped to its end instead of being held in memory whole.
 class LineReader {
  public:
-  LineReader(std::istream& in, size_t max_bytes) : in_(in), max_bytes_(max_bytes), block_(1 << 16) {}
+  LineReader(std::istream& in, size_t max_bytes)
+      : in_(in), max_bytes_(max_bytes), block_(new char[kBlockBytes]) {}
 
   // The next line (without its '\n') into `line`; false at the end of the input. When the
   // line is longer than max_bytes, `too_long` is set and `line` is left empty.
@@ -46,7 +48,7 @@ class LineReader {
     for (;;) {
       if (pos_ == end_ && !fill()) return read_any;
       read_any = true;
-      const char* begin = block_.data() + pos_;
+      const char* begin = block_.get() + pos_;
       const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', end_ - pos_));
       const size_t length = newline ? static_cast<size_t>(newline - begin) : end_ - pos_;
       keep(line, begin, length, too_long);
@@ -60,7 +62,7 @@ class LineReader {
 
  private:
   bool fill() {
-    in_.read(block_.data(), static_cast<std::streamsize>(block_.size()));
+    in_.read(block_.get(), static_cast<std::streamsize>(kBlockBytes));
     pos_ = 0;
     end_ = static_cast<size_t>(in_.gcount());
     return end_ > 0;
@@ -76,9 +78,10 @@ class LineReader {
     line.append(begin, length);
   }
 
+  static constexpr size_t kBlockBytes = 1 << 16;
   std::istream& in_;
   const size_t max_bytes_;
-  std::vector<char> block_;
+  std::unique_ptr<char[]> block_;  // not zeroed: read() fills what is used
   size_t pos_ = 0, end_ = 0;
 };
 

@@ -387,6 +387,12 @@ TEST_F(TempFiles, InvalidJsonGivesLineAndColumn) {
   EXPECT_CONTAINS(error_of([&] { load_config(empty); }), empty + ":1:1: invalid JSON");
 }
 
+// A config file is read whole: one far larger than any config is refused, not loaded.
+TEST_F(TempFiles, FileOverOneMebibyteIsRefused) {
+  const std::string path = write("big.json", "{\"train\": {}}" + std::string(1 << 20, ' '));
+  EXPECT_EQ(error_of([&] { load_config(path); }), path + ": larger than 1 MiB: not a config file");
+}
+
 TEST_F(TempFiles, ErrorsNameTheFile) {
   const std::string path = write("cfg.json", R"({"train": {"learning_rate": 1}})");
   EXPECT_EQ(error_of([&] { load_config(path); }),

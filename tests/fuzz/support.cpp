@@ -1,3 +1,5 @@
+// What the fuzz targets share: the checks, BERT's vocabulary, WordPiece options from a
+// byte and the properties of an encoding (fuzz_targets.h).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
