@@ -1,7 +1,5 @@
 #include "train/inference.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -228,6 +228,16 @@ inline pid_t spawn(const std::string& command, const fs::path& output) {
   return pid;
 }
 
+// The folder rank 0 is writing for checkpoint `step` (checkpoints/step-N.tmp-<pid>), or an
+// empty path when there is none (yet, or any more).
+inline fs::path partial_checkpoint(const fs::path& checkpoints, int64_t step) {
+  const std::string prefix = "step-" + std::to_string(step) + ".tmp-";
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(checkpoints, ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) return e.path();
+  return {};
+}
+
 // The exit status as a shell reports it (128+N for signal N).
 inline int wait_exit(pid_t pid) {
   int status = 0;

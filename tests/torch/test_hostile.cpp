@@ -118,12 +118,7 @@ TEST(Exposure, SingleNodeJobListensOnLoopbackOnly) {
   // Rank 0 pauses while writing the step-2 checkpoint: the job is up and waiting.
   pid_t launcher = spawn(launch_command(cfg, 2, "DDP_EMBED_TEST_CHECKPOINT_PAUSE_MS=400"), d / "run.log");
   const fs::path ckpts = d / "out" / "checkpoints";
-  ASSERT_TRUE(wait_for([&] {
-    std::error_code ec;
-    for (auto& e : fs::directory_iterator(ckpts, ec))
-      if (e.path().filename().string().rfind("step-2.tmp-", 0) == 0) return true;
-    return false;
-  })) << read_file(d / "run.log");
+  ASSERT_TRUE(wait_for([&] { return !partial_checkpoint(ckpts, 2).empty(); })) << read_file(d / "run.log");
 
   std::vector<pid_t> tree = process_tree(launcher);
   std::set<std::string> inodes;

@@ -21,11 +21,6 @@ void write_lines(const fs::path& path, const std::vector<std::string>& lines) {
   for (const auto& l : lines) out << l << "\n";
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 // The rows of an encode JSONL output, checking each "text" against `texts`.
 Matrix read_jsonl_embeddings(const fs::path& path, const std::vector<std::string>& texts) {
   Matrix rows;
@@ -144,7 +139,7 @@ TEST_F(EncodeEval, NpyIsFloat32RowsInNumpyFormat) {
   write_lines(work / "mixed.txt", kMixed);
   auto r = encode(work / "mixed.txt", work / "mixed.npy");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string blob = read_text(work / "mixed.npy");
+  const std::string blob = read_file(work / "mixed.npy");
   const Npy npy = parse_npy(blob);
   EXPECT_EQ(npy.major, 1);
   EXPECT_EQ(npy.minor, 0);
@@ -177,7 +172,7 @@ TEST_F(EncodeEval, InputOrderIsKeptAndBatchingDoesNotChangeEmbeddings) {
   r = run("(" + kThreads + kBin + "/embed-train encode --model " + model.string() + " --input " +
           (work / "order.txt").string() + " --output " + (work / "batched.jsonl").string() + " --batch-size 3 >" +
           out.string() + " 2>" + err.string() + ")");
-  ASSERT_EQ(r.exit_code, 0) << read_text(err);
+  ASSERT_EQ(r.exit_code, 0) << read_file(err);
   const Matrix alone = read_jsonl_embeddings(work / "alone.jsonl", kMixed);
   const Matrix batched = read_jsonl_embeddings(work / "batched.jsonl", kMixed);
   expect_rows_near(batched, alone, 1e-5, "batch of 3 against one at a time");
@@ -188,11 +183,11 @@ TEST_F(EncodeEval, InputOrderIsKeptAndBatchingDoesNotChangeEmbeddings) {
 
   // stderr is a file here, not a terminal: whole lines, no carriage returns, ending
   // with the total; stdout stays empty.
-  const std::string progress = read_text(err);
+  const std::string progress = read_file(err);
   EXPECT_NE(progress.find("encode: 3/8\n"), std::string::npos) << progress;
   EXPECT_NE(progress.find("encode: 8/8\n"), std::string::npos) << progress;
   EXPECT_EQ(progress.find('\r'), std::string::npos) << progress;
-  EXPECT_EQ(read_text(out), "");
+  EXPECT_EQ(read_file(out), "");
 }
 
 TEST_F(EncodeEval, JsonlAndWindowsTextInputGiveTheSameAsText) {

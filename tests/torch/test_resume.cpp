@@ -16,28 +16,25 @@ int64_t last_step(const fs::path& out) {
   return steps.empty() ? 0 : int64_t(steps.back());
 }
 
-}  // namespace
-
-// 2 workers, 20 steps, checkpoint every 5, dropout on: one worker SIGKILLed after step 12
-// under --max-restarts 1 resumes from step 10 and ends with the same bytes as a run that
-// was never interrupted.
-TEST(Resume, KilledWorkerRestartsAndEndsBitIdentical) {
-  auto clean = fresh_dir("resume-clean"), killed = fresh_dir("resume-killed");
-  auto config = [](const fs::path& out) {
-    json c = tiny_config(out);
-    c["model"]["dropout"] = 0.1;  // the dropout masks must resume exactly too
-    c["train"]["max_steps"] = 20;
-    c["output"]["save_every"] = 5;
+// Trains `cfg` twice on 2 workers: uninterrupted, and with a worker SIGKILLed as
+// `die_at` says ("R:S") under --max-restarts 1. The second must resume from
+// `resumed_from` (a checkpoint folder name) and end with the same model bytes.
+void expect_killed_run_resumes_bit_identical(const std::string& name, const json& cfg, const std::string& die_at,
+                                             const std::string& resumed_from) {
+  auto clean = fresh_dir(name + "-clean"), killed = fresh_dir(name + "-killed");
+  auto config = [&](const fs::path& out) {
+    json c = cfg;
+    c["output"]["dir"] = out.string();
     c["output"]["resume"] = "auto";
     return c;
   };
   auto r = train(clean, config(clean / "out"), 2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const fs::path cfg = write_config(killed, config(killed / "out"));
-  r = run(launch_command(cfg, 2, "DDP_EMBED_TEST_DIE_AT_STEP=1:12", "--max-restarts 1"));
+  const fs::path file = write_config(killed, config(killed / "out"));
+  r = run(launch_command(file, 2, "DDP_EMBED_TEST_DIE_AT_STEP=" + die_at, "--max-restarts 1"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("step-10"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(resumed_from), std::string::npos) << r.output;
   for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
     const std::string a = read_file(clean / "out" / f), b = read_file(killed / "out" / f);
     EXPECT_FALSE(a.empty());
@@ -45,32 +42,29 @@ TEST(Resume, KilledWorkerRestartsAndEndsBitIdentical) {
   }
 }
 
+}  // namespace
+
+// 2 workers, 20 steps, checkpoint every 5, dropout on: one worker SIGKILLed after step 12
+// under --max-restarts 1 resumes from step 10 and ends with the same bytes as a run that
+// was never interrupted.
+TEST(Resume, KilledWorkerRestartsAndEndsBitIdentical) {
+  json c = tiny_config("unused");
+  c["model"]["dropout"] = 0.1;  // the dropout masks must resume exactly too
+  c["train"]["max_steps"] = 20;
+  c["output"]["save_every"] = 5;
+  expect_killed_run_resumes_bit_identical("resume", c, "1:12", "step-10");
+}
+
 // The same with bf16 autocast and activation checkpointing: both resume exactly (the
 // recomputation's dropout masks come from the restored generator, like the forward's).
 TEST(Resume, Bf16WithActivationCheckpointingResumesBitIdentical) {
-  auto clean = fresh_dir("resume-bf16-clean"), killed = fresh_dir("resume-bf16-killed");
-  auto config = [](const fs::path& out) {
-    json c = tiny_config(out);
-    c["model"]["dropout"] = 0.1;
-    c["train"]["max_steps"] = 8;
-    c["train"]["precision"] = "bf16";
-    c["train"]["activation_checkpointing"] = true;
-    c["output"]["save_every"] = 3;
-    c["output"]["resume"] = "auto";
-    return c;
-  };
-  auto r = train(clean, config(clean / "out"), 2);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const fs::path cfg = write_config(killed, config(killed / "out"));
-  r = run(launch_command(cfg, 2, "DDP_EMBED_TEST_DIE_AT_STEP=0:5", "--max-restarts 1"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("step-3"), std::string::npos) << r.output;
-  for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
-    const std::string a = read_file(clean / "out" / f), b = read_file(killed / "out" / f);
-    EXPECT_FALSE(a.empty());
-    EXPECT_TRUE(a == b) << f << ": the resumed run differs from the uninterrupted one";
-  }
+  json c = tiny_config("unused");
+  c["model"]["dropout"] = 0.1;
+  c["train"]["max_steps"] = 8;
+  c["train"]["precision"] = "bf16";
+  c["train"]["activation_checkpointing"] = true;
+  c["output"]["save_every"] = 3;
+  expect_killed_run_resumes_bit_identical("resume-bf16", c, "0:5", "step-3");
 }
 
 // A worker killed while rank 0 writes a checkpoint (slowed by a test-only pause between
@@ -88,10 +82,8 @@ TEST(Resume, KillDuringCheckpointWriteFallsBackToThePreviousOne) {
   // Wait until step-5 is complete and step-10 is being written, then SIGKILL the writer.
   fs::path partial;
   ASSERT_TRUE(wait_for([&] {
-    std::error_code ec;
-    if (!fs::exists(ckpts / "step-5", ec)) return false;
-    for (auto& e : fs::directory_iterator(ckpts, ec))
-      if (e.path().filename().string().rfind("step-10.tmp-", 0) == 0) partial = e.path();
+    if (!fs::exists(ckpts / "step-5")) return false;
+    partial = partial_checkpoint(ckpts, 10);
     return !partial.empty();
   })) << read_file(d / "first.log");
   const pid_t writer = std::stoi(partial.filename().string().substr(std::string("step-10.tmp-").size()));

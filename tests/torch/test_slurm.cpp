@@ -49,11 +49,6 @@ std::string allocation_env(int job_id, int tasks) {
          " SLURM_CPUS_PER_TASK=1 DDP_EMBED_BIN=" + kBin;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 json five_steps(const fs::path& out) {
   json cfg = tiny_config(out);
   cfg["train"]["max_steps"] = 5;
@@ -70,7 +65,7 @@ TEST(Slurm, SrunScriptStartsTwoWorkersThatFormOneJob) {
   // Each worker read its place from SLURM_*; rank 0 hosted the store on the first host
   // of the node list, at the port derived from the job id.
   const std::string store = "store localhost:" + std::to_string(10000 + job % 50000);
-  const std::string log0 = read_text(d / "out" / "train.log"), log1 = read_text(d / "out" / "train.rank1.log");
+  const std::string log0 = read_file(d / "out" / "train.log"), log1 = read_file(d / "out" / "train.rank1.log");
   EXPECT_NE(log0.find("rank 0/2 (local 0/2, node 0) via SLURM, " + store), std::string::npos) << log0;
   EXPECT_NE(log1.find("rank 1/2 (local 1/2, node 0) via SLURM, " + store), std::string::npos) << log1;
   // One intra-op thread each, from SLURM_CPUS_PER_TASK.
@@ -98,7 +93,7 @@ TEST(Slurm, LauncherScriptStartsOneDdpLaunchThatReadsTheAllocation) {
   EXPECT_NE(r.output.find("master localhost"), std::string::npos) << r.output;
   // ...its workers the torchrun variables (which win over the SLURM_* they inherit); on
   // one node they rendezvous through the launcher's store file, not a port.
-  const std::string log1 = read_text(d / "out" / "train.rank1.log");
+  const std::string log1 = read_file(d / "out" / "train.rank1.log");
   EXPECT_NE(log1.find("rank 1/2 (local 1/2, node 0) via ddp-launch/torchrun, store file /"), std::string::npos)
       << log1;
   EXPECT_EQ(series(d / "out", "loss").size(), 5u);
