@@ -13,6 +13,7 @@
 #include "model/malloc_tuning.h"
 #include "report/metrics_plot.h"
 #include "tokenize/tokenizer.h"
+#include "train/build_info.h"
 #include "train/inference.h"
 #include "train/trainer.h"
 #include "util/log.h"
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
     args.insert(args.begin() + 1, train_word);
 
   CLI::App app{"embed-train: contrastive sentence-embedding training (BERT + projection)"};
-  app.set_version_flag("--version", "embed-train 0.1.0");
+  // --version: what LibTorch, CUDA and NCCL this build has, and the CUDA devices it sees.
+  app.set_version_flag("--version", [] { return ddp_embed::build_info(); });
   app.require_subcommand(1);
 
   auto* train = app.add_subcommand("train", "train a model (the default subcommand)");

@@ -1,6 +1,7 @@
-// Every difference between the LibTorch versions we build against lives here:
-// Debian's LibTorch 1.13 (CPU, Gloo) and PyTorch 2.x's LibTorch (CUDA, NCCL).
-// The rest of the code calls these names and never tests TORCH_VERSION itself.
+// The LibTorch calls that need more than the public C++ API, and every difference
+// between the LibTorch 2.x releases we build against (CI: the PyTorch of .venv, 2.15;
+// the GPU machine: its own PyTorch, 2.11), in one place. The rest of the code calls these
+// names and never tests TORCH_VERSION itself.
 // Two parts: the core part below (every LibTorch TU, through the precompiled header) and
 // the c10d part at the end, compiled only where a TU asks for it with
 // `#define DDP_EMBED_COMPAT_C10D` before including this header (lib/dist). Hence include
@@ -24,18 +25,11 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#define DDP_EMBED_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||            \
-   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
-
 namespace ddp_embed::compat {
 
-// LibTorch >= 2.0 has scaled_dot_product_attention (flash / memory-efficient kernels).
-constexpr bool kHasSdpa = DDP_EMBED_TORCH_AT_LEAST(2, 0);
-
-// at::scaled_dot_product_attention (kHasSdpa only; elsewhere an error: the caller writes
-// the attention out). q, k, v: [B, heads, L, head_dim]; bias: additive, broadcastable to
-// [B, heads, L, L] (0 for keys that take part, the dtype's lowest value for padding).
+// at::scaled_dot_product_attention. q, k, v: [B, heads, L, head_dim]; bias: additive,
+// broadcastable to [B, heads, L, L] (0 for keys that take part, the dtype's lowest value
+// for padding).
 //
 // The mask goes in as an additive float mask, which every SDPA backend takes: the math
 // path and the memory-efficient kernel (CUDA) apply it; the flash kernel takes no mask and
@@ -44,7 +38,6 @@ constexpr bool kHasSdpa = DDP_EMBED_TORCH_AT_LEAST(2, 0);
 // it is first clamped to the lowest finite value of that dtype.
 inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                const at::Tensor& bias, double dropout_p) {
-#if DDP_EMBED_TORCH_AT_LEAST(2, 0)
   at::Tensor mask = bias;
   if (bias.scalar_type() != q.scalar_type()) {
     double lowest = 0;
@@ -54,15 +47,11 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
     mask = bias.clamp_min(lowest).to(q.scalar_type());
   }
   return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
-#else
-  (void)q, (void)k, (void)v, (void)bias, (void)dropout_p;
-  TORCH_CHECK(false, "scaled_dot_product_attention needs LibTorch 2.0");
-#endif
 }
 
 // While alive, autocast is off on every device: code in this scope runs in the dtypes
 // of its inputs (e.g. the loss in fp32 inside a bf16 autocast region). The autocast
-// dispatch keys are the same in 1.13 and 2.x.
+// dispatch keys are excluded for this thread.
 class NoAutocast {
  public:
   NoAutocast() : guard_(c10::autocast_dispatch_keyset) {}
@@ -79,41 +68,16 @@ struct AutocastState {
 };
 
 namespace detail {
-// 2.4 made the autocast API device-generic (is_autocast_enabled(device_type), ...) and
-// deprecated the per-device functions 1.13 has (set_enabled for CUDA, set_cpu_enabled,
-// set_autocast_gpu_dtype, set_autocast_cpu_dtype).
-inline void check_autocast_device(c10::DeviceType device) {
-  TORCH_CHECK(device == c10::kCPU || device == c10::kCUDA, "autocast is only used on the CPU and CUDA, not ",
-              device);
-}
-#if DDP_EMBED_TORCH_AT_LEAST(2, 4)
-inline AutocastState get_autocast(c10::DeviceType device) {
-  return {at::autocast::is_autocast_enabled(device), at::autocast::get_autocast_dtype(device)};
-}
 inline void set_autocast(c10::DeviceType device, const AutocastState& s) {
   at::autocast::set_autocast_dtype(device, s.dtype);
   at::autocast::set_autocast_enabled(device, s.enabled);
 }
-#else
-inline AutocastState get_autocast(c10::DeviceType device) {
-  if (device == c10::kCUDA) return {at::autocast::is_enabled(), at::autocast::get_autocast_gpu_dtype()};
-  return {at::autocast::is_cpu_enabled(), at::autocast::get_autocast_cpu_dtype()};
-}
-inline void set_autocast(c10::DeviceType device, const AutocastState& s) {
-  if (device == c10::kCUDA) {
-    at::autocast::set_autocast_gpu_dtype(s.dtype);
-    at::autocast::set_enabled(s.enabled);
-  } else {
-    at::autocast::set_autocast_cpu_dtype(s.dtype);
-    at::autocast::set_cpu_enabled(s.enabled);
-  }
-}
-#endif
 }  // namespace detail
 
 inline AutocastState autocast_state(c10::DeviceType device) {
-  detail::check_autocast_device(device);
-  return detail::get_autocast(device);
+  TORCH_CHECK(device == c10::kCPU || device == c10::kCUDA, "autocast is only used on the CPU and CUDA, not ",
+              device);
+  return {at::autocast::is_autocast_enabled(device), at::autocast::get_autocast_dtype(device)};
 }
 
 // torch.autocast(device, dtype, enabled) as a scope: sets the state for the device type
@@ -172,7 +136,6 @@ inline double cuda_peak_allocated_mb(int) { return 0; }
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -196,47 +159,16 @@ inline double cuda_peak_allocated_mb(int) { return 0; }
 
 namespace ddp_embed::compat {
 
-// The object that runs collectives. 1.13: ProcessGroupGloo/NCCL derive from
-// c10d::ProcessGroup. 2.x: they derive from c10d::Backend and c10d::ProcessGroup became a
-// dispatcher over backends; calling the backend directly needs no dispatcher.
-#if DDP_EMBED_TORCH_AT_LEAST(2, 0)
+// The object that runs collectives: ProcessGroupGloo/NCCL derive from c10d::Backend
+// (c10d::ProcessGroup is a dispatcher over backends; calling the backend directly needs
+// no dispatcher).
 using CollectiveBackend = c10d::Backend;
-#else
-using CollectiveBackend = c10d::ProcessGroup;
-#endif
-
-namespace detail {
-template <class T, class = void>
-struct HasMasterListenFd : std::false_type {};
-template <class T>
-struct HasMasterListenFd<T, std::void_t<decltype(std::declval<T&>().masterListenFd)>> : std::true_type {};
-template <class T, class = void>
-struct HasUseLibUV : std::false_type {};
-template <class T>
-struct HasUseLibUV<T, std::void_t<decltype(std::declval<T&>().useLibUV)>> : std::true_type {};
-
-template <class Options>
-bool set_listen_fd(Options& o, int fd) {
-  if constexpr (HasMasterListenFd<Options>::value) {
-    o.masterListenFd = fd;
-    // The libuv server (default from 2.4) rejects an inherited socket in some releases.
-    if constexpr (HasUseLibUV<Options>::value) o.useLibUV = false;
-    return true;
-  } else {
-    (void)o;
-    (void)fd;
-    return false;
-  }
-}
-}  // namespace detail
-
-// 2.1+ can serve the store on a socket we bound ourselves (e.g. loopback only); 1.13's
-// server always listens on every interface.
-constexpr bool kStoreTakesListenSocket = detail::HasMasterListenFd<c10d::TCPStoreOptions>::value;
 
 // A TCPStore server (is_server) or client. The server does not block until the workers
 // connect (our rendezvous checks that and names who is missing). listen_fd >= 0: a bound,
-// listening socket for the server to adopt (only when kStoreTakesListenSocket).
+// listening socket for the server to adopt (e.g. one bound to the loopback interface
+// only); the libuv server rejects an inherited socket in some releases, so that one
+// uses the classic server.
 inline c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, std::uint16_t port,
                                                       bool is_server, std::size_t world_size,
                                                       std::chrono::milliseconds timeout,
@@ -247,7 +179,10 @@ inline c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, s
   o.numWorkers = world_size;
   o.waitWorkers = false;
   o.timeout = timeout;
-  if (is_server && listen_fd >= 0) detail::set_listen_fd(o, listen_fd);
+  if (is_server && listen_fd >= 0) {
+    o.masterListenFd = listen_fd;
+    o.useLibUV = false;
+  }
   return c10::make_intrusive<c10d::TCPStore>(host, o);
 }
 
@@ -292,7 +227,7 @@ constexpr bool kHasNccl = false;
 #endif
 
 // Blocks until the work is done; throws when it failed or (timeout > 0) did not finish in
-// time. Same signature in 1.13 and 2.x; a zero timeout means "no host-side limit" (for
+// time. A zero timeout means "no host-side limit" (for
 // NCCL: only make the current CUDA stream wait for the collective).
 inline void wait_work(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) {

@@ -58,7 +58,9 @@ struct Bucket {
 struct GradSync::State {
   ProcessGroup* pg = nullptr;
   std::vector<at::Tensor> params;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  // Kept alive so that the hooks stay registered (a shared_ptr in older LibTorch, an
+  // intrusive_ptr in newer).
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(at::Tensor()))> accumulators;
   std::vector<std::size_t> bucket_of, slot_of;  // per parameter
   std::vector<char> ready;                      // per parameter, this step
   std::vector<Bucket> buckets;

@@ -370,9 +370,9 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
       tcp = compat::make_file_store(env.store_file, env.world_size, impl->timeout);
     } else {
       int fd = -1;
-      // Single node on loopback: where LibTorch lets us hand it a socket, serve the store
-      // on the loopback interface only (1.13's server always listens on every interface).
-      if (server && loopback && compat::kStoreTakesListenSocket) fd = listen_socket(env.master_addr, env.master_port);
+      // Single node on loopback: serve the store on a socket bound to the loopback
+      // interface only (LibTorch's own server would listen on every interface).
+      if (server && loopback) fd = listen_socket(env.master_addr, env.master_port);
       tcp = compat::make_tcp_store(env.master_addr, static_cast<std::uint16_t>(env.master_port), server,
                                    static_cast<std::size_t>(env.world_size), impl->timeout, fd);
     }

@@ -17,8 +17,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The state of the default random generator of a device (the CPU's, or one GPU's: the
-// generator dropout draws from there). Generator::get_state / set_state are the same in
-// LibTorch 1.13 and 2.x, for the CPU and the CUDA generator alike.
+// generator dropout draws from there), through Generator::get_state / set_state, which
+// serve the CPU and the CUDA generator alike.
 at::Tensor generator_state(const c10::Device& device) {
   at::Generator gen = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());

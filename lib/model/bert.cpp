@@ -47,18 +47,6 @@ struct NameScope : torch::nn::Module {
   void pretty_print(std::ostream& os) const override { os << "NameScope"; }
 };
 
-// softmax(q kᵀ / sqrt(head_dim) + bias) v with dropout on the probabilities; q, k, v
-// [B, heads, L, head_dim], bias additive [B, 1, 1, L].
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
-                     double dropout_p) {
-  if (compat::kHasSdpa) return compat::scaled_dot_product_attention(q, k, v, bias, dropout_p);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  // Out of place on purpose: bf16 scores + an fp32 bias promote to fp32, where the
-  // lowest float stays finite.
-  const at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) * scale + bias, -1);
-  return at::matmul(fast_dropout(probs, dropout_p, dropout_p > 0), v);
-}
-
 // The additive attention bias [B, 1, 1, L] in the dtype of the embeddings x: 0 for real
 // keys and the lowest finite value for padding (as transformers does), so exp() of it
 // is exactly 0 and padding never reaches a real token, while unlike -inf a row of all
@@ -251,7 +239,7 @@ at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bi
   const at::Tensor k = split_heads(key(x));
   const at::Tensor v = split_heads(value(x));
   const bool training = is_training();
-  const at::Tensor context = attention(q, k, v, mask_bias, training ? attention_dropout_ : 0.0)
+  const at::Tensor context = compat::scaled_dot_product_attention(q, k, v, mask_bias, training ? attention_dropout_ : 0.0)
                                  .transpose(1, 2)
                                  .reshape({batch, rows.size(1), hidden});
   const at::Tensor a = attention_norm(fast_dropout(attention_dense(context), hidden_dropout_, training) + rows);

@@ -51,9 +51,10 @@ int choose_threads(const WorkerEnv& env) {
   return std::max(1, cores / std::max(1, env.local_world_size));
 }
 
-// The BLAS library actually mapped into this process (matrix products on CPU go through
-// the system libblas.so.3: the reference BLAS is ~30x slower than OpenBLAS).
-std::string mapped_blas() {
+// The CPU BLAS behind this process's matrix products: a separate library when one is
+// mapped (a LibTorch built against the system's libblas.so.3, where the reference BLAS
+// is ~30x slower than OpenBLAS), else the one built into LibTorch (PyTorch's wheels: MKL).
+std::string cpu_blas() {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
@@ -61,9 +62,13 @@ std::string mapped_blas() {
     if (slash == std::string::npos) continue;
     const std::string path = line.substr(slash);
     const std::string name = fs::path(path).filename().string();
+    if (name.find("cublas") != std::string::npos) continue;  // the GPU's, not the CPU's
     if (name.find("blas") != std::string::npos || name.find("mkl_core") != std::string::npos) return path;
   }
-  return "none mapped";
+  const std::string config = at::show_config();
+  const auto at = config.find("BLAS_INFO=");
+  if (at == std::string::npos) return "unknown";
+  return config.substr(at + 10, config.find_first_of(", \n", at + 10) - (at + 10)) + " (built into LibTorch)";
 }
 
 // The device this worker trains on (train.device). "auto": a CUDA device when LibTorch
@@ -294,7 +299,7 @@ int run_training(const Config& cfg) {
   }
   const int threads = choose_threads(env);
   at::set_num_threads(threads);
-  spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(env), threads, mapped_blas(), TORCH_VERSION);
+  spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(env), threads, cpu_blas(), TORCH_VERSION);
   if (env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", env.restart_count);
 
   // ---- device and precision ----------------------------------------------------------------
