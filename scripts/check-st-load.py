@@ -108,7 +108,9 @@ def load_sentence_transformer(model_dir):
 
 def describe(model):
     """What sentence-transformers made of the folder, for the report."""
-    return (f"modules {[type(m).__name__ for m in model]}, dimension {model.get_sentence_embedding_dimension()}, "
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension (which now warns).
+    dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return (f"modules {[type(m).__name__ for m in model]}, dimension {dimension()}, "
             f"max_seq_length {model.max_seq_length}, tokenizer {type(model.tokenizer).__name__}")
 
 

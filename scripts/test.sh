@@ -31,5 +31,11 @@ fi
 
 build=${BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
+# CI builds what the GPU machines run: the CUDA LibTorch with the NCCL process group.
+if [[ -n ${CI:-} ]] && ! "$build/embed-train" --version | grep -q '^NCCL: compiled in'; then
+  echo "test: CI needs the CUDA LibTorch with NCCL compiled in; embed-train --version says:" >&2
+  "$build/embed-train" --version >&2
+  exit 1
+fi
 cd "$build"
 ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@"

@@ -1,5 +1,5 @@
 // embed-train: one training worker (started by ddp-launch, torchrun, srun or by hand),
-// plus the encode / eval / tokenizer / plot tools. Parses the command line and calls lib/.
+// plus the encode / eval / tokenize / tokenizer / plot tools. Parses the command line and calls lib/.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -21,7 +21,7 @@
 namespace {
 
 bool is_subcommand(const char* arg) {
-  for (const char* name : {"train", "encode", "eval", "tokenizer", "plot"})
+  for (const char* name : {"train", "encode", "eval", "tokenize", "tokenizer", "plot"})
     if (std::strcmp(arg, name) == 0) return true;
   return false;
 }
@@ -62,8 +62,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   encode->add_option("--device", enc.device, "cpu or cuda[:N]")->capture_default_str();
-  encode->add_option("--pooling", enc.pooling, "cls or mean (plain Hugging Face folders)");
-  encode->add_flag("--normalize", enc.normalize, "L2-normalize the embeddings");
+  encode->add_option("--pooling", enc.pooling,
+                     "cls or mean (default: the folder's Pooling module; cls for plain Hugging Face folders)");
+  encode->add_flag("--normalize", enc.normalize,
+                   "L2-normalize the embeddings (always done for a folder with a Normalize module)");
 
   auto* eval = app.add_subcommand("eval", "evaluate a model on a JSONL pair file");
   ddp_embed::EvalOptions ev;
@@ -75,11 +77,19 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   eval->add_option("--device", ev.device, "cpu or cuda[:N]")->capture_default_str();
-  eval->add_option("--pooling", ev.pooling, "cls or mean (plain Hugging Face folders)");
+  eval->add_option("--pooling", ev.pooling,
+                   "cls or mean (default: the folder's Pooling module; cls for plain Hugging Face folders)");
   eval->add_option("--format", ev.format, "stdout: a table, or one JSON object")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   eval->add_option("--json", ev.json_out, "also write the metrics as JSON to this file");
+
+  auto* tokenize = app.add_subcommand("tokenize", "write the token ids encode would feed the model, as JSONL");
+  ddp_embed::TokenizeOptions tk;
+  tokenize->add_option("--model", tk.model_dir, "model folder (ours, sentence-transformers or Hugging Face BERT)")
+      ->required();
+  tokenize->add_option("--input", tk.input, "text file (one sentence a line) or JSONL (\"text\")")->required();
+  tokenize->add_option("--output", tk.output, "JSONL: {\"ids\": [...]} a line, in input order")->required();
 
   auto* tok = app.add_subcommand("tokenizer", "train a sentencepiece tokenizer");
   std::vector<std::string> tok_inputs;
@@ -116,6 +126,7 @@ int main(int argc, char** argv) {
     ddp_embed::init_console_log();
     if (*encode) return ddp_embed::run_encode(enc);
     if (*eval) return ddp_embed::run_eval(ev);
+    if (*tokenize) return ddp_embed::run_tokenize(tk);
     if (*tok) {
       ddp_embed::train_sentencepiece(tok_inputs, vocab_size, tok_output);
       spdlog::info("tokenizer written to {}", tok_output);

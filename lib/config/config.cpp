@@ -54,7 +54,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("model.intermediate_size", m.intermediate_size, positive());
   v("model.max_position", m.max_position, at_least(3));
   v("model.dropout", m.dropout, fraction());
-  v("model.pooling", m.pooling, one_of({"cls", "mean"}));
+  v("model.pooling", m.pooling, one_of({"auto", "cls", "mean"}));
   v("model.projection_dim", m.projection_dim, non_negative());
 
   TokenizerConfig& t = c.tokenizer;

@@ -30,7 +30,7 @@ struct ModelConfig {
   int intermediate_size = 1024;
   int max_position = 512;
   double dropout = 0.1;
-  std::string pooling = "cls";  // cls | mean
+  std::string pooling = "auto";  // auto (model.init's Pooling module, else cls) | cls | mean
   int projection_dim = 128;     // 0 = no projection
 };
 

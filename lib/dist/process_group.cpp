@@ -20,6 +20,7 @@
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <c10/util/Logging.h>
 #include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -333,6 +334,15 @@ void rendezvous(const c10::intrusive_ptr<c10d::Store>& store, const WorkerEnv& e
   }
 }
 
+// c10d logs every connection retry as a warning with a stack trace (tens of lines for one
+// unreachable MASTER_ADDR), where our DistError already says what failed and what to
+// check. Unless the user chose a level (TORCH_CPP_LOG_LEVEL), only c10's errors remain.
+void quiet_c10d_retries() {
+  if (std::getenv("TORCH_CPP_LOG_LEVEL")) return;
+  FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);  // 2: ERROR
+  c10::UpdateLoggingLevelsFromFlags();
+}
+
 }  // namespace
 
 std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std::string& backend_in,
@@ -346,6 +356,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   if (backend == "nccl" && !cuda_available)
     throw DistError("dist.backend 'nccl' requested, but no CUDA device is available");
   if (timeout_s.count() <= 0) throw DistError("dist.timeout_s must be positive");
+  quiet_c10d_retries();
 
   auto impl = std::make_unique<Impl>();
   impl->rank = env.rank;

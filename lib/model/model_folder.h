@@ -7,33 +7,108 @@
 //      2_Dense/config.json  2_Dense/model.safetensors   linear.{weight,bias}, Identity
 //      embed_train.json                         what trained it (config, step)
 //
-// so that Python's SentenceTransformer(DIR) loads it and gives the same embeddings.
-// A plain Hugging Face BERT folder (config.json, model.safetensors, vocab.txt) loads too:
-// pooling cls unless told otherwise, no projection.
+// so that Python's SentenceTransformer(DIR) loads it and gives the same embeddings. With
+// a Normalize module (kept from a model.init folder that had one) modules.json lists it
+// last, as "3_Normalize" (or "2_Normalize" without Dense); it has no files.
+//
+// Read back are (read_model_folder_layout):
+//  - sentence-transformers folders (modules.json) made of these modules, in this order:
+//      Transformer  path "" (the BERT files in DIR) or a subfolder ("0_Transformer"),
+//                   with sentence_bert_config.json (max_seq_length, do_lower_case) in it;
+//      Pooling      cls or mean (the other modes are refused, naming the mode);
+//      Dense        optional; Identity activation, in_features = the BERT's hidden size;
+//      Normalize    optional; the embeddings are L2-normalized as torch's F.normalize does.
+//    Any other module type is an error naming modules.json and the type.
+//  - plain Hugging Face BERT folders (config.json, model.safetensors, vocab.txt, no
+//    modules.json): pooling cls unless told otherwise, no projection, no normalization.
+// Weights are read as safetensors only; a folder holding only pytorch_model.bin is an
+// error that says how to convert it.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "model/bert.h"
 #include "model/embedder.h"
+#include "model/weights.h"
 #include "tokenize/tokenizer.h"
 
 namespace ddp_embed {
 
+// What the folder says beyond the weights and the tokenizer files.
+struct ModelFolderOptions {
+  int max_length = 512;          // sentence_bert_config.json max_seq_length (tokens, [CLS]/[SEP] included)
+  bool lower_case_text = false;  // sentence_bert_config.json do_lower_case: text lower-cased before the tokenizer
+  bool normalize = false;        // a Normalize module last: unit-length embeddings
+};
+
 // Writes the folder atomically: everything goes to DIR.tmp-<pid>, which replaces DIR
 // only when complete. `extra` is stored in embed_train.json.
 void save_model_folder(const std::string& dir, SentenceEmbedder& model, const Tokenizer& tokenizer,
-                       int max_length, const nlohmann::json& extra);
+                       const ModelFolderOptions& options, const nlohmann::json& extra);
+
+// The same, with neither text lower-casing nor a Normalize module.
+inline void save_model_folder(const std::string& dir, SentenceEmbedder& model, const Tokenizer& tokenizer,
+                              int max_length, const nlohmann::json& extra) {
+  save_model_folder(dir, model, tokenizer, ModelFolderOptions{max_length, false, false}, extra);
+}
+
+// A model folder's structure, from its small files only (no weights are loaded). Every
+// file it names exists; every problem found is a std::runtime_error naming the file (as
+// DIR/...) and the key.
+struct ModelFolderLayout {
+  struct Dense {
+    std::string dir;  // holds config.json and model.safetensors (linear.weight [out, in], linear.bias)
+    int64_t in_features = 0, out_features = 0;
+  };
+
+  std::string dir;                  // the folder as given
+  bool sentence_transformers = false;  // it has modules.json
+  std::string transformer_dir;      // config.json, model.safetensors and the tokenizer files
+  BertConfig bert;                  // transformer_dir/config.json
+  std::optional<Pooling> pooling;   // the Pooling module's mode (none in a plain Hugging Face folder)
+  std::optional<Dense> dense;
+  bool normalize = false;
+  std::optional<int> max_seq_length;  // sentence_bert_config.json
+  bool lower_case_text = false;       // sentence_bert_config.json do_lower_case
+};
+
+ModelFolderLayout read_model_folder_layout(const std::string& dir);
+
+// The folder's tokenizer as the model is fed: the Transformer folder's spiece.model, else
+// its vocab.txt (tokenizer_config.json there decides lower-casing, else
+// `lower_case_fallback`), behind Python's str.lower() of the text when
+// sentence_bert_config.json says do_lower_case (what sentence-transformers does first).
+std::unique_ptr<Tokenizer> load_folder_tokenizer(const ModelFolderLayout& layout, bool lower_case_fallback = true);
+
+// The longest input in tokens: sentence_bert_config.json's max_seq_length, else
+// tokenizer_config.json's model_max_length, at most the BERT's max_position_embeddings.
+int folder_max_length(const ModelFolderLayout& layout);
+
+// Fills the model's BERT from transformer_dir/model.safetensors and, when the folder has a
+// Dense layer, the model's projection (which must exist, of the Dense's shape) from it.
+// Returns the BERT file's report (tensors of the file the model does not use).
+LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout);
 
 struct LoadedModel {
   SentenceEmbedder model{nullptr};
   std::unique_ptr<Tokenizer> tokenizer;
   int max_length = 512;
+  bool normalize = false;  // the folder has a Normalize module: encode outputs unit vectors
 };
 
-// pooling: "" = as the folder says (1_Pooling/config.json), else cls | mean.
+// pooling: "" = as the folder says (its Pooling module; cls for a plain BERT folder),
+// else cls | mean.
 LoadedModel load_model_folder(const std::string& dir, const std::string& pooling = "");
+
+// The tokenizer and input length of a folder, without its weights (embed-train tokenize).
+struct FolderTokenizer {
+  std::unique_ptr<Tokenizer> tokenizer;
+  int max_length = 512;
+};
+FolderTokenizer load_model_folder_tokenizer(const std::string& dir);
 
 }  // namespace ddp_embed

