@@ -50,12 +50,6 @@ struct ModelFolderOptions {
 void save_model_folder(const std::string& dir, SentenceEmbedder& model, const Tokenizer& tokenizer,
                        const ModelFolderOptions& options, const nlohmann::json& extra);
 
-// The same, with neither text lower-casing nor a Normalize module.
-inline void save_model_folder(const std::string& dir, SentenceEmbedder& model, const Tokenizer& tokenizer,
-                              int max_length, const nlohmann::json& extra) {
-  save_model_folder(dir, model, tokenizer, ModelFolderOptions{max_length, false, false}, extra);
-}
-
 // A model folder's structure, from its small files only (no weights are loaded). Every
 // file it names exists; every problem found is a std::runtime_error naming the file (as
 // DIR/...) and the key.

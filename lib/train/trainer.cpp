@@ -44,8 +44,8 @@ namespace {
 
 // ---- process set-up -------------------------------------------------------------------
 
-// Debian's LibTorch starts with one intra-op thread whatever the core count: use
-// OMP_NUM_THREADS when set, else this node's cores shared among its workers.
+// The intra-op threads: OMP_NUM_THREADS when set, else this node's cores shared among
+// its workers (each taking every core would oversubscribe them).
 int choose_threads(const WorkerEnv& env) {
   if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
