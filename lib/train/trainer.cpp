@@ -278,11 +278,14 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
   return model;
 }
 
-// What the written folder says beyond the weights: the training length, and the init
-// folder's text lower-casing and Normalize module, kept so that SentenceTransformer(dir)
-// gives the same kind of output as the model training started from.
+// What the written folder says beyond the weights. A fine-tuned model keeps its init
+// folder's input length (its positions were pretrained that far, whatever length this
+// run trained on), text lower-casing and Normalize module, so that SentenceTransformer(dir)
+// treats input as it did the model training started from; a model trained from scratch
+// takes tokenizer.max_length, the longest input it has seen.
 ModelFolderOptions output_folder_options(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
-  return {cfg.tokenizer.max_length, init && init->lower_case_text, init && init->normalize};
+  if (!init) return {cfg.tokenizer.max_length, false, false};
+  return {folder_max_length(*init), init->lower_case_text, init->normalize};
 }
 
 // AdamW groups: no weight decay on biases and LayerNorm parameters (BERT's recipe).

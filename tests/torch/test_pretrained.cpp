@@ -39,8 +39,8 @@ TEST_P(FineTunedMiniLM, LoadsInSentenceTransformersWithOurEmbeddings) {
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   const fs::path model = dir / "out" / "final";
 
-  // The folder keeps what the pretrained one had (mean pooling, Normalize last) and has a
-  // Dense layer exactly when a projection was asked for.
+  // The folder keeps what the pretrained one had (mean pooling, Normalize last, the input
+  // length) and has a Dense layer exactly when a projection was asked for.
   const json modules = json::parse(read_file(model / "modules.json"));
   ASSERT_FALSE(modules.empty());
   EXPECT_EQ(modules.back()["type"], "sentence_transformers.models.Normalize") << modules.dump();
@@ -48,6 +48,8 @@ TEST_P(FineTunedMiniLM, LoadsInSentenceTransformersWithOurEmbeddings) {
   const json pooling = json::parse(read_file(model / "1_Pooling" / "config.json"));
   EXPECT_EQ(pooling["pooling_mode_mean_tokens"], true);
   EXPECT_EQ(pooling["word_embedding_dimension"], 384);
+  // Trained on 32 tokens, the model keeps the pretrained input length (256).
+  EXPECT_EQ(json::parse(read_file(model / "sentence_bert_config.json"))["max_seq_length"], 256);
 
   // Python loads it as it is and agrees with us on every sentence.
   const auto check = run(kPython + " " + kSrc + "/scripts/check-st-load.py " + model.string() + " " + kSrc +
