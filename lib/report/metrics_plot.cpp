@@ -1,15 +1,13 @@
 #include "report/metrics_plot.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <stdexcept>
 
 #include "report/svg_chart.h"
+#include "util/atomic_file.h"
 
 namespace fs = std::filesystem;
 
@@ -126,23 +124,7 @@ PlotSummary plot_metrics_file(const std::string& metrics_path, const std::string
   PlotSummary summary{svg_path.empty() ? default_plot_path(metrics_path) : svg_path, history.training_steps,
                       history.eval_steps};
   const std::string svg = render_metrics_svg(history);
-  const std::string temporary = summary.output + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << svg;
-    if (!out.flush()) {
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      throw std::runtime_error(summary.output + ": cannot write the figure");
-    }
-  }
-  std::error_code ec;
-  fs::rename(temporary, summary.output, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    fs::remove(temporary, ec);
-    throw std::runtime_error(summary.output + ": cannot write the figure: " + why);
-  }
+  write_file_atomically(summary.output, svg);
   return summary;
 }
 

@@ -1,7 +1,5 @@
 #include "train/inference.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +17,7 @@
 #include "model/model_folder.h"
 #include "train/batches.h"
 #include "train/evaluate.h"
+#include "util/atomic_file.h"
 #include "util/progress.h"
 
 namespace ddp_embed {
@@ -211,29 +210,6 @@ int run_eval(const EvalOptions& o) {
   }
   return 0;
 }
-
-namespace {
-
-// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it
-// when complete.
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("cannot write " + path);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path);
-  }
-}
-
-}  // namespace
 
 int run_tokenize(const TokenizeOptions& o) {
   const FolderTokenizer folder = load_model_folder_tokenizer(o.model_dir);
