@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
   train->add_option("--config", config_path, "JSON config file (required)");
   train->add_option("--set", overrides, "override a config key: KEY=VALUE (repeatable)");
   train->add_flag("--print-config", print_config, "print the resolved config and exit");
+  int64_t profile_steps = -1;
+  train->add_option("--profile", profile_steps,
+                    "record N steps with LibTorch's profiler on rank 0 (output.profile_steps): "
+                    "OUTPUT_DIR/profile-rank0.json, a Chrome trace, and the top ops in the log");
 
   auto* encode = app.add_subcommand("encode", "embed sentences with a trained model");
   ddp_embed::EncodeOptions enc;
@@ -116,6 +120,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*train) {
+      if (profile_steps >= 0) overrides.push_back("output.profile_steps=" + std::to_string(profile_steps));
       ddp_embed::Config config = ddp_embed::load_config(config_path, overrides);
       if (print_config) {
         std::printf("%s\n", ddp_embed::config_to_json(config).dump(2).c_str());

@@ -109,6 +109,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("output.eval_every", o.eval_every, non_negative());
   v("output.resume", o.resume, non_empty());
   v("output.checkpoint_on_signal", o.checkpoint_on_signal, any());
+  v("output.profile_steps", o.profile_steps, non_negative());
 }
 
 // A config is sections of keys whose values are at most lists: 3 levels. Deeper text is

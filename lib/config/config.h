@@ -92,6 +92,7 @@ struct OutputConfig {
   int64_t eval_every = 200;  // 0 = only before the first step and at the end
   std::string resume = "auto";  // auto | never | a checkpoint path
   bool checkpoint_on_signal = true;
+  int64_t profile_steps = 0;  // > 0: rank 0 records this many steps with LibTorch's profiler
 };
 
 struct Config {

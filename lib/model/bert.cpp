@@ -227,21 +227,49 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c)
   output_norm = output->register_module("LayerNorm", layer_norm());
 }
 
-at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bias, bool first_only) {
-  const int64_t batch = x.size(0), hidden = x.size(2);
+TokenLayout::TokenLayout(const at::Tensor& attention_mask)
+    : batch(attention_mask.size(0)), length(attention_mask.size(1)) {
+  const at::Tensor real = attention_mask.reshape({-1}) != 0;
+  token_index = real.nonzero().squeeze(1);  // one host sync a forward: N decides shapes
+  dense = token_index.size(0) == batch * length;
+  // Packed row of flat position p = (number of real tokens before it); position 0 of
+  // each sequence is its [CLS], always a real token.
+  const at::Tensor row_of = real.to(at::kLong).cumsum(0) - 1;
+  first_index = row_of.view({batch, length}).select(1, 0).contiguous();
+}
+
+at::Tensor TokenLayout::pack(const at::Tensor& padded) const {
+  const at::Tensor flat = padded.reshape({batch * length, padded.size(-1)});
+  return dense ? flat : flat.index_select(0, token_index);
+}
+
+at::Tensor TokenLayout::unpack(const at::Tensor& packed) const {
+  const int64_t hidden = packed.size(-1);
+  if (dense) return packed.view({batch, length, hidden});
+  return at::zeros({batch * length, hidden}, packed.options()).index_copy(0, token_index, packed)
+      .view({batch, length, hidden});
+}
+
+at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
+                                  bool first_only) {
+  const int64_t batch = layout.batch, hidden = x.size(1);
   const int64_t head_dim = hidden / num_heads_;
-  // [B, L, H] → [B, heads, L, head_dim], a view.
+  // [B, L', H] → [B, heads, L', head_dim], a view.
   const auto split_heads = [&](const at::Tensor& t) {
     return t.view({batch, t.size(1), num_heads_, head_dim}).transpose(1, 2);
   };
-  const at::Tensor rows = first_only ? x.narrow(1, 0, 1) : x;  // the positions whose output we want
-  const at::Tensor q = split_heads(query(rows));
-  const at::Tensor k = split_heads(key(x));
-  const at::Tensor v = split_heads(value(x));
+  // The rows whose output we want: every real token, or each sequence's position 0.
+  const at::Tensor rows = first_only ? x.index_select(0, layout.first_index) : x;
+  const at::Tensor q = first_only ? split_heads(query(rows).view({batch, 1, hidden}))
+                                  : split_heads(layout.unpack(query(x)));
+  const at::Tensor k = split_heads(layout.unpack(key(x)));
+  const at::Tensor v = split_heads(layout.unpack(value(x)));
   const bool training = is_training();
-  const at::Tensor context = compat::scaled_dot_product_attention(q, k, v, mask_bias, training ? attention_dropout_ : 0.0)
-                                 .transpose(1, 2)
-                                 .reshape({batch, rows.size(1), hidden});
+  const at::Tensor context_padded =
+      compat::scaled_dot_product_attention(q, k, v, mask_bias, training ? attention_dropout_ : 0.0)
+          .transpose(1, 2)
+          .reshape({batch, q.size(2), hidden});
+  const at::Tensor context = first_only ? context_padded.view({batch, hidden}) : layout.pack(context_padded);
   const at::Tensor a = attention_norm(fast_dropout(attention_dense(context), hidden_dropout_, training) + rows);
   const at::Tensor h = at::gelu(intermediate_dense(a));  // exact erf GELU, as "gelu" in HF
   return output_norm(fast_dropout(output_dense(h), hidden_dropout_, training) + a);
@@ -291,27 +319,33 @@ void BertModelImpl::init_weights() {
   }
 }
 
-at::Tensor BertModelImpl::run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias, bool first_only) {
+at::Tensor BertModelImpl::run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias,
+                                   const TokenLayout& layout, bool first_only) {
   BertLayer layer = layers_[i];
-  if (!checkpoint_layers_ || !at::GradMode::is_enabled()) return layer(x, mask_bias, first_only);
-  const auto block = [layer, first_only](const at::Tensor& h, const at::Tensor& bias) mutable {
-    return layer->forward(h, bias, first_only);
+  if (!checkpoint_layers_ || !at::GradMode::is_enabled()) return layer(x, mask_bias, layout, first_only);
+  const auto block = [layer, layout, first_only](const at::Tensor& h, const at::Tensor& bias) mutable {
+    return layer->forward(h, bias, layout, first_only);
   };
   return checkpointed(*layer, block, x, mask_bias);
 }
 
 at::Tensor BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
-  at::Tensor x = embeddings(input_ids);
-  const at::Tensor mask_bias = attention_bias(attention_mask, x);
-  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, mask_bias, /*first_only=*/false);
-  return x;
+  const TokenLayout layout(attention_mask);
+  const at::Tensor embedded = embeddings(input_ids);
+  const at::Tensor mask_bias = attention_bias(attention_mask, embedded);
+  at::Tensor x = layout.pack(embedded);
+  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, mask_bias, layout, /*first_only=*/false);
+  return layout.unpack(x);
 }
 
 at::Tensor BertModelImpl::forward_cls(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
-  at::Tensor x = embeddings(input_ids);
-  const at::Tensor mask_bias = attention_bias(attention_mask, x);
-  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, mask_bias, /*first_only=*/i + 1 == layers_.size());
-  return x.select(1, 0);
+  const TokenLayout layout(attention_mask);
+  const at::Tensor embedded = embeddings(input_ids);
+  const at::Tensor mask_bias = attention_bias(attention_mask, embedded);
+  at::Tensor x = layout.pack(embedded);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    x = run_layer(i, x, mask_bias, layout, /*first_only=*/i + 1 == layers_.size());
+  return x;  // [B, H]: the last layer computed position 0 alone
 }
 
 Pooling parse_pooling(const std::string& name) {

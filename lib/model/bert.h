@@ -76,15 +76,33 @@ class BertEmbeddingsImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertEmbeddings);
 
+// Where a batch's real tokens are. The encoder runs its linear layers, LayerNorms, GELU and
+// dropout — nearly all of its FLOPs — on the real tokens alone, packed into [N, H] rows,
+// and scatters them into the padded [B, L, H] layout only for attention. Padding costs
+// nothing but attention's share: with short pairs (the demo's average 8 tokens a text,
+// padded to the batch's longest) that is about half of a padded encoder's work. The
+// real tokens' outputs are the same as the padded computation's: every per-token op sees
+// the same row, and attention masks the padding either way.
+struct TokenLayout {
+  explicit TokenLayout(const at::Tensor& attention_mask /*[B, L]*/);
+  at::Tensor pack(const at::Tensor& padded /*[B, L, H]*/) const;   // → [N, H]
+  at::Tensor unpack(const at::Tensor& packed /*[N, H]*/) const;    // → [B, L, H], zeros at padding
+  int64_t batch, length;
+  at::Tensor token_index;  // [N] int64: flat positions (b * L + t) of the real tokens, in order
+  at::Tensor first_index;  // [B] int64: row of each sequence's position 0 in the packed [N, H]
+  bool dense;              // no padding at all: pack and unpack are views
+};
+
 // One encoder layer: self-attention and feed-forward, each followed by residual +
 // LayerNorm. Registered under HF's nested names (attention.self.query, ...).
 class BertLayerImpl : public torch::nn::Module {
  public:
   explicit BertLayerImpl(const BertConfig& c);
-  // x [B, L, H]; mask_bias: additive, [B, 1, 1, L] (see BertModelImpl::forward).
-  // first_only: compute the output of position 0 alone ([B, 1, H]); keys and values
-  // still come from every position.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask_bias, bool first_only = false);
+  // x: the real tokens only, [N, H] (see TokenLayout); mask_bias: additive, [B, 1, 1, L]
+  // (see BertModelImpl::forward). Returns [N, H]; with first_only, the output of each
+  // sequence's position 0 alone ([B, H]) — keys and values still come from every token.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
+                     bool first_only = false);
 
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
   torch::nn::Linear attention_dense{nullptr};      // attention.output.dense
@@ -136,7 +154,8 @@ class BertModelImpl : public torch::nn::Module {
 
  private:
   // Layer i on x, checkpointed when that is on and autograd records.
-  at::Tensor run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias, bool first_only);
+  at::Tensor run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
+                       bool first_only);
 
   BertConfig config_;
   std::vector<BertLayer> layers_;  // also registered as encoder.layer.N

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/full.h>
+
 namespace ddp_embed {
 
 FlatAdamW::FlatAdamW(std::vector<Group> groups, double beta1, double beta2, double eps)
@@ -53,19 +56,18 @@ void FlatAdamW::scale_grads(double factor) {
   for (auto& g : grads_) g.mul_(factor);
 }
 
+// One pass over each flat buffer with ATen's fused AdamW kernel (the kernel behind
+// PyTorch's AdamW(fused=True)): p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g²;
+// p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps). The unfused ops read and wrote
+// the whole model about eight times a step and held two model-sized temporaries.
 void FlatAdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   ++steps_;
-  const double bias1 = 1 - std::pow(beta1_, double(steps_));
-  const double bias2 = 1 - std::pow(beta2_, double(steps_));
   for (size_t i = 0; i < params_.size(); ++i) {
-    auto& p = params_[i];
-    const auto& g = grads_[i];
-    if (weight_decay_[i] != 0) p.mul_(1 - lr * weight_decay_[i]);
-    exp_avg_[i].mul_(beta1_).add_(g, 1 - beta1_);
-    exp_avg_sq_[i].mul_(beta2_).addcmul_(g, g, 1 - beta2_);
-    auto denom = (exp_avg_sq_[i].sqrt() / std::sqrt(bias2)).add_(eps_);
-    p.addcdiv_(exp_avg_[i], denom, -lr / bias1);
+    // The kernel reads the step count from a tensor (PyTorch keeps one per parameter).
+    const at::Tensor step = at::full({}, double(steps_), params_[i].options().dtype(at::kFloat));
+    at::_fused_adamw_({params_[i]}, {grads_[i]}, {exp_avg_[i]}, {exp_avg_sq_[i]}, {}, {step}, lr, beta1_, beta2_,
+                      weight_decay_[i], eps_, /*amsgrad=*/false, /*maximize=*/false);
   }
 }
 

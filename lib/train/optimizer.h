@@ -2,7 +2,7 @@
 //
 // At construction every parameter of a group is moved into one contiguous buffer (the
 // module keeps its parameters; they become views of the buffer), and so is its
-// gradient. A step is then a handful of vectorized operations over each whole buffer
+// gradient. A step is then one fused kernel over each whole buffer (ATen's fused AdamW)
 // instead of ~10 small kernels per tensor, the gradient norm is one reduction, and
 // the optimizer state is two tensors per group (easy to checkpoint). This is what the
 // "multi-tensor" (foreach / fused) optimizers of PyTorch achieve on GPUs: ~10 kernels per

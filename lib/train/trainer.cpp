@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,7 @@
 #include "train/evaluate.h"
 #include "train/optimizer.h"
 #include "train/precision.h"
+#include "train/step_profiler.h"
 #include "util/log.h"
 #include "util/progress.h"
 
@@ -97,6 +100,21 @@ void check_precision_for_device(Precision precision, const c10::Device& device) 
 LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
   if (precision != Precision::Fp16) return LossScaler();
   return LossScaler(t.loss_scale_init, t.loss_scale_growth_interval);
+}
+
+// Seconds since this process was created (/proc/self/stat's start time against
+// /proc/uptime), so that start-up counts loading LibTorch too; 0 where /proc is missing.
+double seconds_since_process_start() {
+  std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  double up = 0;
+  if (paren == std::string::npos || !(uptime >> up)) return 0;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  for (int i = 0; i < 20 && fields >> field; ++i) {}  // field 22: start time, in clock ticks since boot
+  const double started = std::strtod(field.c_str(), nullptr) / double(::sysconf(_SC_CLK_TCK));
+  return std::max(0.0, up - started);
 }
 
 double peak_rss_mb() {
@@ -473,7 +491,10 @@ int run_training(const Config& cfg) {
   };
 
   if (pos.step == 0) run_eval(0);
-  const double startup_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  // Process start -> first step: loading the libraries, the model, the data, the
+  // rendezvous and the first evaluation.
+  const double startup_s = std::max(seconds_since_process_start(),
+                                    std::chrono::duration<double>(Clock::now() - t_start).count());
   spdlog::info("start-up took {:.2f}s; training", startup_s);
 
   // ---- the step loop ----------------------------------------------------------------------
@@ -515,7 +536,12 @@ int run_training(const Config& cfg) {
   };
 
   const TestKnobs knobs = TestKnobs::from_env(env.restart_count);
+  // output.profile_steps: rank 0 records that many steps, after two of warm-up if the run is long enough.
+  const int64_t profile_steps = main_rank ? std::min(cfg.output.profile_steps, total_steps - first_step) : 0;
+  StepProfiler profiler(profile_steps, std::max(first_step, std::min(first_step + 2, total_steps - profile_steps)),
+                        cfg.output.dir + "/profile-rank0.json");
   while (pos.step < total_steps) {
+    profiler.before_step(pos.step);
     const auto step_begin = Clock::now();
     if (knobs.die_rank == pg->rank() && knobs.die_step == pos.step) std::raise(SIGKILL);
     StepBatches batches = loader.next();
@@ -574,6 +600,7 @@ int run_training(const Config& cfg) {
     step_times.add(std::chrono::duration<double>(Clock::now() - step_begin).count());
 
     ++pos.step;
+    if (const std::string profile = profiler.after_step(pos.step); !profile.empty()) spdlog::info("{}", profile);
     pos.epoch = batches.epoch;
     pos.step_in_epoch = batches.step_in_epoch + 1;
     if (pos.step_in_epoch == plan.steps_per_epoch()) {

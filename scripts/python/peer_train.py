@@ -118,7 +118,9 @@ def training_arguments(args, cls, world_size):
         optim="adamw_torch", seed=args.seed, data_seed=args.seed, dataloader_drop_last=True,
         dataloader_num_workers=0, save_strategy="no", report_to="none", logging_steps=10,
         disable_tqdm=True, use_cpu=True, ddp_backend="gloo",
-        ddp_find_unused_parameters=(args.recipe == "seeds"),
+        # Both models keep BERT's pooler (AutoModel does), which no loss uses: without this
+        # DDP stops at the second step ("Expected to have finished reduction ...").
+        ddp_find_unused_parameters=True,
         **({"remove_unused_columns": False} if args.recipe == "seeds" else {}))
 
 

@@ -1,0 +1,100 @@
+#include "train/step_profiler.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+namespace ddp_embed {
+
+namespace {
+
+namespace prof = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+
+const std::set<ActivityType> kActivities{ActivityType::CPU};
+
+struct OpTotals {
+  double self_ms = 0, total_ms = 0;
+  int64_t calls = 0;
+};
+
+// Self time per op name: on each thread the events nest (a child lies inside its
+// parent's interval), so walking them by start time with a stack of open intervals finds
+// each event's parent, and a child's duration is taken off its parent's self time.
+std::string top_ops_table(const std::vector<prof::KinetoEvent>& events, int64_t steps, int top) {
+  struct Interval {
+    uint64_t start, end;
+    std::string name;
+    uint64_t thread;
+  };
+  std::vector<Interval> intervals;
+  for (const auto& e : events)
+    if (e.durationNs() > 0) intervals.push_back({e.startNs(), e.endNs(), e.name(), e.startThreadId()});
+  std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
+    return a.thread != b.thread ? a.thread < b.thread : a.start != b.start ? a.start < b.start : a.end > b.end;
+  });
+  std::map<std::string, OpTotals> ops;
+  std::vector<const Interval*> open;
+  double all_self_ms = 0;
+  for (const auto& iv : intervals) {
+    while (!open.empty() && (open.back()->thread != iv.thread || open.back()->end <= iv.start)) open.pop_back();
+    const double ms = double(iv.end - iv.start) / 1e6;
+    OpTotals& t = ops[iv.name];
+    t.self_ms += ms;
+    t.total_ms += ms;
+    ++t.calls;
+    all_self_ms += ms;
+    if (!open.empty()) {
+      ops[open.back()->name].self_ms -= ms;
+      all_self_ms -= ms;
+    }
+    open.push_back(&iv);
+  }
+  std::vector<std::pair<std::string, OpTotals>> sorted(ops.begin(), ops.end());
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second.self_ms > b.second.self_ms; });
+  std::string out = fmt::format("top {} ops by self time over {} steps ({:.0f} ms of ops a step):\n", top, steps,
+                                all_self_ms / double(steps));
+  out += fmt::format("  {:>10} {:>7} {:>11} {:>7}  {}\n", "self ms/step", "self %", "total ms/step", "calls", "op");
+  for (int i = 0; i < top && i < int(sorted.size()); ++i) {
+    const auto& [name, t] = sorted[size_t(i)];
+    out += fmt::format("  {:>10.1f} {:>6.1f}% {:>11.1f} {:>7}  {}\n", t.self_ms / double(steps),
+                       100 * t.self_ms / std::max(all_self_ms, 1e-9), t.total_ms / double(steps),
+                       t.calls / steps, name);
+  }
+  return out;
+}
+
+}  // namespace
+
+StepProfiler::StepProfiler(int64_t steps, int64_t skip, std::string trace_path)
+    : steps_(steps), skip_(skip), trace_path_(std::move(trace_path)) {
+  if (steps_ > 0) prof::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), kActivities);
+}
+
+StepProfiler::~StepProfiler() {
+  if (recording_) prof::disableProfiler();  // a run that ended early: nothing written
+}
+
+void StepProfiler::before_step(int64_t steps_done) {
+  if (steps_ > 0 && !recording_ && steps_done == skip_) {
+    prof::enableProfiler(ProfilerConfig(ProfilerState::KINETO), kActivities);
+    recording_ = true;
+  }
+}
+
+std::string StepProfiler::after_step(int64_t steps_done) {
+  if (!recording_ || steps_done < skip_ + steps_) return "";
+  recording_ = false;
+  std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
+  result->save(trace_path_);
+  return fmt::format("profile of steps {}-{} written to {} (Chrome trace)\n", skip_ + 1, skip_ + steps_, trace_path_) +
+         top_ops_table(result->events(), steps_, 12);
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,30 @@
+// A one-off look at where a step's time goes (output.profile_steps, `embed-train --profile N`):
+// LibTorch's profiler (Kineto) records every op of N steps on rank 0, writes them as a
+// Chrome trace (chrome://tracing, https://ui.perfetto.dev) and logs the ops that took the
+// most time, by self time (an op's time minus the ops it called), as PyTorch's
+// key_averages() table sorts them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ddp_embed {
+
+class StepProfiler {
+ public:
+  // Records `steps` steps after `skip` (warm-up) steps; inactive when steps == 0.
+  StepProfiler(int64_t steps, int64_t skip, std::string trace_path);
+  ~StepProfiler();
+
+  // Call before and after each step; returns the log text once the recording is written.
+  void before_step(int64_t steps_done);
+  std::string after_step(int64_t steps_done);
+
+ private:
+  int64_t steps_, skip_;
+  std::string trace_path_;
+  bool recording_ = false;
+};
+
+}  // namespace ddp_embed

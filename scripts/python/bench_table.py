@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The table of scripts/bench-vs-st.sh: reads each run's own record (ddp-embed's
+metrics.jsonl, the peers' peer-rank0.json, heldout.json) and prints, per system, the median
+and [min, max] over the seeds. Numbers only; the runs are made by the shell script."""
+import argparse
+import json
+import os
+import statistics
+
+
+def ours_record(path):
+    """Per-step wall times (log_every = 1: one line per step), start-up, peak RSS."""
+    steps, startup, rss = [], None, None
+    with open(path) as f:
+        for line in f:
+            m = json.loads(line)
+            if "step_ms" in m:
+                steps.append(m["step_ms"] / 1000.0)
+                startup = m.get("startup_s", startup)
+                rss = m["peak_rss_mb"]
+    return {"step_seconds": steps, "startup_s": startup, "peak_rss_mb": rss}
+
+
+def peer_record(path):
+    with open(path) as f:
+        r = json.load(f)
+    return {"step_seconds": r["step_seconds"], "startup_s": r["first_step_begin"] - r["process_start"],
+            "peak_rss_mb": r["peak_rss_mb"]}
+
+
+def mean_tokens_per_pair(model, train, max_length):
+    """Real tokens of query + positive as the model's tokenizer cuts them (no padding)."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(model)
+    queries, positives = [], []
+    with open(train, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                queries.append(row["query"])
+                positives.append(row["pos"][0] if isinstance(row["pos"], list) else row["pos"])
+    n = lambda texts: sum(len(ids) for ids in tok(texts, truncation=True, max_length=max_length)["input_ids"])
+    return (n(queries) + n(positives)) / len(queries)
+
+
+def cell(values, fmt):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return fmt.format(med)
+    return f"{fmt.format(med)} [{fmt.format(min(values))}, {fmt.format(max(values))}]"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--systems", required=True)
+    ap.add_argument("--seeds", required=True)
+    ap.add_argument("--warm", type=int, required=True)
+    ap.add_argument("--global-batch", type=int, required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--train", required=True)
+    ap.add_argument("--max-length", type=int, required=True)
+    args = ap.parse_args()
+
+    tokens_per_pair = mean_tokens_per_pair(args.model, args.train, args.max_length)
+    columns = ["system", "pairs/s", "tokens/s", "step ms", "peak RSS MB", "start-up s",
+               "STS Spearman", "recall@10", "nDCG@10"]
+    rows = []
+    pretrained = os.path.join(args.out, "pretrained.json")
+    if os.path.exists(pretrained):
+        with open(pretrained) as f:
+            h = json.loads(f.readline())
+        rows.append(["pretrained (no training)", "", "", "", "", "", f"{h['sts_spearman']:.4f}",
+                     f"{h['recall@10']:.4f}", f"{h['ndcg@10']:.4f}"])
+    for system in args.systems.split():
+        per_seed = []
+        for seed in args.seeds.split():
+            d = os.path.join(args.out, f"{system}-seed{seed}")
+            rec = ours_record(os.path.join(d, "metrics.jsonl")) if system.startswith("ours") else \
+                peer_record(os.path.join(d, "peer-rank0.json"))
+            timed = rec["step_seconds"][args.warm:]
+            rec["pairs_per_s"] = args.global_batch * len(timed) / sum(timed) if timed else None
+            rec["step_ms"] = 1000 * statistics.median(timed) if timed else None
+            held = os.path.join(d, "heldout.json")
+            if os.path.exists(held):
+                with open(held) as f:
+                    rec.update(json.loads(f.readline()))
+            per_seed.append(rec)
+        col = lambda key: [r.get(key) for r in per_seed]
+        rows.append([system, cell(col("pairs_per_s"), "{:.1f}"),
+                     cell([p * tokens_per_pair if p else None for p in col("pairs_per_s")], "{:.0f}"),
+                     cell(col("step_ms"), "{:.0f}"), cell(col("peak_rss_mb"), "{:.0f}"),
+                     cell(col("startup_s"), "{:.2f}"), cell(col("sts_spearman"), "{:.4f}"),
+                     cell(col("recall@10"), "{:.4f}"), cell(col("ndcg@10"), "{:.4f}")])
+    widths = [max(len(str(r[i])) for r in rows + [columns]) for i in range(len(columns))]
+    print(f"# medians [min, max] over seeds {args.seeds}; tokens/s = pairs/s x {tokens_per_pair:.1f} "
+          f"real tokens per pair")
+    for r in [columns] + rows:
+        print("  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+
+
+if __name__ == "__main__":
+    main()
