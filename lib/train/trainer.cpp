@@ -493,8 +493,9 @@ int run_training(const Config& cfg) {
   if (pos.step == 0) run_eval(0);
   // Process start -> first step: loading the libraries, the model, the data, the
   // rendezvous and the first evaluation.
-  const double startup_s = std::max(seconds_since_process_start(),
-                                    std::chrono::duration<double>(Clock::now() - t_start).count());
+  const double since_process_start = seconds_since_process_start();
+  const double startup_s = since_process_start > 0 ? since_process_start
+                                                   : std::chrono::duration<double>(Clock::now() - t_start).count();
   spdlog::info("start-up took {:.2f}s; training", startup_s);
 
   // ---- the step loop ----------------------------------------------------------------------

@@ -6,6 +6,10 @@ import argparse
 import json
 import os
 import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_train import read_pairs  # noqa: E402
 
 
 def ours_record(path):
@@ -32,13 +36,7 @@ def mean_tokens_per_pair(model, train, max_length):
     """Real tokens of query + positive as the model's tokenizer cuts them (no padding)."""
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(model)
-    queries, positives = [], []
-    with open(train, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                row = json.loads(line)
-                queries.append(row["query"])
-                positives.append(row["pos"][0] if isinstance(row["pos"], list) else row["pos"])
+    queries, positives = read_pairs(train)
     n = lambda texts: sum(len(ids) for ids in tok(texts, truncation=True, max_length=max_length)["input_ids"])
     return (n(queries) + n(positives)) / len(queries)
 

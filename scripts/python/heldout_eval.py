@@ -15,8 +15,11 @@ Prints one JSON line per folder: {"model": dir, "sts_spearman": ..., "ndcg@10": 
 import argparse
 import csv
 import json
-import math
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_train import read_pairs  # noqa: E402  (the one reader of pairs JSONL here)
 
 
 def read_sts(path):
@@ -28,17 +31,6 @@ def read_sts(path):
                 a.append(row[5])
                 b.append(row[6])
     return a, b, gold
-
-
-def read_pairs(path):
-    queries, positives = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                row = json.loads(line)
-                queries.append(row["query"])
-                positives.append(row["pos"][0] if isinstance(row["pos"], list) else row["pos"])
-    return queries, positives
 
 
 def scores(model_dir, sts, pairs, batch):

@@ -20,14 +20,11 @@ loads, for the held-out evaluation (scripts/python/heldout_eval.py).
     torchrun --nproc_per_node 2 peer_train.py --recipe mnrl --model DIR --data train.jsonl \
         --out OUT --batch 64 --steps 50 --max-length 64
 """
-import time
-
-T_SCRIPT = time.time()  # before the heavy imports: they are part of start-up
-
 import argparse
 import json
 import os
 import resource
+import time
 
 
 def parse_args():
@@ -61,6 +58,7 @@ def process_start_time():
 
 
 def read_pairs(path):
+    """Queries and their first positive from a pairs JSONL ({"query", "pos": str | [str]})."""
     queries, positives = [], []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -211,7 +209,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     result = {
         "recipe": args.recipe, "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
-        "process_start": t_process, "script_start": T_SCRIPT, "first_step_begin": clock.first_step_begin,
+        "process_start": t_process, "first_step_begin": clock.first_step_begin,
         "step_seconds": clock.step_seconds(),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "final_loss": next((h["train_loss"] for h in reversed(trainer.state.log_history) if "train_loss" in h), None),
