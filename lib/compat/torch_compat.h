@@ -18,12 +18,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/version.h>
 
-// DDP_EMBED_WITH_CUDA: set by CMakeLists.txt when LibTorch was built with CUDA (PyTorch
-// 2.x's); the CUDA runtime calls below compile only then.
-#if defined(DDP_EMBED_WITH_CUDA) && DDP_EMBED_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
+#include "compat/cuda_support.h"  // CUDA devices, from the module loaded when CUDA is used
 
 namespace ddp_embed::compat {
 
@@ -103,29 +98,6 @@ class AutocastGuard {
   AutocastState previous_;
 };
 
-// ---- CUDA devices -------------------------------------------------------------------------
-#if defined(DDP_EMBED_WITH_CUDA) && DDP_EMBED_WITH_CUDA
-constexpr bool kHasCuda = true;
-// Visible CUDA devices (0 when the driver is missing or none is visible).
-inline int cuda_device_count() { return static_cast<int>(c10::cuda::device_count()); }
-// Makes `index` this thread's current device (kernels, NCCL communicators, the caching
-// allocator's default).
-inline void set_cuda_device(int index) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(index)); }
-// The most memory the caching allocator has handed out on the device since the start,
-// in MiB (allocated_bytes[0]: the aggregate over its pools, StatType::AGGREGATE).
-inline double cuda_peak_allocated_mb(int index) {
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
-  return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
-}
-#else
-constexpr bool kHasCuda = false;
-inline int cuda_device_count() { return 0; }
-inline void set_cuda_device(int index) {
-  TORCH_CHECK(false, "cuda:", index, " requested, but this LibTorch was built without CUDA");
-}
-inline double cuda_peak_allocated_mb(int) { return 0; }
-#endif
-
 }  // namespace ddp_embed::compat
 #endif  // DDP_EMBED_TORCH_COMPAT_CORE
 
@@ -149,14 +121,6 @@ inline double cuda_peak_allocated_mb(int) { return 0; }
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-// DDP_EMBED_WITH_NCCL: set by CMakeLists.txt when LibTorch has CUDA and nccl.h was found.
-#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
-#ifndef USE_C10D_NCCL
-#define USE_C10D_NCCL 1
-#endif
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
-
 namespace ddp_embed::compat {
 
 // The object that runs collectives: ProcessGroupGloo/NCCL derive from c10d::Backend
@@ -211,20 +175,6 @@ inline c10::intrusive_ptr<CollectiveBackend> make_gloo(const c10::intrusive_ptr<
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
 }
 
-#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
-constexpr bool kHasNccl = true;
-// Collectives time out through the NCCL watchdog (options->timeout), which aborts the
-// communicator instead of letting the job hang.
-inline c10::intrusive_ptr<CollectiveBackend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
-                                                       int rank, int size,
-                                                       std::chrono::milliseconds timeout) {
-  auto o = c10d::ProcessGroupNCCL::Options::create();
-  o->timeout = timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
-}
-#else
-constexpr bool kHasNccl = false;
-#endif
 
 // Blocks until the work is done; throws when it failed or (timeout > 0) did not finish in
 // time. A zero timeout means "no host-side limit" (for

@@ -9,7 +9,9 @@
 //   optimizer.step();
 //
 // Parameters are grouped into flat buckets of about bucket_bytes, in reverse registration
-// order (roughly the order in which backward produces their gradients). When the last
+// order (roughly the order in which backward produces their gradients). Where the
+// gradients already lie in flat buffers (the optimizer's), the buckets are stretches of
+// those buffers and nothing is copied (PyTorch's gradient_as_bucket_view). When the last
 // gradient of a bucket has been accumulated, the bucket's all-reduce is launched at once,
 // in bucket order on every rank. World size 1: everything is a no-op.
 #pragma once
@@ -68,6 +70,9 @@ class GradSync {
   void finish();
 
   std::size_t num_buckets() const;
+  // Whether the buckets are the gradients' own memory (every .grad was a view of a flat
+  // buffer, as FlatAdamW arranges), so that nothing is copied in or out.
+  bool buckets_are_gradient_views() const;
   std::vector<std::size_t> bucket_param_counts() const;
   const StepStats& last_step() const;
 

@@ -115,6 +115,48 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   }
 };
 
+// What attention's backward needs besides q, k, v and the bias.
+struct AttentionReplay : torch::CustomClassHolder {
+  AttentionReplay(double p, c10::Device d) : dropout_p(p), device(d) {}
+  double dropout_p;
+  c10::Device device;
+  at::Tensor rng_state;
+  compat::AutocastState autocast;
+};
+
+class RecomputedAttention : public torch::autograd::Function<RecomputedAttention> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& bias, c10::intrusive_ptr<AttentionReplay> replay) {
+    replay->rng_state = generator_state(replay->device);
+    replay->autocast = compat::autocast_state(replay->device.type());
+    ctx->save_for_backward({q, k, v, bias});
+    at::Tensor out = compat::scaled_dot_product_attention(q, k, v, bias, replay->dropout_p);
+    ctx->saved_data[kRecomputeKey] = c10::IValue::make_capsule(std::move(replay));
+    return out;
+  }
+
+  // Gradients for q, k and v; none for the bias and the capsule.
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const auto replay = c10::static_intrusive_pointer_cast<AttentionReplay>(ctx->saved_data[kRecomputeKey].toCapsule());
+    variable_list qkv;
+    for (int i = 0; i < 3; ++i) qkv.push_back(saved[i].detach().requires_grad_(true));
+    at::Tensor out;
+    {
+      ReplayRandomness same_mask(replay->device, replay->rng_state);
+      compat::AutocastGuard same_casts(replay->device.type(), replay->autocast);
+      at::AutoGradMode record(true);
+      out = compat::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], saved[3], replay->dropout_p);
+    }
+    variable_list grads = torch::autograd::grad({out}, qkv, {grad_outputs[0]}, /*retain_graph=*/false,
+                                                /*create_graph=*/false);
+    grads.push_back(at::Tensor());  // bias: a constant of the mask
+    grads.push_back(at::Tensor());  // the capsule
+    return grads;
+  }
+};
+
 }  // namespace
 
 at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, const at::Tensor& hidden,
@@ -122,6 +164,12 @@ at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, cons
   std::vector<at::Tensor> params = module.parameters();
   auto recompute = c10::make_intrusive<Recompute>(std::move(block), params, hidden.device());
   return CheckpointFunction::apply(hidden, bias, at::TensorList(params), std::move(recompute));
+}
+
+at::Tensor attention_recomputed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
+                                double dropout_p) {
+  auto replay = c10::make_intrusive<AttentionReplay>(dropout_p, q.device());
+  return RecomputedAttention::apply(q, k, v, bias, std::move(replay));
 }
 
 }  // namespace ddp_embed

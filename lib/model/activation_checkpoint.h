@@ -38,4 +38,16 @@ using CheckpointedBlock = std::function<at::Tensor(const at::Tensor& hidden, con
 at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, const at::Tensor& hidden,
                         const at::Tensor& bias);
 
+// Scaled dot-product attention whose probabilities are recomputed in backward instead of
+// stored. On the CPU, SDPA runs its math path, which keeps for backward the softmax output,
+// the dropout mask and the dropped-out probabilities: [B, heads, L, L] each, per layer and
+// per pass, the largest activations of a BERT step (MiniLM-L6 at 32 × 64 tokens: ~6 MB
+// each, ~230 MB a step). This keeps q, k, v and the bias only, and in backward replays the
+// generator (the same dropout mask) and runs attention again: exactly the same values and
+// gradients as compat::scaled_dot_product_attention, for one more attention forward (two
+// batched matmuls and a softmax a layer). CUDA's SDPA kernels need none of this: they do
+// not store the probabilities. Call it only when autograd records.
+at::Tensor attention_recomputed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
+                                double dropout_p);
+
 }  // namespace ddp_embed

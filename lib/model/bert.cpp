@@ -265,8 +265,13 @@ at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bi
   const at::Tensor k = split_heads(layout.unpack(key(x)));
   const at::Tensor v = split_heads(layout.unpack(value(x)));
   const bool training = is_training();
+  const double attention_dropout = training ? attention_dropout_ : 0.0;
+  // On the CPU, where SDPA would store the attention probabilities for backward, they are
+  // recomputed instead (activation_checkpoint.h); same values, a fraction of the memory.
+  const bool recompute = recompute_attention && x.device().is_cpu() && at::GradMode::is_enabled() && x.requires_grad();
   const at::Tensor context_padded =
-      compat::scaled_dot_product_attention(q, k, v, mask_bias, training ? attention_dropout_ : 0.0)
+      (recompute ? attention_recomputed(q, k, v, mask_bias, attention_dropout)
+                 : compat::scaled_dot_product_attention(q, k, v, mask_bias, attention_dropout))
           .transpose(1, 2)
           .reshape({batch, q.size(2), hidden});
   const at::Tensor context = first_only ? context_padded.view({batch, hidden}) : layout.pack(context_padded);

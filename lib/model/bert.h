@@ -111,6 +111,11 @@ class BertLayerImpl : public torch::nn::Module {
   torch::nn::Linear output_dense{nullptr};         // output.dense
   torch::nn::LayerNorm output_norm{nullptr};       // output.LayerNorm
 
+  // On the CPU, while autograd records: recompute the attention probabilities in backward
+  // instead of storing them (attention_recomputed, model/activation_checkpoint.h). Off while
+  // the whole layer is checkpointed: its backward recomputes everything anyway.
+  bool recompute_attention = true;
+
  private:
   int64_t num_heads_;
   double hidden_dropout_, attention_dropout_;
@@ -144,7 +149,17 @@ class BertModelImpl : public torch::nn::Module {
   // Activation checkpointing (model/activation_checkpoint.h): while autograd records,
   // each encoder layer keeps only its input and is recomputed in backward. Same numbers,
   // less memory, about one more forward pass of compute. Off by default.
-  void set_activation_checkpointing(bool on) { checkpoint_layers_ = on; }
+  // The word embeddings' gradient as the rows a batch used (a sparse tensor) instead of a
+  // dense [vocab, hidden] one, which autograd would zero-fill and then add into .grad on
+  // every pass (MiniLM: 47 MB written twice per pass). Autograd adds the rows into .grad in
+  // place, so .grad must already be a defined dense tensor (FlatAdamW's); with no .grad,
+  // .grad itself would become sparse.
+  void set_sparse_word_gradient(bool on) { embeddings->word_embeddings->options.sparse(on); }
+
+  void set_activation_checkpointing(bool on) {
+    checkpoint_layers_ = on;
+    for (auto& layer : layers_) layer->recompute_attention = !on;
+  }
   bool activation_checkpointing() const { return checkpoint_layers_; }
 
   const BertConfig& config() const { return config_; }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tokenize/tokenizer.h"
+#include "util/module_search.h"
 
 // Set by CMake for this file: the module's file name, the build folder it is written to,
 // and the lib folder it is installed to.
@@ -72,27 +73,6 @@ bool resolve_all(void* handle, Library& lib, std::string& error) {
          resolve(handle, "ddp_embed_spm_train", lib.train, error);
 }
 
-std::vector<std::string> candidates() {
-  std::vector<std::string> dirs;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec && exe.has_parent_path()) {
-    dirs.push_back(exe.parent_path().string());
-    if (exe.parent_path().has_parent_path())
-      dirs.push_back(exe.parent_path().parent_path().string());
-  }
-  for (const char* dir : {DDP_EMBED_SPM_BUILD_DIR, DDP_EMBED_SPM_INSTALL_DIR})
-    if (*dir != '\0') dirs.emplace_back(dir);
-  std::vector<std::string> out;
-  for (const auto& dir : dirs) {
-    std::string file = (fs::path(dir) / DDP_EMBED_SPM_FILE).lexically_normal().string();
-    bool seen = false;
-    for (const auto& known : out) seen = seen || known == file;
-    if (!seen) out.push_back(std::move(file));
-  }
-  return out;
-}
-
 struct Loaded {
   Library library;
   std::string error;  // empty: loaded
@@ -104,7 +84,7 @@ Loaded load() {
   const char* env = std::getenv("DDP_EMBED_SPM_LIBRARY");
   const bool from_env = env != nullptr && *env != '\0';
   if (from_env) files.emplace_back(env);
-  else files = candidates();
+  else files = module_candidates(DDP_EMBED_SPM_FILE, DDP_EMBED_SPM_BUILD_DIR, DDP_EMBED_SPM_INSTALL_DIR);
 
   std::string tried;
   for (const auto& file : files) {

@@ -2,8 +2,8 @@
 // spm_shim/spm_api.h for why it is kept apart), once per process, into a link namespace
 // of its own (dlmopen). Where it looks, in order:
 //   1. $DDP_EMBED_SPM_LIBRARY, the module's path (then nowhere else);
-//   2. the running program's folder, and that folder's parent (tests live in build/tests);
-//   3. the build folder and the install lib folder that CMake compiled in.
+//   2. where util/module_search.h looks: the program's folder and its parent, then the
+//      build and install folders that CMake compiled in.
 #pragma once
 
 #include <string>

@@ -109,8 +109,9 @@ class LoggedProgress {
 }  // namespace
 
 int run_encode(const EncodeOptions& o) {
-  LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
   const c10::Device device(o.device);
+  compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
+  LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
   loaded.model->to(device);
   std::vector<std::string> sentences = read_sentences(o.input);
 
@@ -190,8 +191,9 @@ int run_eval(const EvalOptions& o) {
     throw std::invalid_argument("--format " + o.format + ": expected table or json");
   // A Normalize module needs nothing here: evaluate() L2-normalizes every embedding the
   // same way (x / max(||x||, 1e-12)) before its cosines.
-  LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
   const c10::Device device(o.device);
+  compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
+  LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
   loaded.model->to(device);
   PairDataset data = load_pairs({o.data}, *loaded.tokenizer, loaded.max_length, false);
   const std::string task = o.task.empty() ? (data.has_scores ? "sts" : "retrieval") : o.task;

@@ -5,6 +5,7 @@
 
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/linalg_vector_norm.h>
 
 namespace ddp_embed {
 
@@ -47,7 +48,9 @@ double FlatAdamW::grad_norm() const {
   // so that a GPU is synchronized with once, not once per group.
   torch::NoGradGuard no_grad;
   torch::Tensor sq = torch::zeros({}, grads_.front().options().dtype(torch::kDouble));
-  for (auto& g : grads_) sq += g.pow(2).sum().to(torch::kDouble);
+  // linalg_vector_norm reads the buffer once (accumulating in double on the CPU); pow(2)
+  // would first write a model-sized temporary.
+  for (auto& g : grads_) sq += at::linalg_vector_norm(g, 2).to(torch::kDouble).square();
   return std::sqrt(sq.item<double>());
 }
 

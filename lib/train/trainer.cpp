@@ -80,8 +80,9 @@ std::string cpu_blas() {
 // device its NCCL process group uses too; with ddp-launch --devices each worker sees only
 // its own GPU (CUDA_VISIBLE_DEVICES), which is then cuda:0.
 c10::Device choose_device(const std::string& wanted, const WorkerEnv& env) {
+  if (wanted == "cpu") return c10::Device(c10::kCPU);  // before asking: asking loads CUDA where there is a driver
   const int visible = compat::cuda_device_count();
-  if (wanted == "cpu" || (wanted == "auto" && visible == 0)) return c10::Device(c10::kCPU);
+  if (wanted == "auto" && visible == 0) return c10::Device(c10::kCPU);
   if (visible == 0)
     throw std::runtime_error(std::string("train.device \"cuda\": ") +
                              (compat::kHasCuda ? "no CUDA device is visible (check CUDA_VISIBLE_DEVICES and the driver)"
@@ -367,12 +368,14 @@ int run_training(const Config& cfg) {
   }
   const int threads = choose_threads(env);
   at::set_num_threads(threads);
-  spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(env), threads, cpu_blas(), TORCH_VERSION);
-  if (env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", env.restart_count);
 
   // ---- device and precision ----------------------------------------------------------------
+  // First of all LibTorch calls that may ask about CUDA (at::show_config() in cpu_blas()
+  // does): the CUDA module must be loaded before (compat/cuda_support.h).
   const c10::Device device = choose_device(cfg.train.device, env);
-  if (device.is_cuda()) compat::set_cuda_device(device.index());  // before NCCL and any allocation
+  compat::prepare_device(device);  // CUDA: its module loaded, the device current, before NCCL and any allocation
+  spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(env), threads, cpu_blas(), TORCH_VERSION);
+  if (env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", env.restart_count);
   const Precision precision = parse_precision(cfg.train.precision);
   check_precision_for_device(precision, device);
   spdlog::info("device {}, precision {}{}", device.str(), precision_name(precision),
@@ -418,7 +421,12 @@ int run_training(const Config& cfg) {
   }
   pg->check_same(tensors_checksum(params), "the initial parameters");
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
+  model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
   GradSync grad_sync(*pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
+  if (pg->world_size() > 1)
+    spdlog::info("gradient sync: {} buckets of up to {} MB{}", grad_sync.num_buckets(), cfg.dist.bucket_mb,
+                 grad_sync.buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
+                                                        : "");
   LossScaler loss_scaler = make_loss_scaler(precision, cfg.train);
 
   double peak_lr = cfg.train.lr;

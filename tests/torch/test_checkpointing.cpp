@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -44,12 +46,13 @@ struct Step {
 // precision, while the recomputation casts per call and adds them in fp32: the gradients
 // would differ at bf16 rounding (the checkpointed ones being the more exact). One encoder
 // call for both (`one_call`, what forward does on a GPU) compares like with like.
-Step train_step(SentenceEmbedder& model, bool checkpointing, Precision precision, uint64_t seed, bool one_call,
+// checkpointing: nullopt leaves the model's layers as they are set.
+Step train_step(SentenceEmbedder& model, std::optional<bool> checkpointing, Precision precision, uint64_t seed, bool one_call,
                 const c10::Device& device) {
   at::manual_seed(1234);
   const EncoderInput q = batch(6, 14, 200, 3, device), p = batch(6, 14, 200, 2, device);
   model->zero_grad();
-  model->bert->set_activation_checkpointing(checkpointing);
+  if (checkpointing) model->bert->set_activation_checkpointing(*checkpointing);
   at::manual_seed(seed);
   at::Tensor loss;
   {
@@ -167,4 +170,61 @@ TEST(Checkpointing, InferenceIsThePlainForward) {
   const at::Tensor with = model->encode_batch(x);
   EXPECT_TRUE(at::equal(plain, with));
   EXPECT_FALSE(with.requires_grad());
+}
+
+// Attention with its probabilities recomputed in backward (what BERT layers use on the CPU
+// while training) against SDPA storing them: the same output, the same gradients for q, k
+// and v, bit for bit, with dropout on and padding in the bias, and the generator left where
+// the plain call leaves it.
+TEST(RecomputedAttention, SameOutputGradientsAndRandomnessAsStoredAttention) {
+  at::manual_seed(5);
+  const at::Tensor q0 = at::randn({3, 4, 9, 8}), k0 = at::randn({3, 4, 9, 8}), v0 = at::randn({3, 4, 9, 8});
+  at::Tensor bias = at::zeros({3, 1, 1, 9});
+  bias[1].narrow(-1, 6, 3).fill_(std::numeric_limits<float>::lowest());  // a padded sequence
+  const at::Tensor upstream = at::randn({3, 4, 9, 8});
+  struct Result {
+    at::Tensor out, gq, gk, gv;
+    double next_random;
+  };
+  auto run = [&](bool recompute, uint64_t seed) {
+    at::Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+    at::manual_seed(seed);
+    at::Tensor out = recompute ? attention_recomputed(q, k, v, bias, 0.1)
+                               : compat::scaled_dot_product_attention(q, k, v, bias, 0.1);
+    at::randn({7});  // other dropout between forward and backward (later layers)
+    out.backward(upstream);
+    return Result{out.detach(), q.grad(), k.grad(), v.grad(), at::rand({1}).item<double>()};
+  };
+  const Result plain = run(false, 11), recomputed = run(true, 11);
+  EXPECT_TRUE(at::equal(plain.out, recomputed.out));
+  EXPECT_TRUE(at::equal(plain.gq, recomputed.gq));
+  EXPECT_TRUE(at::equal(plain.gk, recomputed.gk));
+  EXPECT_TRUE(at::equal(plain.gv, recomputed.gv));
+  EXPECT_EQ(plain.next_random, recomputed.next_random);
+  // With teeth: another seed draws another dropout mask.
+  const Result other = run(true, 12);
+  EXPECT_FALSE(at::equal(other.out, plain.out));
+  EXPECT_FALSE(at::equal(other.gv, plain.gv));
+}
+
+// The whole model: a training step with stored attention probabilities and one with them
+// recomputed give the same loss and gradients, bit for bit.
+TEST(RecomputedAttention, ModelStepIsTheSameWithStoredProbabilities) {
+  SentenceEmbedder model = make_model(2, Pooling::Mean, kCpu);
+  auto set_recompute = [&](bool on) {
+    int layers = 0;
+    for (const auto& m : model->bert->modules(/*include_self=*/false))
+      if (auto* layer = dynamic_cast<BertLayerImpl*>(m.get())) {
+        layer->recompute_attention = on;
+        ++layers;
+      }
+    ASSERT_EQ(layers, 2);
+  };
+  set_recompute(false);
+  const Step stored = train_step(model, std::nullopt, Precision::Fp32, 99, false, kCpu);
+  set_recompute(true);
+  const Step recomputed = train_step(model, std::nullopt, Precision::Fp32, 99, false, kCpu);
+  EXPECT_EQ(stored.loss, recomputed.loss);
+  for (const auto& [name, g] : stored.grads) EXPECT_TRUE(at::equal(g, recomputed.grads.at(name))) << name;
+  EXPECT_EQ(stored.next_random, recomputed.next_random);
 }

@@ -589,6 +589,7 @@ TEST(GradSync, AveragesGradientsAcrossRanksWithSmallBuckets) {
     Mlp m = Mlp::from(init);
     GradSync sync(pg, m.params, 200);  // 50 floats: w1, w2 and w3 each get their own bucket
     buckets[rank] = sync.num_buckets();
+    EXPECT_FALSE(sync.buckets_are_gradient_views());  // no .grad yet: buckets of their own
     m.loss(x[rank]).backward();
     sync.finish();
     got[rank] = m.grads();
@@ -677,6 +678,68 @@ TEST(GradSync, ParameterWithoutGradientOnOneRank) {
     }
   });
   for (int r = 0; r < W; ++r) expect_grads_near(got[r], want, r);
+  EXPECT_GT(want[6].abs().sum().item<float>(), 0.0f);
+}
+
+// The trainer's layout: FlatAdamW has made every .grad a view of its group's flat buffer
+// (weights and biases in two interleaved groups), so GradSync cuts its buckets from those
+// buffers and all-reduces the gradients in place. Same averages as the copying layout, with
+// gradient accumulation, a parameter without a gradient on one rank, and, in the second
+// step, one .grad replaced by a tensor of its own (that one is copied, as before).
+TEST(GradSync, BucketsAreViewsOfTheOptimizersFlatGradients) {
+  const int W = 2;
+  const auto init = mlp_init();
+  const std::vector<std::vector<at::Tensor>> x = {{at::randn({4, 8}), at::randn({4, 8})},
+                                                  {at::randn({4, 8}), at::randn({4, 8})}};
+  std::vector<at::Tensor> want(init.size());
+  for (int r = 0; r < W; ++r)
+    for (int a = 0; a < 2; ++a) {
+      Mlp m = Mlp::from(init);
+      m.loss(x[r][a], /*use_extra=*/r == 0).backward();
+      auto g = m.grads();
+      for (size_t i = 0; i < g.size(); ++i) want[i] = want[i].defined() ? want[i] + g[i] : g[i];
+    }
+  for (auto& w : want) w = w / W;
+
+  std::vector<std::vector<std::vector<at::Tensor>>> got(W, std::vector<std::vector<at::Tensor>>(2));
+  std::vector<size_t> buckets(W);
+  std::vector<GradSync::StepStats> stats(W);
+  std::vector<bool> aliased(W, false), views(W, false);
+  run_ranks(W, [&](int rank, ProcessGroup& pg) {
+    Mlp m = Mlp::from(init);
+    FlatAdamW optimizer({FlatAdamW::Group{{m.params[0], m.params[2], m.params[4]}, 0.01},
+                         FlatAdamW::Group{{m.params[1], m.params[3], m.params[5], m.params[6]}, 0.0}});
+    std::vector<const void*> grad_memory;
+    for (const auto& p : m.params) grad_memory.push_back(p.grad().data_ptr());
+    GradSync sync(pg, m.params, 200);  // 50 floats: the three weights get buckets of their own
+    buckets[rank] = sync.num_buckets();
+    views[rank] = sync.buckets_are_gradient_views();
+    for (int step = 0; step < 2; ++step) {
+      optimizer.zero_grad();
+      if (step == 1) m.params[2].mutable_grad() = at::zeros_like(m.params[2]);  // no longer the buffer's
+      {
+        auto guard = sync.no_sync();
+        m.loss(x[rank][0], rank == 0).backward();
+      }
+      m.loss(x[rank][1], rank == 0).backward();
+      sync.finish();
+      got[rank][step] = m.grads();
+      if (step == 0) {
+        stats[rank] = sync.last_step();
+        bool same = true;
+        for (size_t i = 0; i < m.params.size(); ++i) same = same && m.params[i].grad().data_ptr() == grad_memory[i];
+        aliased[rank] = same;
+      }
+    }
+  });
+  for (int r = 0; r < W; ++r) {
+    expect_grads_near(got[r][0], want, r);
+    expect_grads_near(got[r][1], want, r);
+    EXPECT_TRUE(views[r]) << "rank " << r;
+    EXPECT_TRUE(aliased[r]) << "rank " << r << ": the averages must be in the optimizer's buffers";
+    EXPECT_GE(buckets[r], 4u);
+    EXPECT_EQ(stats[r].bytes, (16 * 8 + 16 + 16 * 16 + 16 + 4 * 16 + 4 + 4) * 4u);
+  }
   EXPECT_GT(want[6].abs().sum().item<float>(), 0.0f);
 }
 
