@@ -594,16 +594,32 @@ void ProcessGroup::barrier() {
   impl_->wait(work, "barrier", seq, true);
 }
 
-void ProcessGroup::check_same(std::uint64_t value, const std::string& what) {
-  if (!impl_->distributed()) return;
+namespace {
+std::vector<std::uint64_t> gather_values(ProcessGroup& pg, std::uint64_t value, const c10::Device& device) {
   int64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(bits));
-  at::Tensor all = all_gather(at::tensor({bits}, at::kLong).to(impl_->device)).cpu();
-  std::vector<std::uint64_t> values(impl_->world);
-  for (int r = 0; r < impl_->world; ++r) {
+  at::Tensor all = pg.all_gather(at::tensor({bits}, at::kLong).to(device)).cpu();
+  std::vector<std::uint64_t> values(pg.world_size());
+  for (int r = 0; r < pg.world_size(); ++r) {
     int64_t v = all[r].item<int64_t>();
     std::memcpy(&values[r], &v, sizeof(v));
   }
+  return values;
+}
+}  // namespace
+
+std::vector<int> ProcessGroup::ranks_differing_from_rank0(std::uint64_t value) {
+  if (!impl_->distributed()) return {};
+  const std::vector<std::uint64_t> values = gather_values(*this, value, impl_->device);
+  std::vector<int> differ;
+  for (int r = 1; r < impl_->world; ++r)
+    if (values[r] != values[0]) differ.push_back(r);
+  return differ;
+}
+
+void ProcessGroup::check_same(std::uint64_t value, const std::string& what) {
+  if (!impl_->distributed()) return;
+  const std::vector<std::uint64_t> values = gather_values(*this, value, impl_->device);
   std::ostringstream msg;
   std::vector<int> differ;
   for (int r = 1; r < impl_->world; ++r)

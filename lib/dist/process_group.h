@@ -85,6 +85,9 @@ class ProcessGroup {
   };
   VarsizeGather all_gather_varsize(const at::Tensor& t);
   void barrier();
+  // The ranks whose value differs from rank 0's, the same answer on every rank (empty:
+  // all agree). One all-gather of 8 bytes a rank.
+  std::vector<int> ranks_differing_from_rank0(std::uint64_t value);
   // Throws DistError naming every rank whose value differs from rank 0's (all ranks throw
   // the same message). For the config hash and the parameter checksum.
   void check_same(std::uint64_t value, const std::string& what);

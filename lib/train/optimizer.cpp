@@ -32,9 +32,15 @@ FlatAdamW::FlatAdamW(std::vector<Group> groups, double beta1, double beta2, doub
     }
     params_.push_back(flat);
     grads_.push_back(flat_grad);
-    exp_avg_.push_back(torch::zeros_like(flat));
-    exp_avg_sq_.push_back(torch::zeros_like(flat));
     weight_decay_.push_back(g.weight_decay);
+  }
+}
+
+void FlatAdamW::allocate_moments() const {
+  if (!exp_avg_.empty()) return;
+  for (const auto& p : params_) {
+    exp_avg_.push_back(torch::zeros_like(p));
+    exp_avg_sq_.push_back(torch::zeros_like(p));
   }
 }
 
@@ -65,6 +71,7 @@ void FlatAdamW::scale_grads(double factor) {
 // the whole model about eight times a step and held two model-sized temporaries.
 void FlatAdamW::step(double lr) {
   torch::NoGradGuard no_grad;
+  allocate_moments();
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
     // The kernel reads the step count from a tensor (PyTorch keeps one per parameter).
@@ -81,6 +88,7 @@ int64_t FlatAdamW::num_parameters() const {
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> FlatAdamW::state() const {
+  allocate_moments();
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (size_t i = 0; i < params_.size(); ++i) {
     out.emplace_back("adamw." + std::to_string(i) + ".exp_avg", exp_avg_[i]);
@@ -92,6 +100,7 @@ std::vector<std::pair<std::string, torch::Tensor>> FlatAdamW::state() const {
 void FlatAdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& named,
                            int64_t steps) {
   torch::NoGradGuard no_grad;
+  allocate_moments();
   auto find = [&](const std::string& name) -> const torch::Tensor& {
     for (auto& [n, t] : named)
       if (n == name) return t;

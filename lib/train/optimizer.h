@@ -46,8 +46,13 @@ class FlatAdamW {
   void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& named, int64_t steps);
 
  private:
+  // The moments are allocated by the first step (or a state load), as PyTorch's AdamW
+  // does: start-up does not zero-fill two model-sized buffers.
+  void allocate_moments() const;
+
   std::vector<double> weight_decay_;
-  std::vector<torch::Tensor> params_, grads_, exp_avg_, exp_avg_sq_;
+  std::vector<torch::Tensor> params_, grads_;
+  mutable std::vector<torch::Tensor> exp_avg_, exp_avg_sq_;
   double beta1_, beta2_, eps_;
   int64_t steps_ = 0;
 };

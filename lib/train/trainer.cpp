@@ -414,13 +414,21 @@ int run_training(const Config& cfg) {
   SentenceEmbedder model = build_model(cfg, *tokenizer, init_folder);
   model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(device);
+  FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
+  // Every rank has built the same model (the same seed, the same init folder): a checksum
+  // confirms it, 8 bytes a rank. Only where it does not (an init folder that differs
+  // between machines) are rank 0's parameters broadcast, with a warning.
   std::vector<at::Tensor> params = model->parameters();
-  {
+  if (const std::vector<int> differ = pg->ranks_differing_from_rank0(tensors_checksum(params)); !differ.empty()) {
+    std::string ranks;
+    for (int r : differ) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    spdlog::warn("the initial parameters of rank(s) {} differ from rank 0's (an init folder that is not the same "
+                 "on every machine?); every rank now takes rank 0's",
+                 ranks);
     torch::NoGradGuard no_grad;
     pg->broadcast_(params, 0);
+    pg->check_same(tensors_checksum(params), "the initial parameters");
   }
-  pg->check_same(tensors_checksum(params), "the initial parameters");
-  FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
   model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
   GradSync grad_sync(*pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
   if (pg->world_size() > 1)

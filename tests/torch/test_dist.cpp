@@ -392,6 +392,9 @@ TEST(ProcessGroup, Collectives) {
       EXPECT_NE(msg.find("parameter checksum differs"), std::string::npos) << msg;
       EXPECT_NE(msg.find("rank(s) 2 differ"), std::string::npos) << msg;
     }
+    EXPECT_EQ(pg.ranks_differing_from_rank0(rank == 0 ? 5 : 6), (std::vector<int>{1, 2}));
+    EXPECT_EQ(pg.ranks_differing_from_rank0(rank == 1 ? 5 : 6), (std::vector<int>{1}));
+    EXPECT_TRUE(pg.ranks_differing_from_rank0(77).empty());
     // the checksum helper
     EXPECT_EQ(tensors_checksum({at::ones({3})}), tensors_checksum({at::ones({3})}));
     EXPECT_NE(tensors_checksum({at::ones({3})}), tensors_checksum({at::ones({4})}));
