@@ -9,6 +9,12 @@
 #   ours-seeds  embed-train with the seeds' recipe: CLS -> Linear 128, pairwise sigmoid loss
 #   seeds       the seeds' recipe on Hugging Face's Trainer under torchrun (--recipe seeds)
 #   ours-xrank  ours + cross-rank negatives (each query also sees every rank's positives)
+#   ours-hn     ours + each row's first hard negative ("neg"; data.negatives_per_query=1)
+#   st-hn       st with the same hard negatives (MNRL on anchor, positive, negative)
+# The -hn systems need a TRAIN with negatives, e.g. mined with the pretrained model:
+#   .venv/bin/python scripts/python/mine_negatives.py --data data/demo/train.jsonl --limit 4000 \
+#     --out runs/demo-hard-negatives.jsonl
+#   TRAIN=runs/demo-hard-negatives.jsonl SYSTEMS="ours ours-hn st st-hn" OUT=runs/bench-hn scripts/bench-vs-st.sh
 #
 # Each system runs once per seed; the table has medians and [min, max] over the seeds of:
 # pairs/s and tokens/s over the steps after WARM, the median step time, rank 0's peak RSS,
@@ -71,12 +77,12 @@ run_ours() {  # dir seed extra --set arguments...
     --set output.dir="$dir" --set output.log_every=1 --set output.save_every=0 --set output.eval_every=0 \
     --set output.resume=never "$@"
 }
-run_peer() {  # dir seed recipe
-  local dir=$1 seed=$2 recipe=$3
+run_peer() {  # dir seed recipe extra peer_train.py arguments...
+  local dir=$1 seed=$2 recipe=$3; shift 3
   "$root/.venv/bin/torchrun" --standalone --nproc_per_node "$workers" scripts/python/peer_train.py \
     --recipe "$recipe" --model "$model" --data "$train" --out "$dir" --batch "$global_batch" \
     --steps "$steps" --max-length "$max_length" --lr "$lr" --warmup-steps "$warmup_steps" \
-    --temperature 0.05 --seed "$seed" --threads "$threads"
+    --temperature 0.05 --seed "$seed" --threads "$threads" "$@"
 }
 
 for seed in $seeds; do
@@ -90,9 +96,12 @@ for seed in $seeds; do
       ours-xrank) run_ours "$dir" "$seed" --set loss.type=infonce --set loss.cross_rank_negatives=true ;;
       ours-seeds) run_ours "$dir" "$seed" --set loss.type=pairwise_sigmoid --set loss.cross_rank_negatives=false \
                     --set model.pooling=cls --set model.projection_dim=128 ;;
+      ours-hn)    run_ours "$dir" "$seed" --set loss.type=infonce --set loss.cross_rank_negatives=false \
+                    --set data.negatives_per_query=1 ;;
       st)         run_peer "$dir" "$seed" mnrl ;;
+      st-hn)      run_peer "$dir" "$seed" mnrl --negatives ;;
       seeds)      run_peer "$dir" "$seed" seeds ;;
-      *) echo "bench-vs-st: unknown system $system (ours st ours-seeds seeds ours-xrank)" >&2; exit 1 ;;
+      *) echo "bench-vs-st: unknown system $system (ours st ours-seeds seeds ours-xrank ours-hn st-hn)" >&2; exit 1 ;;
     esac >"$dir.log" 2>&1 || { echo "bench-vs-st: $system seed $seed failed: see $dir.log" >&2; exit 1; }
     echo "bench-vs-st: $system seed $seed trained in $((SECONDS - start)) s" >&2
     if [ "$do_eval" = 1 ]; then

@@ -45,6 +45,8 @@ def parse_args():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--no-save", action="store_true", help="skip writing OUT/final")
+    ap.add_argument("--negatives", action="store_true",
+                    help="mnrl: each row's first \"neg\" joins as a hard negative (anchor, positive, negative)")
     return ap.parse_args()
 
 
@@ -68,6 +70,19 @@ def read_pairs(path):
                 queries.append(row["query"])
                 positives.append(pos[0] if isinstance(pos, list) else pos)
     return queries, positives
+
+
+def read_negatives(path):
+    """The first hard negative of each row of a pairs JSONL ({"neg": str | [str]})."""
+    negatives = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                neg = json.loads(line).get("neg")
+                if not neg:
+                    raise SystemExit(f"{path}:{number}: no \"neg\" (--negatives needs one on every row)")
+                negatives.append(neg[0] if isinstance(neg, list) else neg)
+    return negatives
 
 
 def seeds_pairwise_sigmoid_loss(q, p, temperature):
@@ -131,10 +146,13 @@ def mnrl_trainer(args, datasets, queries, positives, world_size, clock):
     model = SentenceTransformer(args.model, device="cpu")
     model.max_seq_length = args.max_length
     loss = MultipleNegativesRankingLoss(model, scale=1.0 / args.temperature)
+    # A third column is MNRL's hard negative: one more candidate for every anchor of the batch.
+    columns = {"anchor": queries, "positive": positives}
+    if args.negatives:
+        columns["negative"] = read_negatives(args.data)
     trainer = SentenceTransformerTrainer(
         model=model, args=training_arguments(args, SentenceTransformerTrainingArguments, world_size),
-        train_dataset=datasets.Dataset.from_dict({"anchor": queries, "positive": positives}),
-        loss=loss, callbacks=[clock])
+        train_dataset=datasets.Dataset.from_dict(columns), loss=loss, callbacks=[clock])
     return trainer, lambda out: model.save(out)
 
 
@@ -202,6 +220,8 @@ def main():
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     queries, positives = read_pairs(args.data)
     clock = step_clock(transformers)
+    if args.negatives and args.recipe != "mnrl":
+        raise SystemExit("--negatives: only with --recipe mnrl")
     make = mnrl_trainer if args.recipe == "mnrl" else seeds_trainer
     trainer, save = make(args, datasets, queries, positives, world_size, clock)
     trainer.train()
