@@ -12,7 +12,7 @@
 #   ours-hn     ours + each row's first hard negative ("neg"; data.negatives_per_query=1)
 #   st-hn       st with the same hard negatives (MNRL on anchor, positive, negative)
 # The -hn systems need a TRAIN with negatives, e.g. mined with the pretrained model:
-#   .venv/bin/python scripts/python/mine_negatives.py --data data/demo/train.jsonl --limit 4000 \
+#   .venv/bin/python scripts/python/mine_negatives.py --data data/demo/train.jsonl --limit 8000 \
 #     --out runs/demo-hard-negatives.jsonl
 #   TRAIN=runs/demo-hard-negatives.jsonl SYSTEMS="ours ours-hn st st-hn" OUT=runs/bench-hn scripts/bench-vs-st.sh
 #
