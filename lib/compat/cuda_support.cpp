@@ -3,7 +3,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <atomic>
 #include <mutex>
@@ -94,29 +93,16 @@ bool open_one(const std::string& file, Module& m, std::string& error) {
 
 Module open_module() {
   Module m;
-  std::vector<std::string> files;
-  const char* env = std::getenv("DDP_EMBED_CUDA_LIBRARY");
-  const bool from_env = env != nullptr && *env != '\0';
-  if (from_env) files.emplace_back(env);
-  else files = module_candidates(DDP_EMBED_CUDA_FILE, DDP_EMBED_CUDA_BUILD_DIR, DDP_EMBED_CUDA_INSTALL_DIR);
-  std::string tried;
-  for (const auto& file : files) {
-    std::error_code ec;
-    if (!from_env && !fs::exists(file, ec)) {
-      tried += "\n  " + file + ": not there";
-      continue;
-    }
+  const ModuleSpec spec{"the CUDA module", DDP_EMBED_CUDA_FILE, "ddp_embed_cuda", "DDP_EMBED_CUDA_LIBRARY",
+                        DDP_EMBED_CUDA_BUILD_DIR, DDP_EMBED_CUDA_INSTALL_DIR};
+  const ModuleFound found = find_and_load_module(spec, [&](const std::string& file) {
     std::string error;
-    if (open_one(file, m, error)) {
-      m.path = file;
-      return m;
-    }
-    tried += "\n  " + file + ": " + error;
-  }
-  m = Module{};
-  m.error = std::string("cannot load the CUDA module ") + DDP_EMBED_CUDA_FILE +
-            " (build the CMake target ddp_embed_cuda, or set DDP_EMBED_CUDA_LIBRARY to its path)" +
-            (from_env ? "; DDP_EMBED_CUDA_LIBRARY is set:" : "; looked for it at:") + tried;
+    if (open_one(file, m, error)) return std::string();
+    m = Module{};
+    return error;
+  });
+  m.path = found.path;
+  m.error = found.error;
   return m;
 }
 

@@ -5,8 +5,6 @@
 #endif
 #include <dlfcn.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <mutex>
 #include <vector>
 
@@ -26,8 +24,6 @@
 #endif
 
 namespace ddp_embed::spm {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -80,33 +76,18 @@ struct Loaded {
 
 Loaded load() {
   Loaded result;
-  std::vector<std::string> files;
-  const char* env = std::getenv("DDP_EMBED_SPM_LIBRARY");
-  const bool from_env = env != nullptr && *env != '\0';
-  if (from_env) files.emplace_back(env);
-  else files = module_candidates(DDP_EMBED_SPM_FILE, DDP_EMBED_SPM_BUILD_DIR, DDP_EMBED_SPM_INSTALL_DIR);
-
-  std::string tried;
-  for (const auto& file : files) {
-    std::error_code ec;
-    if (!from_env && !fs::exists(file, ec)) {
-      tried += "\n  " + file + ": not there";
-      continue;
-    }
+  const ModuleSpec spec{"sentencepiece's module", DDP_EMBED_SPM_FILE, "ddp_embed_spm", "DDP_EMBED_SPM_LIBRARY",
+                        DDP_EMBED_SPM_BUILD_DIR, DDP_EMBED_SPM_INSTALL_DIR};
+  const ModuleFound found = find_and_load_module(spec, [&](const std::string& file) {
     std::string error;
     void* handle = open_module(file, error);
-    if (handle != nullptr && resolve_all(handle, result.library, error)) {
-      result.library.path = file;
-      return result;  // never closed: the models live as long as the process
-    }
-    if (handle != nullptr) dlclose(handle);
-    tried += "\n  " + file + ": " + error;
-  }
-  result.library = Library{};
-  result.error = std::string("cannot load sentencepiece's module ") + DDP_EMBED_SPM_FILE +
-                 " (build the CMake target ddp_embed_spm, or set DDP_EMBED_SPM_LIBRARY to "
-                 "its path)" +
-                 (from_env ? "; DDP_EMBED_SPM_LIBRARY is set:" : "; looked for it at:") + tried;
+    if (handle != nullptr && resolve_all(handle, result.library, error)) return std::string();
+    if (handle != nullptr) dlclose(handle);  // (loaded modules are never closed: the models live as long as the process)
+    result.library = Library{};
+    return error;
+  });
+  result.library.path = found.path;
+  result.error = found.error;
   return result;
 }
 

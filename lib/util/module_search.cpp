@@ -1,6 +1,7 @@
 #include "util/module_search.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -25,6 +26,27 @@ std::vector<std::string> module_candidates(const std::string& file_name, const s
     if (std::find(out.begin(), out.end(), file) == out.end()) out.push_back(std::move(file));
   }
   return out;
+}
+
+ModuleFound find_and_load_module(const ModuleSpec& spec, const std::function<std::string(const std::string&)>& open) {
+  const char* env = std::getenv(spec.env_var.c_str());
+  const bool from_env = env != nullptr && *env != '\0';
+  const std::vector<std::string> files =
+      from_env ? std::vector<std::string>{env} : module_candidates(spec.file_name, spec.build_dir, spec.install_dir);
+  std::string tried;
+  for (const auto& file : files) {
+    std::error_code ec;
+    if (!from_env && !fs::exists(file, ec)) {
+      tried += "\n  " + file + ": not there";
+      continue;
+    }
+    const std::string why = open(file);
+    if (why.empty()) return {file, ""};
+    tried += "\n  " + file + ": " + why;
+  }
+  return {"", "cannot load " + spec.what + " " + spec.file_name + " (build the CMake target " + spec.target +
+                  ", or set " + spec.env_var + " to its path)" +
+                  (from_env ? "; " + spec.env_var + " is set:" : std::string("; looked for it at:")) + tried};
 }
 
 }  // namespace ddp_embed

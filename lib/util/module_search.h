@@ -5,6 +5,7 @@
 // (An environment variable naming the file, checked by the caller, comes before all.)
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,5 +15,22 @@ namespace ddp_embed {
 // folders are skipped.
 std::vector<std::string> module_candidates(const std::string& file_name, const std::string& build_dir,
                                            const std::string& install_dir);
+
+struct ModuleSpec {
+  std::string what;       // for the error: "sentencepiece's module", "the CUDA module"
+  std::string file_name;  // libddp_embed_spm.so
+  std::string target;     // the CMake target that builds it
+  std::string env_var;    // names the module's path; when set, nowhere else is looked
+  std::string build_dir, install_dir;
+};
+
+struct ModuleFound {
+  std::string path;   // the file that loaded; empty when none did
+  std::string error;  // then: why, naming every place tried
+};
+
+// Tries $env_var's file, else module_candidates(), in order: `open(file)` loads it and
+// returns "" on success, or why it could not. Stops at the first that loads.
+ModuleFound find_and_load_module(const ModuleSpec& spec, const std::function<std::string(const std::string&)>& open);
 
 }  // namespace ddp_embed

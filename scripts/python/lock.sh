@@ -14,3 +14,9 @@ fi
 cd "$here"
 PIP_FIND_LINKS= "$tools/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
   --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in
+# triton (1 GB installed) is torch.compile's compiler of GPU kernels: nothing here compiles
+# a model, the CPU machines have no GPU, and torch imports and runs without it. The lock
+# leaves it out, so the environment stays about 5 GB.
+awk '/^triton==/ { skip = 1; next } skip && /^[ #]/ { next } { skip = 0; print }' \
+  requirements.lock > requirements.lock.new
+mv requirements.lock.new requirements.lock

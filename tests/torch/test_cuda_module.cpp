@@ -126,4 +126,24 @@ TEST_F(CudaModule, RefusesToLoadAfterLibTorchAnsweredNoCuda) {
       ::testing::ExitedWithCode(3), "before the CUDA module was loaded");
 }
 
+// A module that is not where $DDP_EMBED_CUDA_LIBRARY says: the error names the variable and
+// the file, and what to build.
+TEST_F(CudaModule, AMissingModuleIsNamed) {
+  if (ddp_embed::compat::nvidia_driver_present()) GTEST_SKIP() << "an NVIDIA driver: this program loads CUDA at start";
+  EXPECT_EXIT(
+      {
+        setenv("DDP_EMBED_CUDA_LIBRARY", "/nonexistent/libddp_embed_cuda.so", 1);
+        try {
+          ddp_embed::compat::load_cuda_support();
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(3);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3),
+      "cannot load the CUDA module libddp_embed_cuda.so \\(build the CMake target ddp_embed_cuda.*"
+      "DDP_EMBED_CUDA_LIBRARY is set:\n  /nonexistent/libddp_embed_cuda.so: ");
+}
+
 }  // namespace
