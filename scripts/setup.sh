@@ -33,6 +33,7 @@ packages=(
   libsentencepiece-dev
   wordnet-base            # source of the demo and test pairs (scripts/make-demo-data.sh)
   python3 python3-venv    # the reference environment (part 3)
+  iproute2                # ip netns: the test hosts of the multi-node tests (tests/multihost)
 )
 missing=()
 for p in "${packages[@]}"; do

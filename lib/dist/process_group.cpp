@@ -6,6 +6,7 @@
 #include "dist/process_group.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -120,6 +122,21 @@ std::string route_source_address(const std::string& host, int port) {
   return out;
 }
 
+// The name of the network interface that holds `address` (numeric), e.g. "eth0"; empty
+// when none does.
+std::string interface_with_address(const std::string& address) {
+  ifaddrs* list = nullptr;
+  if (address.empty() || getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+    const socklen_t len = i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (numeric_host(i->ifa_addr, len) == address) name = i->ifa_name;
+  }
+  freeifaddrs(list);
+  return name;
+}
+
 // A listening socket on host:port (host a loopback name), for LibTorch versions whose store
 // server adopts a socket; -1 when that fails (the store then binds by itself).
 int listen_socket(const std::string& host, int port) {
@@ -144,14 +161,27 @@ int listen_socket(const std::string& host, int port) {
   return fd;
 }
 
-// Which network device Gloo binds. Its peers connect to the address it advertises, so it
-// must be one they can reach:
-//  - GLOO_SOCKET_IFNAME=eth0[,eth1]: those interfaces (as in PyTorch);
+// Which network the collectives' sockets use. Peers connect to the address a rank
+// advertises, so it must be one they can reach:
 //  - a single-node job (loopback master, or a store file from ddp-launch): loopback,
 //    nothing exposed;
-//  - otherwise the address of the interface that routes to MASTER_ADDR (the network the
-//    nodes share), falling back to Gloo's default (the address the hostname resolves to).
-std::vector<compat::GlooDevice> gloo_devices(const WorkerEnv& env, bool loopback) {
+//  - otherwise the interface that routes to MASTER_ADDR: the network the nodes share. The
+//    libraries' own defaults are worse: Gloo takes the address the host name resolves to
+//    (often 127.0.1.1, or an interface the other nodes cannot reach), NCCL the first
+//    interface that is not loopback (often a docker bridge or a management network).
+// GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, when the user sets them, win (as in PyTorch).
+struct NetworkChoice {
+  std::string interface;  // "lo", "eth0"; empty: unknown (the library's default)
+  std::string address;    // this rank's address on it
+};
+
+NetworkChoice choose_network(const WorkerEnv& env, bool loopback) {
+  if (loopback) return {"lo", "127.0.0.1"};
+  const std::string address = route_source_address(env.master_addr, env.master_port);
+  return {interface_with_address(address), address};
+}
+
+std::vector<compat::GlooDevice> gloo_devices(const NetworkChoice& net) {
   std::vector<compat::GlooDevice> devices;
   if (const char* ifn = std::getenv("GLOO_SOCKET_IFNAME"); ifn && *ifn) {
     std::stringstream s(ifn);
@@ -160,17 +190,58 @@ std::vector<compat::GlooDevice> gloo_devices(const WorkerEnv& env, bool loopback
       if (!name.empty()) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
     if (!devices.empty()) return devices;
   }
-  if (loopback) {
-    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    return devices;
-  }
-  const std::string local = route_source_address(env.master_addr, env.master_port);
-  if (!local.empty()) {
-    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
-  } else {
-    devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  }
+  devices.push_back(net.address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                        : c10d::ProcessGroupGloo::createDeviceForHostname(net.address));
   return devices;
+}
+
+// "over eth0 (10.0.0.2)", for the log; what the user set wins there too.
+std::string describe_network(const std::string& backend, const NetworkChoice& net) {
+  const char* user = std::getenv(backend == "nccl" ? "NCCL_SOCKET_IFNAME" : "GLOO_SOCKET_IFNAME");
+  if (user && *user) return std::string("over ") + user + " (" + (backend == "nccl" ? "NCCL" : "GLOO") + "_SOCKET_IFNAME)";
+  if (net.address.empty()) return "over the library's default interface (no route to MASTER_ADDR found)";
+  return "over " + (net.interface.empty() ? std::string("?") : net.interface) + " (" + net.address + ")";
+}
+
+// The key under which rank r posts "ready" (with its node, host, address and pid).
+std::string ready_key(int r) { return "rank/" + std::to_string(r) + "/ready"; }
+
+// The peer address in a Gloo error ("[pair.cc:545] Read error [10.0.0.2]:3821: Connection
+// reset by peer"): the first "[...]:" whose inside is an IP address; "" when none is.
+std::string peer_address(const std::string& err) {
+  for (size_t open = err.find('['); open != std::string::npos; open = err.find('[', open + 1)) {
+    const size_t close = err.find(']', open);
+    if (close == std::string::npos) break;
+    const std::string inside = err.substr(open + 1, close - open - 1);
+    if (err.compare(close, 2, "]:") == 0 && !inside.empty() && inside.size() <= 45 &&
+        inside.find_first_not_of("0123456789abcdefABCDEF.:") == std::string::npos)
+      return inside;
+  }
+  return "";
+}
+
+// The node a rank runs on, where launchers number ranks node by node (ddp-launch, torchrun,
+// SLURM's block distribution): "node 1". Empty when the layout says nothing.
+std::string node_of(int rank, const WorkerEnv& env) {
+  if (env.local_world_size <= 0 || env.world_size % env.local_world_size != 0 || env.single_node()) return "";
+  return "node " + std::to_string(rank / env.local_world_size);
+}
+
+// "rank(s) 2, 3 (node 1)" / "rank(s) 1, 5 (nodes 0, 2)".
+std::string ranks_and_nodes(const std::vector<int>& ranks, const WorkerEnv& env) {
+  std::vector<std::string> nodes;
+  for (int r : ranks) {
+    const std::string n = node_of(r, env);
+    if (!n.empty() && std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  }
+  std::string text = "rank(s) " + rank_list(ranks);
+  if (nodes.size() == 1) text += " (" + nodes[0] + ")";
+  if (nodes.size() > 1) {
+    text += " (nodes ";
+    for (size_t i = 0; i < nodes.size(); ++i) text += (i ? ", " : "") + nodes[i].substr(5);
+    text += ")";
+  }
+  return text;
 }
 
 }  // namespace
@@ -182,8 +253,10 @@ struct ProcessGroup::Impl {
   std::string backend = "none";
   c10::Device device{c10::kCPU};
   milliseconds timeout{600000};
+  WorkerEnv env;                          // the layout, to name the nodes of ranks
   std::string store_addr;                 // "host:port", for messages
-  c10::intrusive_ptr<c10d::Store> store;  // prefixed with the restart attempt
+  std::string network;                    // "gloo over eth0 (10.0.0.2)", for the log
+  c10::intrusive_ptr<c10d::Store> store;  // prefixed (see meet_every_rank)
   // Declared after the store: destroyed first (it may still talk to the store).
   c10::intrusive_ptr<compat::CollectiveBackend> pg;
 
@@ -248,37 +321,66 @@ struct ProcessGroup::Impl {
                       std::to_string(rank) + " of " + std::to_string(world);
     std::lock_guard<std::mutex> lock(mu);
     if (broken.empty()) {
-      msg += missing_ranks(seq_no, what);
+      msg += missing_ranks(seq_no, what, peer_address(err));
       broken = msg;
     }
     throw DistError(msg + " [" + first_line(err) + "]");
   }
 
-  std::string missing_ranks(std::uint64_t seq_no, const std::string& what) {
+  // Bounded by a grace period: on a cut link the store does not answer either, and its
+  // calls would block for the whole timeout again. The lookup runs on a thread of its own
+  // that owns everything it uses, so it may outlive this call (the process is failing).
+  std::string missing_ranks(std::uint64_t seq_no, const std::string& what, const std::string& peer) {
     if (!store) return "";
-    auto key = [&](int r) { return "stuck/" + std::to_string(seq_no) + "/" + std::to_string(r); };
-    try {
-      store->set(key(rank), bytes(what));
-      const auto grace = std::clamp(timeout / 4, milliseconds(500), milliseconds(5000));
-      const auto deadline = Clock::now() + grace;
-      std::vector<int> missing;
-      for (int r = 0; r < world; ++r)
-        if (r != rank) missing.push_back(r);
-      while (!missing.empty()) {
-        std::vector<int> still;
-        for (int r : missing)
-          if (!store->check({key(r)})) still.push_back(r);
-        missing.swap(still);
-        if (missing.empty() || Clock::now() >= deadline) break;
-        std::this_thread::sleep_for(milliseconds(50));
+    const auto grace = std::clamp(timeout / 4, milliseconds(500), milliseconds(5000));
+    auto answer = std::make_shared<std::promise<std::string>>();
+    std::future<std::string> result = answer->get_future();
+    std::thread([answer, store = store, env = env, me = rank, n = world, seq_no, what, grace, peer] {
+      auto key = [&](int r) { return "stuck/" + std::to_string(seq_no) + "/" + std::to_string(r); };
+      try {
+        // The peer whose connection broke, by the address each rank posted with "ready":
+        // direct evidence, where the scan below only sees who is slow to fail (a rank
+        // blocked on a failing rank of its own node fails only when that one exits).
+        std::string closed;
+        if (!peer.empty()) {
+          std::vector<int> at_peer;
+          for (int r = 0; r < n; ++r) {
+            const auto v = store->get(ready_key(r));
+            if ((std::string(v.begin(), v.end()) + ",").find(" " + peer + ",") != std::string::npos) at_peer.push_back(r);
+          }
+          closed = "; the connection that broke was to " + peer +
+                   (at_peer.empty() ? std::string() : ", " + ranks_and_nodes(at_peer, env));
+        }
+        store->set(key(me), bytes(what));
+        const auto deadline = Clock::now() + grace;
+        std::vector<int> missing;
+        for (int r = 0; r < n; ++r)
+          if (r != me) missing.push_back(r);
+        while (!missing.empty()) {
+          std::vector<int> still;
+          for (int r : missing)
+            if (!store->check({key(r)})) still.push_back(r);
+          missing.swap(still);
+          if (missing.empty() || Clock::now() >= deadline) break;
+          std::this_thread::sleep_for(milliseconds(50));
+        }
+        answer->set_value(closed + (missing.empty() ? "; every other rank failed in the same collective"
+                                                    : "; no sign of " + ranks_and_nodes(missing, env) +
+                                                          " at this collective (missing, exited, or issuing different "
+                                                          "collectives)"));
+      } catch (const std::exception&) {
+        answer->set_value("");
       }
-      if (missing.empty()) return "; every other rank failed in the same collective";
-      return "; no sign of rank(s) " + rank_list(missing) + " at this collective (missing, exited, or " +
-             "issuing different collectives)";
-    } catch (const std::exception&) {
-      return "; the rendezvous store at " + store_addr +
-             " does not answer either (rank 0 hosts it: it may be the rank that exited)";
-    }
+    }).detach();
+    std::string text;
+    if (result.wait_for(grace + milliseconds(1000)) == std::future_status::ready) text = result.get();
+    if (text.empty())
+      text = "; the rendezvous store at " + store_addr + " does not answer either (" +
+             (rank == 0 ? std::string("rank 0 hosts it: the network of this node may be down")
+                        : "rank 0 hosts it: it may have exited, or the network to " +
+                              (node_of(0, env).empty() ? std::string("it") : node_of(0, env)) + " is down") +
+             ")";
+    return text;
   }
 };
 
@@ -310,27 +412,108 @@ std::unique_ptr<ProcessGroup> ProcessGroup::single() {
 
 namespace {
 
-// Every rank posts "rank/<r>/ready", then waits until it sees everyone's; on timeout the
-// error names the ranks that never posted.
-void rendezvous(const c10::intrusive_ptr<c10d::Store>& store, const WorkerEnv& env,
-                const std::string& addr, Clock::time_point deadline, milliseconds timeout) {
-  auto key = [](int r) { return "rank/" + std::to_string(r) + "/ready"; };
-  store->set(key(env.rank), bytes(host_name() + " pid " + std::to_string(getpid())));
+// ---- rendezvous ------------------------------------------------------------------------
+//
+// Rank 0 hosts the store (unless ddp-launch gave a store file, or torchrun's agent hosts
+// it); every rank posts "ready" there and waits for all the others; the first to see them
+// all seals the store: its rendezvous is over.
+//
+// Why seal. After a failure the launchers of a multi-node job restart their workers on
+// their own, a few seconds apart, and the new rank 0 hosts a fresh store. A restarted
+// worker that starts before the old rank 0 has exited would find the old store, see the
+// old attempt's "ready" keys and join a group that is ending. A worker that finds a
+// sealed store knows it is an earlier attempt's: it lets go and connects again until it
+// finds the fresh one (or its deadline passes). So nodes never need to agree on their
+// restart counts: they meet at the one store that is open. An agent store outlives the
+// workers; there each attempt's keys are apart (torchrun's agents agree on the attempt).
+
+constexpr const char* kSealedKey = "sealed";
+
+// Posts this rank's "ready" (what it is, for the others' error messages) and waits for
+// everyone's; on timeout the error names the ranks, and their nodes, that never posted.
+void post_ready_and_wait(const c10::intrusive_ptr<c10d::Store>& store, const WorkerEnv& env, const std::string& me,
+                         const std::string& addr, Clock::time_point deadline, milliseconds timeout) {
+  store->set(ready_key(env.rank), bytes(me));
   std::vector<std::string> keys;
-  for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(ready_key(r));
   auto pause = milliseconds(5);
   while (!store->check(keys)) {
     if (Clock::now() >= deadline) {
       std::vector<int> missing, joined;
-      for (int r = 0; r < env.world_size; ++r) (store->check({key(r)}) ? joined : missing).push_back(r);
+      for (int r = 0; r < env.world_size; ++r) (store->check({ready_key(r)}) ? joined : missing).push_back(r);
       if (missing.empty()) break;
-      throw DistError("rendezvous at " + addr + " timed out after " + seconds_str(timeout) + ": rank(s) " +
-                      rank_list(missing) + " of " + std::to_string(env.world_size) +
-                      " did not join (rank " + std::to_string(env.rank) + " saw rank(s) " +
-                      rank_list(joined) + ")");
+      throw DistError("rendezvous at " + addr + " timed out after " + seconds_str(timeout) + ": " +
+                      ranks_and_nodes(missing, env) + " of " + std::to_string(env.world_size) +
+                      " did not join (rank " + std::to_string(env.rank) + " saw rank(s) " + rank_list(joined) + ")");
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, milliseconds(100));
+  }
+  store->set(kSealedKey, bytes("1"));
+}
+
+// Opens the store: the file ddp-launch gave (single node: no port is opened at all), else a
+// TCP store that rank 0 hosts unless the launcher's agent already does.
+c10::intrusive_ptr<c10d::Store> open_store(const WorkerEnv& env, const std::string& addr, bool loopback,
+                                           milliseconds timeout) {
+  const bool server = env.rank == 0 && !env.agent_store;
+  try {
+    if (!env.store_file.empty()) return compat::make_file_store(env.store_file, env.world_size, timeout);
+    int fd = -1;
+    // Single node on loopback: serve the store on a socket bound to the loopback interface
+    // only (LibTorch's own server would listen on every interface).
+    if (server && loopback) fd = listen_socket(env.master_addr, env.master_port);
+    return compat::make_tcp_store(env.master_addr, static_cast<std::uint16_t>(env.master_port), server,
+                                  static_cast<std::size_t>(env.world_size), timeout, fd);
+  } catch (const std::exception& e) {
+    if (!env.store_file.empty())
+      throw DistError("rank " + std::to_string(env.rank) + " could not open the rendezvous " + addr + ": " +
+                      first_line(e.what()));
+    if (server)
+      throw DistError("rank 0 could not host the rendezvous store on " + addr + ": " + first_line(e.what()) +
+                      " (is MASTER_PORT " + std::to_string(env.master_port) + " used by another job?)");
+    throw DistError("rank " + std::to_string(env.rank) + " could not reach the rendezvous store at " + addr +
+                    " within " + seconds_str(timeout) + ": " + first_line(e.what()) +
+                    " (is rank 0 running, and is MASTER_ADDR reachable from this node?)");
+  }
+}
+
+// Opens the store and meets every rank there; returns the store under this job's prefix.
+// A client of rank 0's store skips sealed stores and outlives a store that goes away (see
+// "Why seal" above) until the deadline.
+c10::intrusive_ptr<c10d::Store> meet_every_rank(const WorkerEnv& env, const NetworkChoice& net,
+                                                const std::string& addr, bool loopback,
+                                                Clock::time_point deadline, milliseconds timeout) {
+  const bool client_of_rank0 = env.store_file.empty() && !env.agent_store && env.rank != 0;
+  const std::string prefix =
+      env.agent_store ? "ddp_embed/attempt" + std::to_string(env.restart_count) : std::string("ddp_embed");
+  const std::string node = node_of(env.rank, env);
+  const std::string me = (node.empty() ? "" : node + ", ") + "host " + host_name() +
+                         (net.address.empty() || net.address == "127.0.0.1" ? "" : " " + net.address) + ", pid " +
+                         std::to_string(getpid());
+  std::string skipped;  // why an earlier try let go, for the timeout message
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left <= milliseconds(0))
+      throw DistError("rank " + std::to_string(env.rank) + " found no open rendezvous at " + addr + " within " +
+                      seconds_str(timeout) + ": " + skipped);
+    auto store = compat::make_prefix_store(prefix, open_store(env, addr, loopback, client_of_rank0 ? left : timeout));
+    try {
+      if (client_of_rank0 && store->check({kSealedKey})) {
+        skipped = "the store there belongs to an earlier attempt that has not ended yet";
+      } else {
+        post_ready_and_wait(store, env, me, addr, deadline, timeout);
+        return store;
+      }
+    } catch (const DistError&) {
+      throw;
+    } catch (const std::exception& e) {
+      if (!client_of_rank0)
+        throw DistError("rendezvous at " + addr + " failed on rank " + std::to_string(env.rank) + ": " +
+                        first_line(e.what()));
+      skipped = "the store went away during the rendezvous (" + first_line(e.what()) + ")";
+    }
+    std::this_thread::sleep_for(milliseconds(250));
   }
 }
 
@@ -372,52 +555,17 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   // sockets stay on the loopback interface too.
   const bool loopback = resolves_to_loopback(env.master_addr) || !env.store_file.empty();
 
-  // 1. The store: a file when ddp-launch gave one (single node: no port is opened at all),
-  // else a TCP store that rank 0 hosts unless the launcher's agent already does.
-  c10::intrusive_ptr<c10d::Store> tcp;
-  const bool server = env.rank == 0 && !env.agent_store;
-  try {
-    if (!env.store_file.empty()) {
-      tcp = compat::make_file_store(env.store_file, env.world_size, impl->timeout);
-    } else {
-      int fd = -1;
-      // Single node on loopback: serve the store on a socket bound to the loopback
-      // interface only (LibTorch's own server would listen on every interface).
-      if (server && loopback) fd = listen_socket(env.master_addr, env.master_port);
-      tcp = compat::make_tcp_store(env.master_addr, static_cast<std::uint16_t>(env.master_port), server,
-                                   static_cast<std::size_t>(env.world_size), impl->timeout, fd);
-    }
-  } catch (const std::exception& e) {
-    if (!env.store_file.empty())
-      throw DistError("rank " + std::to_string(env.rank) + " could not open the rendezvous " + impl->store_addr +
-                      ": " + first_line(e.what()));
-    if (server)
-      throw DistError("rank 0 could not host the rendezvous store on " + impl->store_addr + ": " + first_line(e.what()) +
-                      " (is MASTER_PORT " + std::to_string(env.master_port) + " used by another job?)");
-    throw DistError("rank " + std::to_string(env.rank) + " could not reach the rendezvous store at " +
-                    impl->store_addr + " within " + seconds_str(impl->timeout) + ": " + first_line(e.what()) +
-                    " (is rank 0 running, and is MASTER_ADDR reachable from this node?)");
-  }
-  // Keys of a restarted attempt never mix with the previous attempt's (an agent store
-  // outlives the workers).
-  impl->store = compat::make_prefix_store("ddp_embed/attempt" + std::to_string(env.restart_count), tcp);
+  // 1. The store, and everyone there (or an error that names who is not).
+  impl->env = env;
+  const NetworkChoice net = choose_network(env, loopback);
+  impl->store = meet_every_rank(env, net, impl->store_addr, loopback, deadline, impl->timeout);
 
-  // 2. Everyone is there (or the error names who is not).
-  try {
-    rendezvous(impl->store, env, impl->store_addr, deadline, impl->timeout);
-  } catch (const DistError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw DistError("rendezvous at " + impl->store_addr + " failed on rank " + std::to_string(env.rank) + ": " +
-                    first_line(e.what()));
-  }
-
-  // 3. The process group.
+  // 2. The process group.
   try {
 #if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
     if (impl->backend == "nccl") {
       // NCCL's bootstrap listens on the first non-loopback interface unless told otherwise.
-      if (loopback) setenv("NCCL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
+      if (!net.interface.empty()) setenv("NCCL_SOCKET_IFNAME", net.interface.c_str(), /*overwrite=*/0);
       const int n = compat::cuda_device_count();
       impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(n > 0 ? env.local_rank % n : 0));
       impl->pg = compat::make_nccl(compat::make_prefix_store("nccl/", impl->store), env.rank, env.world_size,
@@ -426,12 +574,13 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
 #endif
     if (impl->backend == "gloo") {
       impl->pg = compat::make_gloo(compat::make_prefix_store("gloo/", impl->store), env.rank, env.world_size,
-                                   gloo_devices(env, loopback), impl->timeout);
+                                   gloo_devices(net), impl->timeout);
     }
   } catch (const std::exception& e) {
     throw DistError("rank " + std::to_string(env.rank) + " could not set up the " + impl->backend +
                     " process group with the other ranks: " + first_line(e.what()));
   }
+  impl->network = impl->backend + " " + describe_network(impl->backend, net);
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
 }
 
@@ -439,6 +588,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::world_size() const { return impl_->world; }
 const std::string& ProcessGroup::backend() const { return impl_->backend; }
+const std::string& ProcessGroup::network() const { return impl_->network; }
 c10::Device ProcessGroup::device() const { return impl_->device; }
 milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
 std::uint64_t ProcessGroup::collectives_issued() const {

@@ -50,8 +50,10 @@ class ProcessGroup {
   //           "gloo" or "nccl".
   //  timeout: for the rendezvous and for every collective.
   // Rank 0 hosts the store at MASTER_ADDR:MASTER_PORT (unless the launcher's agent store is
-  // used), the others connect. A rank that does not join within the timeout is named in the
-  // error. With NCCL, collective tensors live on cuda:<local_rank % visible devices>; the
+  // used), the others connect; after a restart they find the new attempt's store by
+  // themselves (process_group.cpp, "Why seal"). A rank that does not join within the timeout
+  // is named in the error, with its node. Across nodes the collectives use the interface
+  // that routes to MASTER_ADDR (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME override it). With NCCL, collective tensors live on cuda:<local_rank % visible devices>; the
   // caller makes that device current.
   static std::unique_ptr<ProcessGroup> init(const WorkerEnv& env, const std::string& backend,
                                             bool cuda_available, std::chrono::seconds timeout);
@@ -65,6 +67,8 @@ class ProcessGroup {
   int rank() const;
   int world_size() const;
   const std::string& backend() const;  // "gloo", "nccl" or "none" (world size 1)
+  // How the ranks talk, for the log: "gloo over eth0 (10.0.0.2)"; empty for world size 1.
+  const std::string& network() const;
   c10::Device device() const;          // where collective tensors must live
   std::chrono::milliseconds timeout() const;
 

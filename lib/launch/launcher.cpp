@@ -1,6 +1,7 @@
 // run_launcher(): parse, lay out the job, find PROGRAM, check the port, then hand over
 // to the supervisor. Every early error is one line on stderr.
 #include <fcntl.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <climits>
@@ -12,6 +13,17 @@
 
 namespace ddp_embed::launch {
 namespace {
+
+bool resolves(const std::string& host, std::string* error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (res) freeaddrinfo(res);
+  if (rc != 0) *error = gai_strerror(rc);
+  return rc == 0;
+}
 
 int fail(int status, const std::string& message) {
   write_whole(2, "ddp-launch: " + message + "\n");
@@ -71,9 +83,16 @@ int run_launcher(const std::vector<std::string>& args, char** envp) {
   plan.argv.push_back(options.program);
   plan.argv.insert(plan.argv.end(), options.program_args.begin(), options.program_args.end());
 
-  // The rendezvous port. Rank 0's store binds it, so the launcher only probes and lets go.
+  // The master's address must resolve on every node (else each worker would retry its
+  // store connection for the whole timeout before saying so).
   JobLayout& job = plan.layout;
   std::string error;
+  if (!resolves(job.master_addr, &error))
+    return fail(kExitRuntimeError, "the master address " + job.master_addr + " does not resolve on this node (" +
+                                       error + "); check --master-addr" +
+                                       (plan.base_env.count("SLURM_JOB_ID") ? " or the SLURM node list" : ""));
+
+  // The rendezvous port. Rank 0's store binds it, so the launcher only probes and lets go.
   if (job.master_port == 0) {
     job.master_port = pick_free_port(&error);
     if (job.master_port == 0) return fail(kExitRuntimeError, "cannot pick a free port: " + error);

@@ -77,15 +77,15 @@ class Supervisor {
 
   int run() {
     std::string error;
-    if (!guard_.start(&error))
-      say("warning: cannot start the orphan guard (" + error +
-          "); if ddp-launch is killed, workers' children may survive it");
     // A single-node job rendezvouses through a file in a private directory: nothing
     // listens on the network, and no other user of the machine can join the job.
     if (layout_.nnodes == 1 && !store_dir_.create(plan_.base_env, &error)) {
       say(error);
       return kExitRuntimeError;
     }
+    if (!guard_.start(&error, store_dir_.path()))
+      say("warning: cannot start the orphan guard (" + error +
+          "); if ddp-launch is killed, workers' children may survive it");
     for (int attempt = 0;; ++attempt) {
       for (int sig : SignalRelay::take_pending()) note_signal_between_attempts(sig);
       if (stop_request_) {

@@ -1,6 +1,7 @@
 // Process start-up for workers, and the orphan guard (see worker_process.h).
 #include "launch/worker_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -37,7 +38,20 @@ void write_fully(int fd, const void* data, size_t size) {
   }
 }
 
-[[noreturn]] void run_guard(int channel) {
+// A directory of plain files (the launcher's rendezvous files) and the directory itself.
+void remove_private_dir(const std::string& path) {
+  if (path.empty()) return;
+  if (DIR* dir = opendir(path.c_str())) {
+    while (dirent* e = readdir(dir)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") unlink((path + "/" + name).c_str());
+    }
+    closedir(dir);
+  }
+  rmdir(path.c_str());
+}
+
+[[noreturn]] void run_guard(int channel, const std::string& private_dir) {
   setpgid(0, 0);
   struct sigaction ignore{};
   ignore.sa_handler = SIG_IGN;
@@ -80,6 +94,7 @@ void write_fully(int fd, const void* data, size_t size) {
   }
   for (pid_t group : groups)
     if (group > 1) kill(-group, SIGKILL);
+  remove_private_dir(private_dir);
   _exit(0);
 }
 
@@ -87,7 +102,7 @@ void write_fully(int fd, const void* data, size_t size) {
 
 OrphanGuard::~OrphanGuard() { stop(); }
 
-bool OrphanGuard::start(std::string* error) {
+bool OrphanGuard::start(std::string* error, const std::string& private_dir) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     if (error) *error = std::string("pipe: ") + std::strerror(errno);
@@ -98,7 +113,7 @@ bool OrphanGuard::start(std::string* error) {
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[1]);
-    run_guard(fds[0]);
+    run_guard(fds[0], private_dir);
   }
   int fork_errno = errno;
   SignalRelay::restore(previous);

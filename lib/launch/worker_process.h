@@ -17,7 +17,9 @@ namespace ddp_embed::launch {
 // forked copy of the launcher, in its own process group (so a signal to the launcher's
 // group does not reach it), that reads a pipe only the launcher holds open. Each worker
 // registers its process group there before it execs; when the pipe reports EOF — the
-// launcher exited or was SIGKILLed — the guard SIGKILLs every group still registered.
+// launcher exited or was SIGKILLed — the guard SIGKILLs every group still registered,
+// then removes the launcher's private rendezvous directory, if it has one (a SIGKILLed
+// launcher runs no destructor).
 class OrphanGuard {
  public:
   OrphanGuard() = default;
@@ -25,7 +27,8 @@ class OrphanGuard {
   OrphanGuard& operator=(const OrphanGuard&) = delete;
   ~OrphanGuard();
 
-  bool start(std::string* error);
+  // private_dir: a directory of plain files to remove when the launcher is gone ("": none).
+  bool start(std::string* error, const std::string& private_dir = "");
   // The write end, for a forked worker to register itself with before exec.
   int channel() const { return channel_; }
   pid_t pid() const { return pid_; }

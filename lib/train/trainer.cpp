@@ -383,6 +383,7 @@ int run_training(const Config& cfg) {
 
   // ---- process group: every rank must run the same config -------------------------------
   auto pg = ProcessGroup::init(env, cfg.dist.backend, device.is_cuda(), std::chrono::seconds(cfg.dist.timeout_s));
+  if (pg->world_size() > 1) spdlog::info("process group: {} ranks, {}", pg->world_size(), pg->network());
   pg->check_same(config_hash(cfg), "the configuration (config file and --set overrides)");
   check_config_for_world(cfg, pg->world_size());
   const bool main_rank = pg->rank() == 0;

@@ -85,14 +85,29 @@ TEST(LaunchSignals, SecondCtrlCKillsAtOnce) {
 
 // The launcher dies without a chance to clean up: every worker and every process a
 // worker started must still go away.
+// The launcher's private rendezvous directories (ddp-launch-XXXXXX) under `tmp`.
+int private_dirs_in(const std::string& tmp) {
+  int n = 0;
+  if (DIR* d = opendir(tmp.c_str())) {
+    while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind("ddp-launch-", 0) == 0;
+    closedir(d);
+  }
+  return n;
+}
+
+// ... and its private rendezvous directory goes too (a SIGKILLed launcher runs no
+// destructor: the orphan guard removes it).
 TEST(LaunchSignals, KillingTheLauncherKillsWorkersAndTheirChildren) {
   TempDir dir;
   const int kWorkers = 3;
+  const std::string tmp = dir / "tmp";
+  ASSERT_EQ(mkdir(tmp.c_str(), 0700), 0);
   Launcher launcher(dir,
                     {"--nproc", std::to_string(kWorkers), "--master-port", "0", kWorker, "--spawn-grandchild",
                      "--pid-file", dir / "pids.%r", "--ready-file", dir / "ready.%r", "--sleep", "1000"},
-                    {{"OMP_NUM_THREADS", "1"}});
+                    {{"OMP_NUM_THREADS", "1"}, {"TMPDIR", tmp}});
   ASSERT_TRUE(wait_until([&] { return all_files_exist(dir, "ready.", kWorkers); })) << launcher.err();
+  ASSERT_EQ(private_dirs_in(tmp), 1) << "a single-node launcher makes one private directory";
   std::vector<pid_t> pids;
   for (int r = 0; r < kWorkers; ++r) {
     int worker = 0, grandchild = 0;
@@ -113,6 +128,7 @@ TEST(LaunchSignals, KillingTheLauncherKillsWorkersAndTheirChildren) {
   };
   EXPECT_TRUE(wait_until(all_gone));
   for (pid_t pid : pids) EXPECT_TRUE(process_gone(pid)) << "pid " << pid << " survived the launcher";
+  EXPECT_TRUE(wait_until([&] { return private_dirs_in(tmp) == 0; })) << "the private directory outlived the launcher";
 }
 
 TEST(LaunchSignals, WorkersChildrenDieWithTheWorker) {
