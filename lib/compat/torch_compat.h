@@ -4,7 +4,7 @@
 // names and never tests TORCH_VERSION itself.
 // Two parts: the core part below (every LibTorch TU, through the precompiled header) and
 // the c10d part at the end, compiled only where a TU asks for it with
-// `#define DDP_EMBED_COMPAT_C10D` before including this header (lib/dist). Hence include
+// `#define DDP_EMBED_COMPAT_C10D` before including this header (lib/parallel). Hence include
 // guards per part instead of #pragma once.
 #ifndef DDP_EMBED_TORCH_COMPAT_CORE
 #define DDP_EMBED_TORCH_COMPAT_CORE

@@ -39,7 +39,7 @@ struct LossSettings {
 // Cross-rank negatives: when all_gather is set, the loss compares each query with the
 // candidates (positives, then hard negatives) of every rank. all_gather maps this rank's
 // [n, D] to [world * n, D], the ranks' blocks in rank order, differentiable (provided by
-// the dist code); every rank must have the same n. The local positives then start at
+// the parallel code); every rank must have the same n. The local positives then start at
 // row rank * n.
 struct CandidateExchange {
   std::function<at::Tensor(const at::Tensor&)> all_gather;

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "data/pairs.h"
-#include "dist/process_group.h"
+#include "parallel/process_group.h"
 #include "model/embedder.h"
 
 namespace ddp_embed {

@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/pairs.h"
-#include "dist/process_group.h"
+#include "parallel/process_group.h"
 #include "model/model_folder.h"
 #include "train/batches.h"
 #include "train/evaluate.h"

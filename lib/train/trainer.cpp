@@ -1,4 +1,5 @@
-// One worker's training run. Read top to bottom: set-up, then the step loop.
+// One worker's training run. Read top to bottom: the helpers of each phase (set-up,
+// resume, step, log, end), then run_training, which strings them together.
 #include "train/trainer.h"
 
 #include <sys/resource.h>
@@ -22,9 +23,9 @@
 
 #include "data/pairs.h"
 #include "data/sampler.h"
-#include "dist/grad_sync.h"
-#include "dist/process_group.h"
-#include "dist/worker_env.h"
+#include "parallel/grad_sync.h"
+#include "parallel/process_group.h"
+#include "parallel/worker_env.h"
 #include "model/bert.h"
 #include "model/model_folder.h"
 #include "model/weights.h"
@@ -33,6 +34,7 @@
 #include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/fault_injection.h"
 #include "train/optimizer.h"
 #include "train/precision.h"
 #include "train/step_profiler.h"
@@ -123,41 +125,6 @@ double peak_rss_mb() {
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_maxrss) / 1024.0;
 }
-
-// Test-only knobs, read from the environment once, so that the tests can make a real
-// run fail at a chosen point:
-//   DDP_EMBED_TEST_DIE_AT_STEP=R:S   rank R kills itself (SIGKILL) after S steps, in the
-//                                    first attempt only (RESTART_COUNT 0);
-//   DDP_EMBED_TEST_NAN_STEPS=S1,S2   the loss of steps S1, S2, ... (1-based) becomes NaN;
-//   DDP_EMBED_TEST_SAMPLE_LOG=FILE   rank R appends "step rank index..." per micro-batch
-//                                    to FILE.rankR.
-struct TestKnobs {
-  int die_rank = -1;
-  int64_t die_step = -1;
-  std::vector<int64_t> nan_steps;
-  std::string sample_log;
-
-  static TestKnobs from_env(int restart_count) {
-    TestKnobs k;
-    if (const char* v = std::getenv("DDP_EMBED_TEST_DIE_AT_STEP"); v && restart_count == 0)
-      std::sscanf(v, "%d:%ld", &k.die_rank, &k.die_step);
-    if (const char* v = std::getenv("DDP_EMBED_TEST_SAMPLE_LOG")) k.sample_log = v;
-    if (const char* v = std::getenv("DDP_EMBED_TEST_NAN_STEPS")) {
-      std::string list = v;
-      size_t at = 0;
-      while (at < list.size()) {
-        k.nan_steps.push_back(std::atoll(list.c_str() + at));
-        at = list.find(',', at);
-        if (at == std::string::npos) break;
-        ++at;
-      }
-    }
-    return k;
-  }
-  bool nan_at(int64_t step) const {
-    return std::find(nan_steps.begin(), nan_steps.end(), step) != nan_steps.end();
-  }
-};
 
 // Evaluation batches have a fixed size so that metrics do not depend on the world size.
 constexpr int64_t kEvalBatch = 64;
@@ -349,129 +316,162 @@ void check_config_for_world(const Config& cfg, int world) {
     spdlog::info("loss.cross_rank_negatives has no effect with one worker");
 }
 
-}  // namespace
+// ---- phase 1: set-up --------------------------------------------------------------------
 
-int run_training(const Config& cfg) {
-  const auto t_start = Clock::now();
-  const WorkerEnv env = read_worker_env();
-  init_console_log(env.rank);
+// output.dir with this rank's log file in it, found writable now rather than at the first
+// checkpoint.
+void prepare_output_dir(const std::string& dir, int rank) {
   std::error_code ec;
-  fs::create_directories(cfg.output.dir, ec);
-  if (ec) throw std::runtime_error("output.dir " + cfg.output.dir + ": cannot create: " + ec.message());
-  add_file_log(cfg.output.dir, env.rank);
-  {
-    // A write probe: find an unwritable output folder now, not at the first checkpoint.
-    const fs::path probe = fs::path(cfg.output.dir) / (".write-probe-" + std::to_string(::getpid()));
-    std::ofstream(probe) << "probe";
-    if (!fs::exists(probe)) throw std::runtime_error("output.dir " + cfg.output.dir + " is not writable");
-    fs::remove(probe);
-  }
-  const int threads = choose_threads(env);
-  at::set_num_threads(threads);
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("output.dir " + dir + ": cannot create: " + ec.message());
+  add_file_log(dir, rank);
+  const fs::path probe = fs::path(dir) / (".write-probe-" + std::to_string(::getpid()));
+  std::ofstream(probe) << "probe";
+  if (!fs::exists(probe)) throw std::runtime_error("output.dir " + dir + " is not writable");
+  fs::remove(probe);
+}
 
-  // ---- device and precision ----------------------------------------------------------------
+// The worker process: its place in the job, threads, device, precision, process group.
+struct Worker {
+  WorkerEnv env;
+  int threads = 1;
+  c10::Device device{c10::kCPU};
+  Precision precision = Precision::Fp32;
+  std::unique_ptr<ProcessGroup> pg;
+  bool main_rank() const { return pg->rank() == 0; }
+};
+
+Worker set_up_worker(const Config& cfg) {
+  Worker w;
+  w.env = read_worker_env();
+  init_console_log(w.env.rank);
+  prepare_output_dir(cfg.output.dir, w.env.rank);
+  w.threads = choose_threads(w.env);
+  at::set_num_threads(w.threads);
+
   // First of all LibTorch calls that may ask about CUDA (at::show_config() in cpu_blas()
   // does): the CUDA module must be loaded before (compat/cuda_support.h).
-  const c10::Device device = choose_device(cfg.train.device, env);
-  compat::prepare_device(device);  // CUDA: its module loaded, the device current, before NCCL and any allocation
-  spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(env), threads, cpu_blas(), TORCH_VERSION);
-  if (env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", env.restart_count);
-  const Precision precision = parse_precision(cfg.train.precision);
-  check_precision_for_device(precision, device);
-  spdlog::info("device {}, precision {}{}", device.str(), precision_name(precision),
+  w.device = choose_device(cfg.train.device, w.env);
+  compat::prepare_device(w.device);  // CUDA: its module loaded, the device current, before NCCL and any allocation
+  spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(w.env), w.threads, cpu_blas(), TORCH_VERSION);
+  if (w.env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", w.env.restart_count);
+  w.precision = parse_precision(cfg.train.precision);
+  check_precision_for_device(w.precision, w.device);
+  spdlog::info("device {}, precision {}{}", w.device.str(), precision_name(w.precision),
                cfg.train.activation_checkpointing ? ", activation checkpointing" : "");
 
-  // ---- process group: every rank must run the same config -------------------------------
-  auto pg = ProcessGroup::init(env, cfg.dist.backend, device.is_cuda(), std::chrono::seconds(cfg.dist.timeout_s));
-  if (pg->world_size() > 1) spdlog::info("process group: {} ranks, {}", pg->world_size(), pg->network());
-  pg->check_same(config_hash(cfg), "the configuration (config file and --set overrides)");
-  check_config_for_world(cfg, pg->world_size());
-  const bool main_rank = pg->rank() == 0;
+  // The process group; every rank must run the same config.
+  w.pg = ProcessGroup::init(w.env, cfg.dist.backend, w.device.is_cuda(), std::chrono::seconds(cfg.dist.timeout_s));
+  if (w.pg->world_size() > 1) spdlog::info("process group: {} ranks, {}", w.pg->world_size(), w.pg->network());
+  w.pg->check_same(config_hash(cfg), "the configuration (config file and --set overrides)");
+  check_config_for_world(cfg, w.pg->world_size());
+  return w;
+}
 
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGUSR1, on_stop_signal);
-
-  // ---- tokenizer and data ----------------------------------------------------------------
-  const std::optional<ModelFolderLayout> init_folder = read_init_folder(cfg);
-  auto tokenizer = prepare_tokenizer(cfg, init_folder, *pg);
-  const auto t_data = Clock::now();
-  PairDataset train = load_pairs(cfg.data.train, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads,
-                                  cfg.data.max_line_bytes);
+// What the run reads: the init folder, the tokenizer, the training and evaluation pairs.
+struct Inputs {
+  std::optional<ModelFolderLayout> init_folder;
+  std::unique_ptr<Tokenizer> tokenizer;
+  PairDataset train;
   std::optional<PairDataset> eval;
+};
+
+Inputs load_inputs(const Config& cfg, const Worker& w) {
+  Inputs in;
+  in.init_folder = read_init_folder(cfg);
+  in.tokenizer = prepare_tokenizer(cfg, in.init_folder, *w.pg);
+  const auto t_data = Clock::now();
+  in.train = load_pairs(cfg.data.train, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
+                        cfg.data.max_line_bytes);
   if (cfg.data.eval)
-    eval = load_pairs({*cfg.data.eval}, *tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, threads,
-                      cfg.data.max_line_bytes);
+    in.eval = load_pairs({*cfg.data.eval}, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines,
+                         w.threads, cfg.data.max_line_bytes);
   spdlog::info("data: {} training pairs{}, {} evaluation pairs, tokenized in {:.1f}s ({:.1f} MB of token ids)",
-               train.size(), train.skipped ? fmt::format(" ({} bad lines skipped)", train.skipped) : "",
-               eval ? eval->size() : 0, std::chrono::duration<double>(Clock::now() - t_data).count(),
-               double(train.tokens.memory_bytes()) / 1e6);
+               in.train.size(), in.train.skipped ? fmt::format(" ({} bad lines skipped)", in.train.skipped) : "",
+               in.eval ? in.eval->size() : 0, std::chrono::duration<double>(Clock::now() - t_data).count(),
+               double(in.train.tokens.memory_bytes()) / 1e6);
+  return in;
+}
 
-  const BatchPlan plan(train.size(), cfg.train.batch_size, pg->world_size(), cfg.train.grad_accum_steps,
-                       cfg.data.shuffle, cfg.data.drop_last, cfg.train.seed);
-  const int64_t total_steps =
-      cfg.train.max_steps > 0 ? cfg.train.max_steps : plan.steps_per_epoch() * cfg.train.epochs;
+// The model being trained and what updates it, identical on every rank.
+struct Trainee {
+  SentenceEmbedder model;
+  FlatAdamW optimizer;
+  std::unique_ptr<GradSync> grad_sync;
+  LossScaler loss_scaler;
+  double peak_lr = 0;
+};
 
-  // ---- model, identical on every rank -----------------------------------------------------
-  SentenceEmbedder model = build_model(cfg, *tokenizer, init_folder);
-  model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
-  model->to(device);
-  FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
-  // Every rank has built the same model (the same seed, the same init folder): a checksum
-  // confirms it, 8 bytes a rank. Only where it does not (an init folder that differs
-  // between machines) are rank 0's parameters broadcast, with a warning.
+// Every rank has built the same model (the same seed, the same init folder): a checksum
+// confirms it, 8 bytes a rank. Only where it does not (an init folder that differs
+// between machines) are rank 0's parameters broadcast, with a warning.
+void make_initial_parameters_agree(SentenceEmbedder& model, ProcessGroup& pg) {
   std::vector<at::Tensor> params = model->parameters();
-  if (const std::vector<int> differ = pg->ranks_differing_from_rank0(tensors_checksum(params)); !differ.empty()) {
-    std::string ranks;
-    for (int r : differ) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    spdlog::warn("the initial parameters of rank(s) {} differ from rank 0's (an init folder that is not the same "
-                 "on every machine?); every rank now takes rank 0's",
-                 ranks);
-    torch::NoGradGuard no_grad;
-    pg->broadcast_(params, 0);
-    pg->check_same(tensors_checksum(params), "the initial parameters");
-  }
-  model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
-  GradSync grad_sync(*pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
-  if (pg->world_size() > 1)
-    spdlog::info("gradient sync: {} buckets of up to {} MB{}", grad_sync.num_buckets(), cfg.dist.bucket_mb,
-                 grad_sync.buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
-                                                        : "");
-  LossScaler loss_scaler = make_loss_scaler(precision, cfg.train);
+  const std::vector<int> differ = pg.ranks_differing_from_rank0(tensors_checksum(params));
+  if (differ.empty()) return;
+  std::string ranks;
+  for (int r : differ) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  spdlog::warn("the initial parameters of rank(s) {} differ from rank 0's (an init folder that is not the same "
+               "on every machine?); every rank now takes rank 0's",
+               ranks);
+  torch::NoGradGuard no_grad;
+  pg.broadcast_(params, 0);
+  pg.check_same(tensors_checksum(params), "the initial parameters");
+}
 
+Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int64_t total_steps,
+                      int64_t micro_batch) {
+  ProcessGroup& pg = *w.pg;
+  SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
+  model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
+  model->to(w.device);
+  FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
+  make_initial_parameters_agree(model, pg);
+  model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
+  auto grad_sync = std::make_unique<GradSync>(pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
+  if (pg.world_size() > 1)
+    spdlog::info("gradient sync: {} buckets of up to {} MB{}", grad_sync->num_buckets(), cfg.dist.bucket_mb,
+                 grad_sync->buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
+                                                         : "");
   double peak_lr = cfg.train.lr;
-  if (cfg.train.lr_scaling == "linear") peak_lr *= pg->world_size();
-  if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg->world_size()));
+  if (cfg.train.lr_scaling == "linear") peak_lr *= pg.world_size();
+  if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg.world_size()));
   spdlog::info("model: {:.2f}M parameters (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
                "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
                double(optimizer.num_parameters()) / 1e6, model->bert->config().hidden_size,
                model->bert->config().num_layers, model->bert->config().num_heads, pooling_name(model->pooling()),
-               cfg.model.projection_dim, total_steps, cfg.train.batch_size, plan.micro_batch_size(),
-               cfg.train.grad_accum_steps, peak_lr,
-               cfg.train.lr_scaling == "none" ? "" : " (" + cfg.train.lr_scaling + "-scaled)");
+               cfg.model.projection_dim, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
+               peak_lr, cfg.train.lr_scaling == "none" ? "" : " (" + cfg.train.lr_scaling + "-scaled)");
+  return Trainee{model, std::move(optimizer), std::move(grad_sync), make_loss_scaler(w.precision, cfg.train),
+                 peak_lr};
+}
 
-  // ---- resume -----------------------------------------------------------------------------
-  const std::string ckpt_dir = cfg.output.dir + "/checkpoints";
+// ---- phase 2: resume --------------------------------------------------------------------
+
+// output.resume: "auto" takes the newest checkpoint that loads (skipping broken ones with
+// a warning), a path takes that one, "never" starts at step 0. Every rank must land on
+// the same step.
+TrainPosition resume(const Config& cfg, ProcessGroup& pg, Trainee& t) {
   TrainPosition pos;
-  std::string resume_from;
   if (cfg.output.resume != "never") {
-    std::vector<std::string> candidates =
-        cfg.output.resume == "auto" ? list_checkpoints(ckpt_dir) : std::vector<std::string>{cfg.output.resume};
+    const std::vector<std::string> candidates = cfg.output.resume == "auto"
+                                                    ? list_checkpoints(cfg.output.dir + "/checkpoints")
+                                                    : std::vector<std::string>{cfg.output.resume};
     for (const auto& c : candidates) {
       try {
         nlohmann::json info;
-        pos = load_checkpoint(c, model, optimizer, &info);
-        resume_from = c;
+        pos = load_checkpoint(c, t.model, t.optimizer, &info);
         // The fp16 loss scale continues where it was, if the checkpoint's run had one.
-        if (loss_scaler.enabled() && info.value("config", nlohmann::json::object())
-                                             .value("train", nlohmann::json::object())
-                                             .value("precision", "") == "fp16")
-          loss_scaler.load_state({pos.loss_scale, pos.loss_scale_good_steps});
-        const int saved_world = info.value("world_size", pg->world_size());
+        if (t.loss_scaler.enabled() && info.value("config", nlohmann::json::object())
+                                               .value("train", nlohmann::json::object())
+                                               .value("precision", "") == "fp16")
+          t.loss_scaler.load_state({pos.loss_scale, pos.loss_scale_good_steps});
+        const int saved_world = info.value("world_size", pg.world_size());
         spdlog::info("resumed from {} (step {}, epoch {}, batch {} of the epoch){}", c, pos.step, pos.epoch,
                      pos.step_in_epoch,
-                     saved_world != pg->world_size()
+                     saved_world != pg.world_size()
                          ? fmt::format("; it was written at world size {}, now {}: the sampler re-shards by "
-                                       "global batch position", saved_world, pg->world_size())
+                                       "global batch position", saved_world, pg.world_size())
                          : "");
         break;
       } catch (const std::exception& e) {
@@ -480,214 +480,309 @@ int run_training(const Config& cfg) {
       }
     }
   }
-  pg->check_same(uint64_t(pos.step), "the resume step (ranks found different checkpoints)");
+  pg.check_same(uint64_t(pos.step), "the resume step (ranks found different checkpoints)");
+  return pos;
+}
 
-  MetricsFile metrics(cfg.output.dir + "/metrics.jsonl", main_rank, /*append=*/pos.step > 0);
-  const nlohmann::json run_info = {{"world_size", pg->world_size()}, {"config", config_to_json(cfg)}};
-  auto run_eval = [&](int64_t step) {
-    if (!eval) return;
+// What the run leaves behind as it goes (rank 0 writes): metrics.jsonl, evaluations,
+// checkpoints.
+class RunRecord {
+ public:
+  RunRecord(const Config& cfg, Worker& w, Trainee& t, const Inputs& in, bool resumed)
+      : cfg_(cfg), w_(w), t_(t), in_(in),
+        metrics_(cfg.output.dir + "/metrics.jsonl", w.main_rank(), /*append=*/resumed),
+        run_info_({{"world_size", w.pg->world_size()}, {"config", config_to_json(cfg)}}) {}
+
+  void write_metrics(const nlohmann::json& line) { metrics_.write(line); }
+
+  void evaluate(int64_t step) {
+    if (!in_.eval) return;
     const auto t0 = Clock::now();
-    auto m = evaluate(model, *eval, *pg, kEvalBatch, device);
+    auto m = ddp_embed::evaluate(t_.model, *in_.eval, *w_.pg, kEvalBatch, w_.device);
     nlohmann::json line = {{"step", step}};
     std::string text;
     for (auto& [k, v] : m) {
       line["eval/" + k] = v;
       text += fmt::format(" {} {:.4f}", k, v);
     }
-    metrics.write(line);
+    metrics_.write(line);
     spdlog::info("eval step {}:{} ({:.1f}s)", step, text, std::chrono::duration<double>(Clock::now() - t0).count());
-  };
-  auto save = [&](const TrainPosition& p) {
-    pg->barrier();
-    if (main_rank) {
+  }
+
+  void checkpoint(const TrainPosition& p) {
+    w_.pg->barrier();
+    if (w_.main_rank()) {
       const auto t0 = Clock::now();
-      const std::string where = save_checkpoint(ckpt_dir, model, optimizer, p, run_info, cfg.output.keep_last);
+      const std::string where = save_checkpoint(cfg_.output.dir + "/checkpoints", t_.model, t_.optimizer, p,
+                                                run_info_, cfg_.output.keep_last);
       spdlog::info("checkpoint {} ({:.1f}s)", where, std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    pg->barrier();
-  };
+    w_.pg->barrier();
+  }
 
-  if (pos.step == 0) run_eval(0);
+ private:
+  const Config& cfg_;
+  Worker& w_;
+  Trainee& t_;
+  const Inputs& in_;
+  MetricsFile metrics_;
+  nlohmann::json run_info_;
+};
+
+// ---- phase 3: one step ------------------------------------------------------------------
+
+// What a step needs besides its batches, fixed for the run.
+struct StepContext {
+  const Config& cfg;
+  Worker& w;
+  Trainee& t;
+  LossSettings loss;
+  CandidateExchange exchange;            // cross-rank negatives, when on
+  const FaultInjection* faults;          // null outside the tests
+};
+
+struct StepOutcome {
+  at::Tensor loss;     // the step's loss on this rank, summed on the device (double)
+  UpdateOutcome update;
+  double real_tokens = 0;
+  double comm_wait_ms = 0;
+};
+
+// The micro-batches forward (the loss computed in forward) and backward, the gradients
+// averaged over the ranks as backward runs, the update. `step` is 0-based.
+StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, double lr) {
+  const int accum = c.cfg.train.grad_accum_steps;
+  // Dropout masks from (seed, rank, step): a resumed run draws exactly the same ones.
+  torch::manual_seed(mix_hash(c.cfg.train.seed, uint64_t(c.w.pg->rank()), uint64_t(step)));
+  StepOutcome out;
+  out.loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(c.w.device));
+  for (int a = 0; a < accum; ++a) {
+    PairBatch& b = batches.micro[size_t(a)];
+    if (c.faults) c.faults->on_micro_batch(step + 1, c.w.pg->rank(), b.indices);
+    move_to(b, c.w.device);
+    // Only the last micro-step's backward all-reduces (no_sync on the others).
+    auto guard = (a + 1 < accum) ? c.t.grad_sync->no_sync() : GradSync::NoSync{};
+    at::Tensor loss;
+    {
+      AutocastScope autocast(c.w.precision, c.w.device);  // the forward only; backward runs outside it
+      loss = c.t.model->forward(b.query, b.pos, b.neg, c.loss, c.exchange);
+    }
+    loss = loss / double(accum);
+    if (c.faults) loss = c.faults->on_loss(step + 1, loss);
+    c.t.loss_scaler.scale_loss(loss).backward();
+    out.loss += loss.detach().to(at::kDouble);
+    out.real_tokens += double(b.real_tokens);
+  }
+  c.t.grad_sync->finish();
+  out.comm_wait_ms = c.t.grad_sync->last_step().wait_ms;
+  // The gradients are averaged over the ranks, so the verdict (finite or not) and the
+  // norm are the same on every rank: every rank skips or steps together.
+  out.update = update_parameters(c.t.optimizer, c.t.loss_scaler, c.cfg.train.max_grad_norm, lr);
+  c.t.optimizer.zero_grad();
+  return out;
+}
+
+// A skipped step: an fp16 overflow (the scaler has halved the scale) is routine; a
+// non-finite step at loss scale 1 counts toward train.max_bad_steps in a row.
+void judge_update(const StepOutcome& out, int64_t step, const Config& cfg, const LossScaler& scaler,
+                  int* bad_steps_in_a_row) {
+  if (out.update.applied) {
+    *bad_steps_in_a_row = 0;
+  } else if (out.update.loss_scale > 1) {
+    spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, scale now {:g}", step,
+                 out.update.loss_scale, scaler.scale());
+  } else {
+    ++*bad_steps_in_a_row;
+    spdlog::warn("step {}: non-finite {} — step skipped ({} in a row, limit train.max_bad_steps = {})", step,
+                 std::isfinite(out.loss.item<double>()) ? "gradient" : "loss", *bad_steps_in_a_row,
+                 cfg.train.max_bad_steps);
+    if (*bad_steps_in_a_row >= cfg.train.max_bad_steps)
+      throw std::runtime_error(fmt::format("step {}: {} non-finite steps in a row; stopping (the last good "
+                                           "checkpoint is kept)", step, *bad_steps_in_a_row));
+  }
+}
+
+// The position after a finished step: the epoch and batch the next one starts from, and
+// the fp16 loss scale, as a checkpoint records them.
+void advance(TrainPosition& pos, const StepBatches& batches, const BatchPlan& plan, const LossScaler& scaler) {
+  ++pos.step;
+  pos.epoch = batches.epoch;
+  pos.step_in_epoch = batches.step_in_epoch + 1;
+  if (pos.step_in_epoch == plan.steps_per_epoch()) {
+    pos.step_in_epoch = 0;
+    ++pos.epoch;
+  }
+  pos.loss_scale = scaler.state().scale;
+  pos.loss_scale_good_steps = scaler.state().good_steps;
+}
+
+// ---- phase 4: log -----------------------------------------------------------------------
+
+// The steps since the last log line. Losses are summed on the device and read on log
+// steps only: on a GPU each read makes the host wait for the queued work.
+class LogWindow {
+ public:
+  explicit LogWindow(const c10::Device& device)
+      : loss_(at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device))) {}
+
+  void add(const StepOutcome& s) {
+    loss_ += s.loss;
+    tokens_ += s.real_tokens;
+    wait_ms_ += s.comm_wait_ms;
+    ++steps_;
+  }
+  int64_t steps() const { return steps_; }
+  // Evaluation and checkpoint pauses are not training time.
+  void restart_clock() { start_ = Clock::now(); }
+
+  // The metrics line of the window, over all ranks (the mean loss, global real tokens),
+  // and a fresh window. Every rank calls it: it holds one all-reduce.
+  nlohmann::json close(ProcessGroup& pg, int64_t global_batch) {
+    at::Tensor sums = at::tensor({loss_.item<double>(), tokens_}, at::kDouble).to(pg.device());
+    pg.allreduce_sum_(sums);
+    sums = sums.cpu();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    nlohmann::json line = {{"loss", sums[0].item<double>() / double(pg.world_size() * steps_)},
+                           {"pairs_per_s", double(global_batch * steps_) / seconds},
+                           {"tokens_per_s", sums[1].item<double>() / seconds},
+                           {"step_ms", 1000 * seconds / double(steps_)},
+                           {"comm_wait_ms", wait_ms_ / double(steps_)}};
+    loss_.zero_();
+    tokens_ = wait_ms_ = 0;
+    steps_ = 0;
+    restart_clock();
+    return line;
+  }
+
+ private:
+  at::Tensor loss_;
+  double tokens_ = 0, wait_ms_ = 0;
+  int64_t steps_ = 0;
+  Clock::time_point start_ = Clock::now();
+};
+
+// ---- phase 5: the end -------------------------------------------------------------------
+
+// The last evaluation and checkpoint; rank 0 writes the model folder and the figure.
+void finish_run(const Config& cfg, Worker& w, Trainee& t, const Inputs& in, RunRecord& record,
+                const TrainPosition& pos) {
+  console_status().clear();
+  record.evaluate(pos.step);
+  if (cfg.output.save_every > 0) record.checkpoint(pos);
+  if (w.main_rank()) {
+    const std::string final_dir = cfg.output.dir + "/final";
+    save_model_folder(final_dir, t.model, *in.tokenizer, output_folder_options(cfg, in.init_folder),
+                      {{"step", pos.step}, {"config", config_to_json(cfg)}});
+    spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
+    write_run_figure(cfg.output.dir);
+  }
+  w.pg->barrier();
+}
+
+}  // namespace
+
+// The run: set-up, resume, the step loop (step, log, evaluate, checkpoint, stop signal),
+// the end. The phases above hold the details.
+int run_training(const Config& cfg) {
+  const auto t_start = Clock::now();
+  Worker w = set_up_worker(cfg);
+  ProcessGroup& pg = *w.pg;
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
+  Inputs in = load_inputs(cfg, w);
+  const BatchPlan plan(in.train.size(), cfg.train.batch_size, pg.world_size(), cfg.train.grad_accum_steps,
+                       cfg.data.shuffle, cfg.data.drop_last, cfg.train.seed);
+  const int64_t total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : plan.steps_per_epoch() * cfg.train.epochs;
+  Trainee t = build_trainee(cfg, w, in, total_steps, plan.micro_batch_size());
+  TrainPosition pos = resume(cfg, pg, t);
+  RunRecord record(cfg, w, t, in, /*resumed=*/pos.step > 0);
+  if (pos.step == 0) record.evaluate(0);
+
   // Process start -> first step: loading the libraries, the model, the data, the
   // rendezvous and the first evaluation.
   const double since_process_start = seconds_since_process_start();
-  const double startup_s = since_process_start > 0 ? since_process_start
-                                                   : std::chrono::duration<double>(Clock::now() - t_start).count();
+  const double startup_s =
+      since_process_start > 0 ? since_process_start : std::chrono::duration<double>(Clock::now() - t_start).count();
   spdlog::info("start-up took {:.2f}s; training", startup_s);
 
-  // ---- the step loop ----------------------------------------------------------------------
-  const LossSettings loss_settings{cfg.loss.type, cfg.loss.temperature};
-  CandidateExchange exchange;
-  if (cfg.loss.cross_rank_negatives && pg->world_size() > 1) {
-    exchange.all_gather = [&pg](const at::Tensor& x) { return all_gather_with_grad(*pg, x); };
-    exchange.rank = pg->rank();
+  const std::unique_ptr<FaultInjection> faults = FaultInjection::from_env(w.env.restart_count);
+  StepContext step_context{cfg, w, t, {cfg.loss.type, cfg.loss.temperature}, {}, faults.get()};
+  if (cfg.loss.cross_rank_negatives && pg.world_size() > 1) {
+    step_context.exchange.all_gather = [&pg](const at::Tensor& x) { return all_gather_with_grad(pg, x); };
+    step_context.exchange.rank = pg.rank();
   }
-  model->train();
-  BatchLoader loader(train, plan, pg->rank(), cfg.train.grad_accum_steps, cfg.data.negatives_per_query,
-                     cfg.train.seed, pos.epoch, pos.step_in_epoch, total_steps - pos.step,
-                     /*pin=*/device.is_cuda());
-  const int accum = cfg.train.grad_accum_steps;
-  int bad_steps_in_a_row = 0;
-  // Losses are summed on the device (in double) and read on log steps only: on a GPU each
-  // read makes the host wait for the queued work. Per step, the host reads the gradient
-  // norm (update_parameters: it decides skipping and clipping) and, with several ranks,
-  // the one-integer stop-signal collective at the end of the step.
-  const auto device_double = at::TensorOptions().dtype(at::kDouble).device(device);
-  at::Tensor window_loss = at::zeros({}, device_double);
-  double window_tokens = 0, window_wait_ms = 0;
-  int64_t window_steps = 0;
-  auto window_start = Clock::now();
-  const auto train_start = Clock::now();
+  t.model->train();
+  BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps, cfg.data.negatives_per_query,
+                     cfg.train.seed, pos.epoch, pos.step_in_epoch, total_steps - pos.step, /*pin=*/w.device.is_cuda());
+  LogWindow window(w.device);
   const int64_t first_step = pos.step;
+  const auto train_start = Clock::now();
   RecentStepTimes step_times(kWarmupSteps, kEtaWindow);
   double logged_loss = std::nan("");
+  int bad_steps_in_a_row = 0;
   StatusLineScope status_line;  // erased when the run ends, also by an exception
   // A run stopped by an error still leaves its figure: the steps before a failure (a
   // loss turning NaN) are what one wants to see.
   const OnException figure_on_error([&] {
-    if (main_rank) write_run_figure(cfg.output.dir);
+    if (w.main_rank()) write_run_figure(cfg.output.dir);
   });
   auto show_progress_now = [&] {
     show_progress(pos.step, total_steps, logged_loss, double(cfg.train.batch_size) / step_times.mean_seconds(),
                   std::chrono::duration<double>(Clock::now() - train_start).count(),
                   step_times.eta_seconds(total_steps - pos.step));
   };
-
-  const TestKnobs knobs = TestKnobs::from_env(env.restart_count);
   // output.profile_steps: rank 0 records that many steps, after two of warm-up if the run is long enough.
-  const int64_t profile_steps = main_rank ? std::min(cfg.output.profile_steps, total_steps - first_step) : 0;
+  const int64_t profile_steps = w.main_rank() ? std::min(cfg.output.profile_steps, total_steps - first_step) : 0;
   StepProfiler profiler(profile_steps, std::max(first_step, std::min(first_step + 2, total_steps - profile_steps)),
                         cfg.output.dir + "/profile-rank0.json");
+
   while (pos.step < total_steps) {
     profiler.before_step(pos.step);
     const auto step_begin = Clock::now();
-    if (knobs.die_rank == pg->rank() && knobs.die_step == pos.step) std::raise(SIGKILL);
+    if (faults) faults->before_step(pg.rank(), pos.step);
     StepBatches batches = loader.next();
-    // Dropout masks from (seed, rank, step): a resumed run draws exactly the same ones.
-    torch::manual_seed(mix_hash(cfg.train.seed, uint64_t(pg->rank()), uint64_t(pos.step)));
-    const double lr = learning_rate(peak_lr, cfg.train.schedule, cfg.train.warmup_steps, total_steps, pos.step);
-
-    at::Tensor step_loss = at::zeros({}, device_double);
-    for (int a = 0; a < accum; ++a) {
-      PairBatch& b = batches.micro[size_t(a)];
-      if (!knobs.sample_log.empty()) {
-        std::ofstream log(knobs.sample_log + ".rank" + std::to_string(pg->rank()), std::ios::app);
-        log << pos.step + 1 << " " << pg->rank();
-        for (auto i : b.indices) log << " " << i;
-        log << "\n";
-      }
-      move_to(b, device);
-      // Only the last micro-step's backward all-reduces (no_sync on the others).
-      auto guard = (a + 1 < accum) ? grad_sync.no_sync() : GradSync::NoSync{};
-      at::Tensor loss;
-      {
-        AutocastScope autocast(precision, device);  // the forward only; backward runs outside it
-        loss = model->forward(b.query, b.pos, b.neg, loss_settings, exchange);
-      }
-      loss = loss / double(accum);
-      if (knobs.nan_at(pos.step + 1)) loss = loss * std::nan("");
-      loss_scaler.scale_loss(loss).backward();
-      step_loss += loss.detach().to(at::kDouble);
-      window_tokens += double(b.real_tokens);
-    }
-    grad_sync.finish();
-    window_wait_ms += grad_sync.last_step().wait_ms;
-
-    // The gradients are averaged over the ranks, so the verdict (finite or not) and the
-    // norm are the same on every rank: every rank skips or steps together.
-    const UpdateOutcome update = update_parameters(optimizer, loss_scaler, cfg.train.max_grad_norm, lr);
-    const double grad_norm = update.grad_norm;
-    if (update.applied) {
-      bad_steps_in_a_row = 0;
-    } else if (update.loss_scale > 1) {
-      // fp16: the gradients overflowed at this scale, which the scaler has halved. Only
-      // once the scale is down to 1 do non-finite steps count as a diverging run.
-      spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, scale now {:g}",
-                   pos.step + 1, update.loss_scale, loss_scaler.scale());
-    } else {
-      ++bad_steps_in_a_row;
-      spdlog::warn("step {}: non-finite {} — step skipped ({} in a row, limit train.max_bad_steps = {})",
-                   pos.step + 1, std::isfinite(step_loss.item<double>()) ? "gradient" : "loss", bad_steps_in_a_row,
-                   cfg.train.max_bad_steps);
-      if (bad_steps_in_a_row >= cfg.train.max_bad_steps)
-        throw std::runtime_error(fmt::format("step {}: {} non-finite steps in a row; stopping (the last good "
-                                             "checkpoint is kept)", pos.step + 1, bad_steps_in_a_row));
-    }
-    optimizer.zero_grad();
-    // The step's own time: evaluation and checkpoint pauses below are not in it.
+    const double lr = learning_rate(t.peak_lr, cfg.train.schedule, cfg.train.warmup_steps, total_steps, pos.step);
+    const StepOutcome step = train_step(step_context, batches, pos.step, lr);
+    judge_update(step, pos.step + 1, cfg, t.loss_scaler, &bad_steps_in_a_row);
     step_times.add(std::chrono::duration<double>(Clock::now() - step_begin).count());
-
-    ++pos.step;
+    advance(pos, batches, plan, t.loss_scaler);
     if (const std::string profile = profiler.after_step(pos.step); !profile.empty()) spdlog::info("{}", profile);
-    pos.epoch = batches.epoch;
-    pos.step_in_epoch = batches.step_in_epoch + 1;
-    if (pos.step_in_epoch == plan.steps_per_epoch()) {
-      pos.step_in_epoch = 0;
-      ++pos.epoch;
-    }
-    pos.loss_scale = loss_scaler.state().scale;
-    pos.loss_scale_good_steps = loss_scaler.state().good_steps;
-    window_loss += step_loss;
-    ++window_steps;
+    window.add(step);
 
     const bool last = pos.step == total_steps;
     if (pos.step % cfg.output.log_every == 0 || last) {
-      // Mean loss over ranks and the steps since the last line; global real tokens.
-      at::Tensor sums = at::tensor({window_loss.item<double>(), window_tokens}, at::kDouble).to(pg->device());
-      pg->allreduce_sum_(sums);
-      sums = sums.cpu();
-      const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
-      const double mean_loss = sums[0].item<double>() / double(pg->world_size() * window_steps);
-      const double pairs_per_s = double(cfg.train.batch_size * window_steps) / seconds;
-      const double tokens_per_s = sums[1].item<double>() / seconds;
-      const double step_ms = 1000 * seconds / double(window_steps);
-      logged_loss = mean_loss;
-      nlohmann::json line = {{"step", pos.step}, {"epoch", pos.epoch}, {"loss", mean_loss}, {"lr", lr},
-                             {"grad_norm", grad_norm}, {"pairs_per_s", pairs_per_s}, {"tokens_per_s", tokens_per_s},
-                             {"step_ms", step_ms}, {"comm_wait_ms", window_wait_ms / double(window_steps)},
-                             {"peak_rss_mb", peak_rss_mb()}};
-      if (device.is_cuda()) line["peak_gpu_mb"] = compat::cuda_peak_allocated_mb(device.index());
-      if (loss_scaler.enabled()) line["loss_scale"] = loss_scaler.scale();
+      const int64_t window_steps = window.steps();
+      nlohmann::json line = window.close(pg, cfg.train.batch_size);
+      logged_loss = line["loss"];
+      line.update({{"step", pos.step}, {"epoch", pos.epoch}, {"lr", lr}, {"grad_norm", step.update.grad_norm},
+                   {"peak_rss_mb", peak_rss_mb()}});
+      if (w.device.is_cuda()) line["peak_gpu_mb"] = compat::cuda_peak_allocated_mb(w.device.index());
+      if (t.loss_scaler.enabled()) line["loss_scale"] = t.loss_scaler.scale();
       // The first line also says how long start-up took (process start → first step).
       if (pos.step - first_step == window_steps) line["startup_s"] = startup_s;
-      metrics.write(line);
+      record.write_metrics(line);
       show_progress_now();  // before the log line, which draws the status line again below it
       spdlog::info("step {}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} | {:.1f} pairs/s {:.0f} tok/s {:.0f} ms/step "
-                   "| ETA {}", pos.step, total_steps, mean_loss, lr, grad_norm, pairs_per_s, tokens_per_s,
-                   step_ms, format_duration(step_times.eta_seconds(total_steps - pos.step)));
-      window_loss.zero_();
-      window_tokens = window_wait_ms = 0;
-      window_steps = 0;
-      window_start = Clock::now();
+                   "| ETA {}", pos.step, total_steps, logged_loss, lr, step.update.grad_norm,
+                   double(line["pairs_per_s"]), double(line["tokens_per_s"]), double(line["step_ms"]),
+                   format_duration(step_times.eta_seconds(total_steps - pos.step)));
     }
-    if (eval && cfg.output.eval_every > 0 && pos.step % cfg.output.eval_every == 0 && !last) {
-      run_eval(pos.step);
-      window_start = Clock::now();
+    if (in.eval && cfg.output.eval_every > 0 && pos.step % cfg.output.eval_every == 0 && !last) {
+      record.evaluate(pos.step);
+      window.restart_clock();
     }
-    if (cfg.output.save_every > 0 && pos.step % cfg.output.save_every == 0 && !last) save(pos);
+    if (cfg.output.save_every > 0 && pos.step % cfg.output.save_every == 0 && !last) record.checkpoint(pos);
     show_progress_now();
 
     // A stop signal on any rank: every rank checkpoints at the same step and exits 0.
-    if (pg->allreduce_max_int(g_stop_signal.load()) != 0 && !last) {
+    if (pg.allreduce_max_int(g_stop_signal.load()) != 0 && !last) {
       spdlog::warn("stop signal received: checkpointing at step {} and exiting", pos.step);
-      if (cfg.output.checkpoint_on_signal) save(pos);
-      if (main_rank) write_run_figure(cfg.output.dir);
+      if (cfg.output.checkpoint_on_signal) record.checkpoint(pos);
+      if (w.main_rank()) write_run_figure(cfg.output.dir);
       return 0;
     }
   }
-
-  // ---- the end: evaluation, checkpoint, model folder, figure -------------------------------
-  console_status().clear();
-  run_eval(pos.step);
-  if (cfg.output.save_every > 0) save(pos);
-  if (main_rank) {
-    const std::string final_dir = cfg.output.dir + "/final";
-    save_model_folder(final_dir, model, *tokenizer, output_folder_options(cfg, init_folder),
-                      {{"step", pos.step}, {"config", config_to_json(cfg)}});
-    spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
-    write_run_figure(cfg.output.dir);
-  }
-  pg->barrier();
+  finish_run(cfg, w, t, in, record, pos);
   return 0;
 }
 

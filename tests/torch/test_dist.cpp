@@ -17,9 +17,9 @@
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
-#include "dist/grad_sync.h"
-#include "dist/process_group.h"
-#include "dist/worker_env.h"
+#include "parallel/grad_sync.h"
+#include "parallel/process_group.h"
+#include "parallel/worker_env.h"
 #include "launch/launcher.h"
 #include "train/precision.h"
 

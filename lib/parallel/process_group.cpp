@@ -3,7 +3,7 @@
 #define DDP_EMBED_COMPAT_C10D
 #include "compat/torch_compat.h"
 
-#include "dist/process_group.h"
+#include "parallel/process_group.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

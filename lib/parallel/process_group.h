@@ -19,7 +19,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "dist/worker_env.h"
+#include "parallel/worker_env.h"
 
 namespace ddp_embed {
 

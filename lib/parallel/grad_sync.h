@@ -23,7 +23,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "dist/process_group.h"
+#include "parallel/process_group.h"
 
 namespace ddp_embed {
 

@@ -1,4 +1,4 @@
-#include "dist/worker_env.h"
+#include "parallel/worker_env.h"
 
 #include "launch/launcher.h"
 

@@ -37,7 +37,7 @@
 // the all-reduce, so the all-reduce reads the finished copy. PendingCollective::wait() in
 // finish() makes the current stream wait for the all-reduce, so the division and copies
 // back into .grad (queued after it) see the result; the host does not block.
-#include "dist/grad_sync.h"
+#include "parallel/grad_sync.h"
 
 #include <algorithm>
 #include <chrono>
