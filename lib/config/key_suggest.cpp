@@ -36,6 +36,8 @@ const std::map<std::string, std::string>& known_aliases() {
       {"bf16", "precision"},
       {"mixed_precision", "precision"},
       {"gradient_checkpointing", "activation_checkpointing"},
+      {"mini_batch_size", "gradcache_chunk"},
+      {"gradcache", "gradcache_chunk"},
       {"init_scale", "loss_scale_init"},
       {"scale", "temperature"},
   };

@@ -11,14 +11,10 @@
 #include "compat/torch_compat.h"
 
 namespace ddp_embed {
-namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-// The state of the default random generator of a device (the CPU's, or one GPU's: the
-// generator dropout draws from there), through Generator::get_state / set_state, which
-// serve the CPU and the CUDA generator alike.
+// The default generator of a device (the CPU's, or one GPU's: the one dropout draws
+// from), through Generator::get_state / set_state, which serve the CPU and the CUDA
+// generator alike.
 at::Tensor generator_state(const c10::Device& device) {
   at::Generator gen = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -31,22 +27,17 @@ void set_generator_state(const c10::Device& device, const at::Tensor& state) {
   gen.set_state(state);
 }
 
-// While alive, the device's generator continues from `replayed`; afterwards it is back
-// where it was when the scope began.
-class ReplayRandomness {
- public:
-  ReplayRandomness(const c10::Device& device, const at::Tensor& replayed)
-      : device_(device), resume_(generator_state(device)) {
-    set_generator_state(device_, replayed);
-  }
-  ~ReplayRandomness() { set_generator_state(device_, resume_); }
-  ReplayRandomness(const ReplayRandomness&) = delete;
-  ReplayRandomness& operator=(const ReplayRandomness&) = delete;
+ReplayRandomness::ReplayRandomness(const c10::Device& device, const at::Tensor& replayed)
+    : device_(device), resume_(generator_state(device)) {
+  set_generator_state(device_, replayed);
+}
 
- private:
-  c10::Device device_;
-  at::Tensor resume_;
-};
+ReplayRandomness::~ReplayRandomness() { set_generator_state(device_, resume_); }
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
 
 // What backward needs besides the saved tensors, carried through the autograd context
 // (which holds only IValues) as a capsule.

@@ -28,6 +28,25 @@
 
 namespace ddp_embed {
 
+// The state of the device's default generator (where dropout draws), and setting it.
+at::Tensor generator_state(const c10::Device& device);
+void set_generator_state(const c10::Device& device, const at::Tensor& state);
+
+// While alive, the device's generator continues from `replayed` (a generator_state()),
+// so that a recomputation draws the same dropout masks; afterwards it is back where it
+// was when the scope began.
+class ReplayRandomness {
+ public:
+  ReplayRandomness(const c10::Device& device, const at::Tensor& replayed);
+  ~ReplayRandomness();
+  ReplayRandomness(const ReplayRandomness&) = delete;
+  ReplayRandomness& operator=(const ReplayRandomness&) = delete;
+
+ private:
+  c10::Device device_;
+  at::Tensor resume_;
+};
+
 // A block to checkpoint: a function of the hidden states and the additive attention
 // bias whose only other tensors are the parameters of one module.
 using CheckpointedBlock = std::function<at::Tensor(const at::Tensor& hidden, const at::Tensor& bias)>;

@@ -82,8 +82,12 @@ at::Tensor SentenceEmbedderImpl::forward(const EncoderInput& query, const Encode
     for (const auto& p : parts) embedded.push_back(embed(p));
   }
 
-  const at::Tensor q = embedded[0];
-  at::Tensor candidates = neg.defined() ? at::cat({embedded[1], embedded[2]}) : embedded[1];
+  return loss_of_embeddings(embedded[0], embedded[1], neg.defined() ? embedded[2] : at::Tensor(), loss, exchange);
+}
+
+at::Tensor SentenceEmbedderImpl::loss_of_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg,
+                                                    const LossSettings& loss, const CandidateExchange& exchange) {
+  at::Tensor candidates = neg.defined() ? at::cat({pos, neg}) : pos;
   int64_t positive_offset = 0;
   if (exchange.all_gather) {
     const int64_t local = candidates.size(0);

@@ -61,6 +61,12 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   at::Tensor forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
                      const LossSettings& loss, const CandidateExchange& exchange = {});
 
+  // forward's second half: the loss of embedded queries [n, D], positives [n, D] and
+  // hard negatives ([k*n, D], or undefined). GradCache (train/gradcache.h) calls it on
+  // embeddings computed beforehand.
+  static at::Tensor loss_of_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg,
+                                       const LossSettings& loss, const CandidateExchange& exchange = {});
+
   // Embeddings for inference: eval mode (no dropout) and no autograd, the previous mode
   // restored afterwards. Not normalized.
   at::Tensor encode_batch(const EncoderInput& input);

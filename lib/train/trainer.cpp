@@ -35,6 +35,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/fault_injection.h"
+#include "train/gradcache.h"
 #include "train/optimizer.h"
 #include "train/precision.h"
 #include "train/step_profiler.h"
@@ -357,8 +358,11 @@ Worker set_up_worker(const Config& cfg) {
   if (w.env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", w.env.restart_count);
   w.precision = parse_precision(cfg.train.precision);
   check_precision_for_device(w.precision, w.device);
-  spdlog::info("device {}, precision {}{}", w.device.str(), precision_name(w.precision),
-               cfg.train.activation_checkpointing ? ", activation checkpointing" : "");
+  spdlog::info("device {}, precision {}{}{}", w.device.str(), precision_name(w.precision),
+               cfg.train.activation_checkpointing ? ", activation checkpointing" : "",
+               cfg.train.gradcache_chunk > 0 ? fmt::format(", GradCache chunks of {} sequences",
+                                                           cfg.train.gradcache_chunk)
+                                             : "");
 
   // The process group; every rank must run the same config.
   w.pg = ProcessGroup::init(w.env, cfg.dist.backend, w.device.is_cuda(), std::chrono::seconds(cfg.dist.timeout_s));
@@ -539,6 +543,7 @@ struct StepContext {
   LossSettings loss;
   CandidateExchange exchange;            // cross-rank negatives, when on
   const FaultInjection* faults;          // null outside the tests
+  GradCacheSettings gradcache;           // chunk 0: off
 };
 
 struct StepOutcome {
@@ -562,14 +567,22 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
     move_to(b, c.w.device);
     // Only the last micro-step's backward all-reduces (no_sync on the others).
     auto guard = (a + 1 < accum) ? c.t.grad_sync->no_sync() : GradSync::NoSync{};
+    // The loss whose gradient is accumulated: a share of the step's.
+    auto prepare_loss = [&](const at::Tensor& micro_batch_loss) {
+      at::Tensor loss = micro_batch_loss / double(accum);
+      return c.faults ? c.faults->on_loss(step + 1, loss) : loss;
+    };
     at::Tensor loss;
-    {
-      AutocastScope autocast(c.w.precision, c.w.device);  // the forward only; backward runs outside it
-      loss = c.t.model->forward(b.query, b.pos, b.neg, c.loss, c.exchange);
+    if (c.gradcache.chunk > 0) {
+      loss = gradcache_forward_backward(c.t.model, b, c.gradcache, c.loss, c.exchange, prepare_loss, c.t.loss_scaler,
+                                        c.t.grad_sync.get());
+    } else {
+      {
+        AutocastScope autocast(c.w.precision, c.w.device);  // the forward only; backward runs outside it
+        loss = prepare_loss(c.t.model->forward(b.query, b.pos, b.neg, c.loss, c.exchange));
+      }
+      c.t.loss_scaler.scale_loss(loss).backward();
     }
-    loss = loss / double(accum);
-    if (c.faults) loss = c.faults->on_loss(step + 1, loss);
-    c.t.loss_scaler.scale_loss(loss).backward();
     out.loss += loss.detach().to(at::kDouble);
     out.real_tokens += double(b.real_tokens);
   }
@@ -706,7 +719,8 @@ int run_training(const Config& cfg) {
   spdlog::info("start-up took {:.2f}s; training", startup_s);
 
   const std::unique_ptr<FaultInjection> faults = FaultInjection::from_env(w.env.restart_count);
-  StepContext step_context{cfg, w, t, {cfg.loss.type, cfg.loss.temperature}, {}, faults.get()};
+  StepContext step_context{cfg, w, t, {cfg.loss.type, cfg.loss.temperature}, {}, faults.get(),
+                           {cfg.train.gradcache_chunk, w.precision, w.device}};
   if (cfg.loss.cross_rank_negatives && pg.world_size() > 1) {
     step_context.exchange.all_gather = [&pg](const at::Tensor& x) { return all_gather_with_grad(pg, x); };
     step_context.exchange.rank = pg.rank();

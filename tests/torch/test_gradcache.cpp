@@ -1,0 +1,243 @@
+// GradCache (train/gradcache.h) against an independent truth: the loss and every
+// parameter gradient of the plain step on the same weights, the whole micro-batch in one
+// autograd graph.
+//   - Without dropout the truth is model->forward, the trainer's plain step.
+//   - With dropout the plain step draws other masks (one draw per part and layer, not per
+//     chunk), so the truth is the micro-batch embedded chunk by chunk, as GradCache's
+//     first pass does (the same generator draws, the same masks), all in one graph: one
+//     loss, one backward, no cached gradients, no replay.
+// Then real runs: 2 workers with GradCache train the plain step's model, with cross-rank
+// and hard negatives and with accumulation.
+#include "train/gradcache.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "e2e_support.h"
+#include "model/embedder.h"
+
+using namespace ddp_embed;
+
+namespace {
+
+const c10::Device kCpu(c10::kCPU);
+
+// n sequences of up to `length` tokens, of varied real lengths (so chunks are trimmed).
+EncoderInput sequences(int64_t n, int64_t length, int64_t shortest) {
+  at::Tensor ids = at::randint(1, 200, {n, length}, at::kLong);
+  at::Tensor mask = at::ones({n, length}, at::kLong);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t real = shortest + (i * 7) % (length - shortest + 1);
+    mask[i].slice(0, real).zero_();
+    ids[i].slice(0, real).zero_();
+  }
+  return {ids, mask};
+}
+
+PairBatch pair_batch(int64_t n, bool hard_negatives) {
+  at::manual_seed(1234);
+  PairBatch b;
+  b.query = sequences(n, 16, 3);
+  b.pos = sequences(n, 12, 2);
+  if (hard_negatives) b.neg = sequences(n, 14, 4);
+  return b;
+}
+
+SentenceEmbedder make_model(double dropout, Pooling pooling) {
+  BertConfig c;
+  c.vocab_size = 200;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position = 32;
+  c.hidden_dropout = c.attention_dropout = dropout;
+  at::manual_seed(7);
+  SentenceEmbedder model(c, 16, pooling);
+  model->train();
+  return model;
+}
+
+struct Step {
+  double loss = 0;
+  std::map<std::string, at::Tensor> grads;
+  double next_random = 0;  // the first random number drawn after the step
+};
+
+Step result(SentenceEmbedder& model, const at::Tensor& loss) {
+  Step s;
+  s.loss = loss.item<double>();
+  for (const auto& p : model->named_parameters()) s.grads[p.key()] = p.value().grad().clone();
+  s.next_random = at::rand({1}).item<double>();
+  return s;
+}
+
+Step gradcache_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, const LossSettings& loss) {
+  model->zero_grad();
+  at::manual_seed(99);
+  const at::Tensor l = gradcache_forward_backward(model, b, {chunk, Precision::Fp32, kCpu}, loss, {},
+                                                  [](const at::Tensor& x) { return x; }, LossScaler(), nullptr);
+  return result(model, l);
+}
+
+Step plain_step(SentenceEmbedder& model, const PairBatch& b, const LossSettings& loss) {
+  model->zero_grad();
+  at::manual_seed(99);
+  const at::Tensor l = model->forward(b.query, b.pos, b.neg, loss);
+  l.backward();
+  return result(model, l);
+}
+
+// The micro-batch embedded `chunk` rows at a time, each chunk cut to its longest
+// sequence, in one graph.
+Step chunked_graph_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, const LossSettings& loss) {
+  model->zero_grad();
+  at::manual_seed(99);
+  std::vector<at::Tensor> parts;
+  for (const EncoderInput* part : {&b.query, &b.pos, &b.neg}) {
+    if (!part->defined()) continue;
+    std::vector<at::Tensor> pieces;
+    for (int64_t start = 0; start < part->ids.size(0); start += chunk) {
+      const int64_t count = std::min(chunk, part->ids.size(0) - start);
+      const at::Tensor mask = part->mask.narrow(0, start, count);
+      const int64_t longest = mask.sum(1).max().item<int64_t>();
+      pieces.push_back(model->embed({part->ids.narrow(0, start, count).narrow(1, 0, longest), mask.narrow(1, 0, longest)}));
+    }
+    parts.push_back(at::cat(pieces));
+  }
+  const at::Tensor l =
+      SentenceEmbedderImpl::loss_of_embeddings(parts[0], parts[1], parts.size() > 2 ? parts[2] : at::Tensor(), loss);
+  l.backward();
+  return result(model, l);
+}
+
+// Every gradient within `rel` of its largest value. The attention key biases have a true
+// gradient of zero (softmax ignores a shift), so theirs is rounding noise of any size
+// below that of the others: their scale is taken as no less than 1e-4 of the largest
+// gradient of the model.
+void expect_same_step(const Step& truth, const Step& got, double rel) {
+  EXPECT_NEAR(got.loss, truth.loss, rel * std::fabs(truth.loss));
+  ASSERT_EQ(truth.grads.size(), got.grads.size());
+  double largest = 0;
+  for (const auto& [name, g] : truth.grads) largest = std::max(largest, g.abs().max().item<double>());
+  ASSERT_GT(largest, 0);
+  for (const auto& [name, g] : truth.grads) {
+    const at::Tensor& h = got.grads.at(name);
+    const double scale = std::max(g.abs().max().item<double>(), 1e-4 * largest);
+    EXPECT_LE((g - h).abs().max().item<double>(), rel * scale) << name;
+  }
+}
+
+}  // namespace
+
+struct GradCacheCase {
+  const char* loss;
+  Pooling pooling;
+  bool hard_negatives;
+  int64_t chunk;
+};
+
+class GradCacheEquivalence : public ::testing::TestWithParam<GradCacheCase> {};
+
+TEST_P(GradCacheEquivalence, WithoutDropoutItIsThePlainStep) {
+  const GradCacheCase c = GetParam();
+  SentenceEmbedder model = make_model(0.0, c.pooling);
+  const PairBatch b = pair_batch(10, c.hard_negatives);
+  const LossSettings loss{c.loss, 0.05};
+  const Step plain = plain_step(model, b, loss);
+  const Step cached = gradcache_step(model, b, c.chunk, loss);
+  expect_same_step(plain, cached, 1e-5);
+  EXPECT_GT(plain.loss, 0);
+}
+
+TEST_P(GradCacheEquivalence, WithDropoutItIsTheWholeGraphOfTheSameMasks) {
+  const GradCacheCase c = GetParam();
+  SentenceEmbedder model = make_model(0.1, c.pooling);
+  const PairBatch b = pair_batch(10, c.hard_negatives);
+  const LossSettings loss{c.loss, 0.05};
+  const Step truth = chunked_graph_step(model, b, c.chunk, loss);
+  const Step cached = gradcache_step(model, b, c.chunk, loss);
+  expect_same_step(truth, cached, 1e-5);
+  // The replays put the generator back: the run draws on as after the first pass.
+  EXPECT_EQ(truth.next_random, cached.next_random);
+  // The masks matter (else this case would prove nothing about their replay): the plain
+  // step, whose masks differ, gives another loss.
+  const Step plain = plain_step(model, b, loss);
+  EXPECT_GT(std::fabs(plain.loss - truth.loss), 1e-4 * std::fabs(truth.loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    LossesPoolingsNegatives, GradCacheEquivalence,
+    ::testing::Values(GradCacheCase{"pairwise_sigmoid", Pooling::Cls, false, 4},
+                      GradCacheCase{"infonce", Pooling::Mean, false, 3},
+                      GradCacheCase{"infonce", Pooling::Cls, true, 4},
+                      GradCacheCase{"pairwise_sigmoid", Pooling::Mean, true, 1},
+                      GradCacheCase{"infonce", Pooling::Mean, true, 64}),  // one chunk holds the micro-batch
+    [](const auto& info) {
+      const GradCacheCase& c = info.param;
+      return std::string(c.loss) + "_" + (c.pooling == Pooling::Cls ? "cls" : "mean") +
+             (c.hard_negatives ? "_hardneg" : "") + "_chunk" + std::to_string(c.chunk);
+    });
+
+// ---- real runs ---------------------------------------------------------------------------
+
+namespace {
+
+using namespace e2e;
+
+// The demo pairs with a hard negative each (the next line's positive).
+fs::path pairs_with_negatives(const fs::path& dir) {
+  std::ifstream in(kBin + "/test-data/train.jsonl");
+  std::vector<json> rows;
+  std::string line;
+  while (rows.size() < 2000 && std::getline(in, line)) rows.push_back(json::parse(line));
+  const fs::path out = dir / "pairs-neg.jsonl";
+  std::ofstream o(out);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    json r = rows[i];
+    r["neg"] = json::array({rows[(i + 1) % rows.size()]["pos"]});
+    o << r.dump() << "\n";
+  }
+  return out;
+}
+
+// batch 64 on 2 workers, cross-rank and hard negatives, infonce; `chunk` 0 = plain.
+json gradcache_config(const fs::path& dir, const fs::path& data, int64_t chunk, int accum) {
+  json c = tiny_config(dir / "out");
+  c["data"]["train"] = data.string();
+  c["data"]["negatives_per_query"] = 1;
+  c["loss"]["type"] = "infonce";
+  c["loss"]["cross_rank_negatives"] = true;
+  c["train"]["batch_size"] = 64;
+  c["train"]["grad_accum_steps"] = accum;
+  c["train"]["gradcache_chunk"] = chunk;
+  return c;
+}
+
+void expect_runs_agree(int accum) {
+  const fs::path plain = fresh_dir("gradcache-plain-" + std::to_string(accum)),
+                 cached = fresh_dir("gradcache-on-" + std::to_string(accum));
+  const fs::path data = pairs_with_negatives(plain);
+  RunResult r = train(plain, gradcache_config(plain, data, 0, accum), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = train(cached, gradcache_config(cached, data, 8, accum), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("GradCache chunks of 8 sequences"), std::string::npos) << r.output;
+  expect_same_series(series(plain / "out", "loss"), series(cached / "out", "loss"), 1e-5, "loss");
+  expect_same_series(series(plain / "out", "grad_norm"), series(cached / "out", "grad_norm"), 1e-5, "grad_norm");
+  EXPECT_EQ(series(cached / "out", "loss").size(), 5u);
+  expect_same_model(plain / "out", cached / "out", 1e-5);
+}
+
+}  // namespace
+
+// 32 pairs per rank in chunks of 8 (4 chunks a part, 12 a step), every rank's candidates
+// gathered: the loss, grad_norm and weights of the plain 2-worker run.
+TEST(GradCache, TwoWorkersTrainThePlainStepsModel) { expect_runs_agree(1); }
+
+// The same with 2 accumulation micro-steps: GradCache's no_sync nests inside the
+// accumulation's, and only the last chunk of the last micro-step all-reduces.
+TEST(GradCache, WithAccumulationTooTheyTrainThePlainStepsModel) { expect_runs_agree(2); }
