@@ -40,6 +40,8 @@ Rule at_least(double v) { Rule r; r.min = v; return r; }
 Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
 Rule one_of(std::vector<std::string> c) { Rule r; r.choices = std::move(c); return r; }
 Rule non_empty() { Rule r; r.non_empty = true; return r; }
+// ZeRO stages built: 0 and 1.
+Rule stages() { Rule r; r.min = 0; r.max = 1; return r; }
 
 // The single list of config keys: (dotted path, field, rule). Adding a key means adding
 // one line here; reading, printing, hashing and "did you mean" all follow.
@@ -101,6 +103,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("dist.backend", ds.backend, one_of({"auto", "nccl", "gloo"}));
   v("dist.bucket_mb", ds.bucket_mb, positive());
   v("dist.timeout_s", ds.timeout_s, positive());
+  v("dist.zero_stage", ds.zero_stage, stages());
 
   OutputConfig& o = c.output;
   v("output.dir", o.dir, non_empty());

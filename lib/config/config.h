@@ -83,6 +83,7 @@ struct DistConfig {
   std::string backend = "auto";  // auto | nccl | gloo
   double bucket_mb = 25;
   int timeout_s = 600;
+  int zero_stage = 0;  // 0: AdamW state replicated; 1: sharded over the ranks (parallel/zero.h)
 };
 
 struct OutputConfig {

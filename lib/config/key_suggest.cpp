@@ -37,6 +37,8 @@ const std::map<std::string, std::string>& known_aliases() {
       {"mixed_precision", "precision"},
       {"gradient_checkpointing", "activation_checkpointing"},
       {"mini_batch_size", "gradcache_chunk"},
+      {"stage", "zero_stage"},
+      {"zero", "zero_stage"},
       {"gradcache", "gradcache_chunk"},
       {"init_scale", "loss_scale_init"},
       {"scale", "temperature"},

@@ -52,7 +52,8 @@ void test_pause() {
 }  // namespace
 
 std::string save_checkpoint(const std::string& checkpoints_dir, SentenceEmbedder& model,
-                            const FlatAdamW& optimizer, const TrainPosition& position,
+                            const FlatAdamW::NamedTensors& optimizer_state, int64_t optimizer_steps,
+                            const TrainPosition& position,
                             const nlohmann::json& run_info, int keep_last) {
   const fs::path root(checkpoints_dir);
   const fs::path final_dir = root / ("step-" + std::to_string(position.step));
@@ -67,14 +68,14 @@ std::string save_checkpoint(const std::string& checkpoints_dir, SentenceEmbedder
   save_module(*model, (tmp / "model.safetensors").string());
   test_pause();
   NamedTensors opt;
-  for (auto& [name, t] : optimizer.state()) opt.emplace_back(name, t);
+  for (auto& [name, t] : optimizer_state) opt.emplace_back(name, t);
   save_tensors((tmp / "optimizer.safetensors").string(), opt);
   test_pause();
   nlohmann::json state = run_info;
   state["step"] = position.step;
   state["epoch"] = position.epoch;
   state["step_in_epoch"] = position.step_in_epoch;
-  state["optimizer_steps"] = optimizer.steps_taken();
+  state["optimizer_steps"] = optimizer_steps;
   state["loss_scale"] = position.loss_scale;
   state["loss_scale_good_steps"] = position.loss_scale_good_steps;
   write_text(tmp / "state.json", state.dump(2) + "\n");

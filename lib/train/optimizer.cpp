@@ -36,11 +36,27 @@ FlatAdamW::FlatAdamW(std::vector<Group> groups, double beta1, double beta2, doub
   }
 }
 
+void FlatAdamW::shard(int rank, int world) {
+  if (!exp_avg_.empty()) throw std::logic_error("FlatAdamW::shard after the moments were allocated");
+  rank_ = rank;
+  world_ = world;
+}
+
+ShardRange FlatAdamW::own_range(size_t i) const {
+  return world_ > 1 ? shard_range(params_[i].numel(), rank_, world_) : ShardRange{0, params_[i].numel()};
+}
+
+int64_t FlatAdamW::state_bytes() const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < params_.size(); ++i) bytes += 2 * own_range(i).size * int64_t(params_[i].element_size());
+  return bytes;
+}
+
 void FlatAdamW::allocate_moments() const {
   if (!exp_avg_.empty()) return;
-  for (const auto& p : params_) {
-    exp_avg_.push_back(torch::zeros_like(p));
-    exp_avg_sq_.push_back(torch::zeros_like(p));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    exp_avg_.push_back(torch::zeros({own_range(i).size}, params_[i].options()));
+    exp_avg_sq_.push_back(torch::zeros({own_range(i).size}, params_[i].options()));
   }
 }
 
@@ -74,10 +90,13 @@ void FlatAdamW::step(double lr) {
   allocate_moments();
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
+    const ShardRange own = own_range(i);
+    if (own.size == 0) continue;
     // The kernel reads the step count from a tensor (PyTorch keeps one per parameter).
     const at::Tensor step = at::full({}, double(steps_), params_[i].options().dtype(at::kFloat));
-    at::_fused_adamw_({params_[i]}, {grads_[i]}, {exp_avg_[i]}, {exp_avg_sq_[i]}, {}, {step}, lr, beta1_, beta2_,
-                      weight_decay_[i], eps_, /*amsgrad=*/false, /*maximize=*/false);
+    at::_fused_adamw_({params_[i].narrow(0, own.begin, own.size)}, {grads_[i].narrow(0, own.begin, own.size)},
+                      {exp_avg_[i]}, {exp_avg_sq_[i]}, {}, {step}, lr, beta1_, beta2_, weight_decay_[i], eps_,
+                      /*amsgrad=*/false, /*maximize=*/false);
   }
 }
 
@@ -87,9 +106,9 @@ int64_t FlatAdamW::num_parameters() const {
   return n;
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> FlatAdamW::state() const {
+FlatAdamW::NamedTensors FlatAdamW::state() const {
   allocate_moments();
-  std::vector<std::pair<std::string, torch::Tensor>> out;
+  NamedTensors out;
   for (size_t i = 0; i < params_.size(); ++i) {
     out.emplace_back("adamw." + std::to_string(i) + ".exp_avg", exp_avg_[i]);
     out.emplace_back("adamw." + std::to_string(i) + ".exp_avg_sq", exp_avg_sq_[i]);
@@ -97,8 +116,25 @@ std::vector<std::pair<std::string, torch::Tensor>> FlatAdamW::state() const {
   return out;
 }
 
-void FlatAdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& named,
-                           int64_t steps) {
+FlatAdamW::NamedTensors FlatAdamW::full_state(
+    const std::function<void(const std::vector<torch::Tensor>&)>& share) const {
+  if (!sharded()) return state();
+  torch::NoGradGuard no_grad;
+  NamedTensors out = state();
+  std::vector<torch::Tensor> whole;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const size_t i = k / 2;  // exp_avg and exp_avg_sq of group i
+    const ShardRange own = own_range(i);
+    torch::Tensor full = torch::zeros_like(params_[i]);
+    full.narrow(0, own.begin, own.size).copy_(out[k].second);
+    out[k].second = full;
+    whole.push_back(full);
+  }
+  share(whole);
+  return out;
+}
+
+void FlatAdamW::load_state(const NamedTensors& named, int64_t steps) {
   torch::NoGradGuard no_grad;
   allocate_moments();
   auto find = [&](const std::string& name) -> const torch::Tensor& {
@@ -110,10 +146,11 @@ void FlatAdamW::load_state(const std::vector<std::pair<std::string, torch::Tenso
     for (auto* dst : {&exp_avg_[i], &exp_avg_sq_[i]}) {
       const std::string name = "adamw." + std::to_string(i) + (dst == &exp_avg_[i] ? ".exp_avg" : ".exp_avg_sq");
       const auto& src = find(name);
-      if (src.numel() != dst->numel())
+      if (src.numel() != params_[i].numel())
         throw std::runtime_error("optimizer state: " + name + " has " + std::to_string(src.numel()) +
-                                 " values, the model needs " + std::to_string(dst->numel()));
-      dst->copy_(src.reshape({-1}));
+                                 " values, the model needs " + std::to_string(params_[i].numel()));
+      const ShardRange own = own_range(i);
+      dst->copy_(src.reshape({-1}).narrow(0, own.begin, own.size));
     }
   }
   steps_ = steps;

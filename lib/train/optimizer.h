@@ -16,9 +16,12 @@
 // Decoupled weight decay as in torch.optim.AdamW: p ← p·(1 − lr·wd) − lr·m̂/(√v̂ + eps).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "parallel/zero.h"
 
 namespace ddp_embed {
 
@@ -41,16 +44,36 @@ class FlatAdamW {
   int64_t steps_taken() const { return steps_; }
   int64_t num_parameters() const;
 
-  // Optimizer state as named tensors ("adamw.<g>.exp_avg", ...) and back, for checkpoints.
-  std::vector<std::pair<std::string, torch::Tensor>> state() const;
-  void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& named, int64_t steps);
+  // ZeRO-1 (parallel/zero.h): from now on this rank keeps the moments of, and step()
+  // updates, only shard `rank` of `world` of each flat buffer; the caller then shares the
+  // shards (share_shards on flat_parameters()). Before the first step or state load.
+  void shard(int rank, int world);
+  bool sharded() const { return world_ > 1; }
+  const std::vector<torch::Tensor>& flat_parameters() const { return params_; }
+  // The bytes of AdamW state (the two moments) this rank holds, allocated or not yet.
+  int64_t state_bytes() const;
+
+  using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+  // Optimizer state as named tensors ("adamw.<g>.exp_avg", ...): this rank's own moments
+  // (its shards under ZeRO-1).
+  NamedTensors state() const;
+  // The whole moments, as checkpoints hold them whatever the sharding. Sharded, each
+  // moment is assembled in a model-sized buffer on every rank by `share` (share_shards
+  // over the process group): a collective, so every rank calls it.
+  NamedTensors full_state(const std::function<void(const std::vector<torch::Tensor>&)>& share) const;
+  // From whole moments (a checkpoint of any world size and stage): this rank's part.
+  void load_state(const NamedTensors& named, int64_t steps);
 
  private:
   // The moments are allocated by the first step (or a state load), as PyTorch's AdamW
   // does: start-up does not zero-fill two model-sized buffers.
   void allocate_moments() const;
 
+  // This rank's stretch of flat buffer i: all of it unless sharded.
+  ShardRange own_range(size_t i) const;
+
   std::vector<double> weight_decay_;
+  int rank_ = 0, world_ = 1;
   std::vector<torch::Tensor> params_, grads_;
   mutable std::vector<torch::Tensor> exp_avg_, exp_avg_sq_;
   double beta1_, beta2_, eps_;

@@ -26,6 +26,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/process_group.h"
 #include "parallel/worker_env.h"
+#include "parallel/zero.h"
 #include "model/bert.h"
 #include "model/model_folder.h"
 #include "model/weights.h"
@@ -430,6 +431,7 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
+  if (cfg.dist.zero_stage == 1) optimizer.shard(pg.rank(), pg.world_size());
   make_initial_parameters_agree(model, pg);
   model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
   auto grad_sync = std::make_unique<GradSync>(pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
@@ -437,6 +439,10 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
     spdlog::info("gradient sync: {} buckets of up to {} MB{}", grad_sync->num_buckets(), cfg.dist.bucket_mb,
                  grad_sync->buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
                                                          : "");
+  spdlog::info("optimizer state: {:.1f} MB on this rank{}", double(optimizer.state_bytes()) / 1e6,
+               optimizer.sharded() ? fmt::format(" (ZeRO-1: 1/{} of {:.1f} MB)", pg.world_size(),
+                                                 double(2 * optimizer.num_parameters() * 4) / 1e6)
+                                   : "");
   double peak_lr = cfg.train.lr;
   if (cfg.train.lr_scaling == "linear") peak_lr *= pg.world_size();
   if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg.world_size()));
@@ -515,10 +521,14 @@ class RunRecord {
 
   void checkpoint(const TrainPosition& p) {
     w_.pg->barrier();
+    // The whole AdamW moments: under ZeRO-1 every rank's shards are shared first (every
+    // rank takes part), so that the checkpoint resumes at any world size and stage.
+    const FlatAdamW::NamedTensors optimizer_state =
+        t_.optimizer.full_state([this](const std::vector<at::Tensor>& whole) { share_shards(*w_.pg, whole); });
     if (w_.main_rank()) {
       const auto t0 = Clock::now();
-      const std::string where = save_checkpoint(cfg_.output.dir + "/checkpoints", t_.model, t_.optimizer, p,
-                                                run_info_, cfg_.output.keep_last);
+      const std::string where = save_checkpoint(cfg_.output.dir + "/checkpoints", t_.model, optimizer_state,
+                                                t_.optimizer.steps_taken(), p, run_info_, cfg_.output.keep_last);
       spdlog::info("checkpoint {} ({:.1f}s)", where, std::chrono::duration<double>(Clock::now() - t0).count());
     }
     w_.pg->barrier();
@@ -591,6 +601,8 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
   // The gradients are averaged over the ranks, so the verdict (finite or not) and the
   // norm are the same on every rank: every rank skips or steps together.
   out.update = update_parameters(c.t.optimizer, c.t.loss_scaler, c.cfg.train.max_grad_norm, lr);
+  // ZeRO-1: each rank updated its shard of the parameters; every rank takes the others'.
+  if (out.update.applied && c.t.optimizer.sharded()) share_shards(*c.w.pg, c.t.optimizer.flat_parameters());
   c.t.optimizer.zero_grad();
   return out;
 }

@@ -341,6 +341,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
     EXPECT_TRUE(j.contains(section)) << section;
   EXPECT_EQ(j["model"].size(), 10u);
   EXPECT_EQ(j["train"].size(), 18u);
+  EXPECT_EQ(j["dist"].size(), 4u);
 
   const Config back = config_from_json(j, "printed");
   EXPECT_EQ(config_hash(back), config_hash(c));

