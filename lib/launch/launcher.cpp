@@ -1,7 +1,6 @@
-// run_launcher(): parse, lay out the job, find PROGRAM, check the port, then hand over
+// run_launcher(): parse, lay out the job, find PROGRAM, check the master address and port, then hand over
 // to the supervisor. Every early error is one line on stderr.
 #include <fcntl.h>
-#include <netdb.h>
 #include <unistd.h>
 
 #include <climits>
@@ -13,17 +12,6 @@
 
 namespace ddp_embed::launch {
 namespace {
-
-bool resolves(const std::string& host, std::string* error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (res) freeaddrinfo(res);
-  if (rc != 0) *error = gai_strerror(rc);
-  return rc == 0;
-}
 
 int fail(int status, const std::string& message) {
   write_whole(2, "ddp-launch: " + message + "\n");
@@ -87,7 +75,7 @@ int run_launcher(const std::vector<std::string>& args, char** envp) {
   // store connection for the whole timeout before saying so).
   JobLayout& job = plan.layout;
   std::string error;
-  if (!resolves(job.master_addr, &error))
+  if (!address_resolves(job.master_addr, &error))
     return fail(kExitRuntimeError, "the master address " + job.master_addr + " does not resolve on this node (" +
                                        error + "); check --master-addr" +
                                        (plan.base_env.count("SLURM_JOB_ID") ? " or the SLURM node list" : ""));

@@ -162,7 +162,10 @@ std::string find_program(const std::string& program, const std::string& path_env
 // The directory holding the running executable (/proc/self/exe), or "".
 std::string self_exe_dir();
 
-// ---- rendezvous port -------------------------------------------------------------------
+// ---- rendezvous address and port --------------------------------------------------------
+
+// Whether `host` resolves on this node (getaddrinfo); else `error` says why.
+bool address_resolves(const std::string& host, std::string* error);
 
 enum class PortState { free, in_use, error };
 

@@ -1,5 +1,7 @@
-// The rendezvous port: checked (or picked) before any worker starts, so "port in use"
-// is one clear line instead of a rank-0 crash deep inside the store's start-up.
+// The rendezvous address and port: checked (or the port picked) before any worker starts,
+// so "port in use" or "does not resolve" is one clear line instead of a rank-0 crash deep
+// inside the store's start-up, or every worker retrying its connection until the timeout.
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,6 +50,17 @@ int bind_wildcard(int port) {
 }
 
 }  // namespace
+
+bool address_resolves(const std::string& host, std::string* error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (res) freeaddrinfo(res);
+  if (rc != 0 && error) *error = gai_strerror(rc);
+  return rc == 0;
+}
 
 PortState probe_port(int port, std::string* error) {
   int fd = bind_wildcard(port);

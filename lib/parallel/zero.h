@@ -11,7 +11,7 @@
 //
 // Each rank's update of its shard is the same arithmetic on the same values as the
 // unsharded update of those elements, so the parameters stay those of plain data
-// parallelism. Checkpoints hold whole moments (FlatAdamW::full_state), so a run saved at
+// parallelism. Checkpoints hold whole moments (FlatAdamW::state), so a run saved at
 // one stage and world size resumes at any other.
 #pragma once
 

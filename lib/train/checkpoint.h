@@ -41,7 +41,7 @@ struct TrainPosition {
 
 // Writes step-<position.step> under checkpoints_dir atomically, then removes all but the
 // newest keep_last complete checkpoints. Returns the folder's path. optimizer_state: the
-// whole moments (FlatAdamW::full_state), so that any world size and ZeRO stage resumes.
+// whole moments (FlatAdamW::state()), so that any world size and ZeRO stage resumes.
 std::string save_checkpoint(const std::string& checkpoints_dir, SentenceEmbedder& model,
                             const FlatAdamW::NamedTensors& optimizer_state, int64_t optimizer_steps,
                             const TrainPosition& position,

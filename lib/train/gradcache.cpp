@@ -20,6 +20,7 @@ EncoderInput chunk_of(const EncoderInput& part, int64_t start, int64_t count) {
 struct Chunk {
   size_t part;  // 0 queries, 1 positives, 2 hard negatives
   int64_t start, count;
+  EncoderInput input;          // its rows, cut to their longest (views of the batch)
   at::Tensor generator_state;  // before pass 1 embedded it
 };
 
@@ -41,8 +42,9 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
     for (size_t p = 0; p < parts.size(); ++p) {
       const int64_t rows = parts[p]->ids.size(0);
       for (int64_t start = 0; start < rows; start += settings.chunk) {
-        Chunk c{p, start, std::min(settings.chunk, rows - start), generator_state(settings.device)};
-        pieces[p].push_back(model->embed(chunk_of(*parts[p], c.start, c.count)));
+        const int64_t count = std::min(settings.chunk, rows - start);
+        Chunk c{p, start, count, chunk_of(*parts[p], start, count), generator_state(settings.device)};
+        pieces[p].push_back(model->embed(c.input));
         chunks.push_back(std::move(c));
       }
     }
@@ -69,7 +71,7 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
     {
       ReplayRandomness same_masks(settings.device, c.generator_state);
       AutocastScope autocast(settings.precision, settings.device);
-      again = model->embed(chunk_of(*parts[c.part], c.start, c.count));
+      again = model->embed(c.input);
     }
     again.backward(embedded[c.part].grad().narrow(0, c.start, c.count).to(again.scalar_type()));
   }

@@ -8,6 +8,14 @@
 #include <ATen/ops/linalg_vector_norm.h>
 
 namespace ddp_embed {
+namespace {
+
+// The checkpoint names of group i's moments: "adamw.<i>.exp_avg", "adamw.<i>.exp_avg_sq".
+std::string moment_name(size_t group, bool first_moment) {
+  return "adamw." + std::to_string(group) + (first_moment ? ".exp_avg" : ".exp_avg_sq");
+}
+
+}  // namespace
 
 FlatAdamW::FlatAdamW(std::vector<Group> groups, double beta1, double beta2, double eps)
     : beta1_(beta1), beta2_(beta2), eps_(eps) {
@@ -36,10 +44,11 @@ FlatAdamW::FlatAdamW(std::vector<Group> groups, double beta1, double beta2, doub
   }
 }
 
-void FlatAdamW::shard(int rank, int world) {
+void FlatAdamW::shard(int rank, int world, ShareShards share) {
   if (!exp_avg_.empty()) throw std::logic_error("FlatAdamW::shard after the moments were allocated");
   rank_ = rank;
   world_ = world;
+  share_ = std::move(share);
 }
 
 ShardRange FlatAdamW::own_range(size_t i) const {
@@ -98,6 +107,7 @@ void FlatAdamW::step(double lr) {
                       {exp_avg_[i]}, {exp_avg_sq_[i]}, {}, {step}, lr, beta1_, beta2_, weight_decay_[i], eps_,
                       /*amsgrad=*/false, /*maximize=*/false);
   }
+  if (sharded()) share_(params_);
 }
 
 int64_t FlatAdamW::num_parameters() const {
@@ -107,30 +117,22 @@ int64_t FlatAdamW::num_parameters() const {
 }
 
 FlatAdamW::NamedTensors FlatAdamW::state() const {
+  torch::NoGradGuard no_grad;
   allocate_moments();
   NamedTensors out;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    out.emplace_back("adamw." + std::to_string(i) + ".exp_avg", exp_avg_[i]);
-    out.emplace_back("adamw." + std::to_string(i) + ".exp_avg_sq", exp_avg_sq_[i]);
-  }
-  return out;
-}
-
-FlatAdamW::NamedTensors FlatAdamW::full_state(
-    const std::function<void(const std::vector<torch::Tensor>&)>& share) const {
-  if (!sharded()) return state();
-  torch::NoGradGuard no_grad;
-  NamedTensors out = state();
-  std::vector<torch::Tensor> whole;
-  for (size_t k = 0; k < out.size(); ++k) {
-    const size_t i = k / 2;  // exp_avg and exp_avg_sq of group i
-    const ShardRange own = own_range(i);
-    torch::Tensor full = torch::zeros_like(params_[i]);
-    full.narrow(0, own.begin, own.size).copy_(out[k].second);
-    out[k].second = full;
-    whole.push_back(full);
-  }
-  share(whole);
+  std::vector<torch::Tensor> assembled;
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (const torch::Tensor* moment : {&exp_avg_[i], &exp_avg_sq_[i]}) {
+      torch::Tensor whole = *moment;
+      if (sharded()) {
+        const ShardRange own = own_range(i);
+        whole = torch::zeros_like(params_[i]);
+        whole.narrow(0, own.begin, own.size).copy_(*moment);
+        assembled.push_back(whole);
+      }
+      out.emplace_back(moment_name(i, moment == &exp_avg_[i]), whole);
+    }
+  if (sharded()) share_(assembled);
   return out;
 }
 
@@ -144,7 +146,7 @@ void FlatAdamW::load_state(const NamedTensors& named, int64_t steps) {
   };
   for (size_t i = 0; i < params_.size(); ++i) {
     for (auto* dst : {&exp_avg_[i], &exp_avg_sq_[i]}) {
-      const std::string name = "adamw." + std::to_string(i) + (dst == &exp_avg_[i] ? ".exp_avg" : ".exp_avg_sq");
+      const std::string name = moment_name(i, dst == &exp_avg_[i]);
       const auto& src = find(name);
       if (src.numel() != params_[i].numel())
         throw std::runtime_error("optimizer state: " + name + " has " + std::to_string(src.numel()) +

@@ -45,22 +45,20 @@ class FlatAdamW {
   int64_t num_parameters() const;
 
   // ZeRO-1 (parallel/zero.h): from now on this rank keeps the moments of, and step()
-  // updates, only shard `rank` of `world` of each flat buffer; the caller then shares the
-  // shards (share_shards on flat_parameters()). Before the first step or state load.
-  void shard(int rank, int world);
+  // updates, only shard `rank` of `world` of each flat buffer, then gives every rank the
+  // others' shards through `share` (share_shards over the process group: every rank must
+  // step, and read state(), together). Before the first step or state load.
+  using ShareShards = std::function<void(const std::vector<torch::Tensor>& flat_buffers)>;
+  void shard(int rank, int world, ShareShards share);
   bool sharded() const { return world_ > 1; }
-  const std::vector<torch::Tensor>& flat_parameters() const { return params_; }
   // The bytes of AdamW state (the two moments) this rank holds, allocated or not yet.
   int64_t state_bytes() const;
 
+  // Optimizer state as named tensors ("adamw.<g>.exp_avg", ...) and back, for checkpoints:
+  // the whole moments whatever the sharding, so that any world size and stage resumes.
+  // Sharded, each moment is assembled in a model-sized buffer on every rank (a collective).
   using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
-  // Optimizer state as named tensors ("adamw.<g>.exp_avg", ...): this rank's own moments
-  // (its shards under ZeRO-1).
   NamedTensors state() const;
-  // The whole moments, as checkpoints hold them whatever the sharding. Sharded, each
-  // moment is assembled in a model-sized buffer on every rank by `share` (share_shards
-  // over the process group): a collective, so every rank calls it.
-  NamedTensors full_state(const std::function<void(const std::vector<torch::Tensor>&)>& share) const;
   // From whole moments (a checkpoint of any world size and stage): this rank's part.
   void load_state(const NamedTensors& named, int64_t steps);
 
@@ -74,6 +72,7 @@ class FlatAdamW {
 
   std::vector<double> weight_decay_;
   int rank_ = 0, world_ = 1;
+  ShareShards share_;
   std::vector<torch::Tensor> params_, grads_;
   mutable std::vector<torch::Tensor> exp_avg_, exp_avg_sq_;
   double beta1_, beta2_, eps_;

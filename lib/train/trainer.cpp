@@ -431,7 +431,8 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
-  if (cfg.dist.zero_stage == 1) optimizer.shard(pg.rank(), pg.world_size());
+  if (cfg.dist.zero_stage == 1)
+    optimizer.shard(pg.rank(), pg.world_size(), [&pg](const std::vector<at::Tensor>& flat) { share_shards(pg, flat); });
   make_initial_parameters_agree(model, pg);
   model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
   auto grad_sync = std::make_unique<GradSync>(pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
@@ -440,9 +441,7 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
                  grad_sync->buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
                                                          : "");
   spdlog::info("optimizer state: {:.1f} MB on this rank{}", double(optimizer.state_bytes()) / 1e6,
-               optimizer.sharded() ? fmt::format(" (ZeRO-1: 1/{} of {:.1f} MB)", pg.world_size(),
-                                                 double(2 * optimizer.num_parameters() * 4) / 1e6)
-                                   : "");
+               optimizer.sharded() ? fmt::format(" (ZeRO-1: 1/{} of the whole)", pg.world_size()) : "");
   double peak_lr = cfg.train.lr;
   if (cfg.train.lr_scaling == "linear") peak_lr *= pg.world_size();
   if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg.world_size()));
@@ -521,10 +520,8 @@ class RunRecord {
 
   void checkpoint(const TrainPosition& p) {
     w_.pg->barrier();
-    // The whole AdamW moments: under ZeRO-1 every rank's shards are shared first (every
-    // rank takes part), so that the checkpoint resumes at any world size and stage.
-    const FlatAdamW::NamedTensors optimizer_state =
-        t_.optimizer.full_state([this](const std::vector<at::Tensor>& whole) { share_shards(*w_.pg, whole); });
+    // Every rank: under ZeRO-1 the whole moments are assembled from every rank's shards.
+    const FlatAdamW::NamedTensors optimizer_state = t_.optimizer.state();
     if (w_.main_rank()) {
       const auto t0 = Clock::now();
       const std::string where = save_checkpoint(cfg_.output.dir + "/checkpoints", t_.model, optimizer_state,
@@ -553,7 +550,6 @@ struct StepContext {
   LossSettings loss;
   CandidateExchange exchange;            // cross-rank negatives, when on
   const FaultInjection* faults;          // null outside the tests
-  GradCacheSettings gradcache;           // chunk 0: off
 };
 
 struct StepOutcome {
@@ -583,9 +579,9 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
       return c.faults ? c.faults->on_loss(step + 1, loss) : loss;
     };
     at::Tensor loss;
-    if (c.gradcache.chunk > 0) {
-      loss = gradcache_forward_backward(c.t.model, b, c.gradcache, c.loss, c.exchange, prepare_loss, c.t.loss_scaler,
-                                        c.t.grad_sync.get());
+    if (c.cfg.train.gradcache_chunk > 0) {
+      loss = gradcache_forward_backward(c.t.model, b, {c.cfg.train.gradcache_chunk, c.w.precision, c.w.device}, c.loss,
+                                        c.exchange, prepare_loss, c.t.loss_scaler, c.t.grad_sync.get());
     } else {
       {
         AutocastScope autocast(c.w.precision, c.w.device);  // the forward only; backward runs outside it
@@ -601,8 +597,6 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
   // The gradients are averaged over the ranks, so the verdict (finite or not) and the
   // norm are the same on every rank: every rank skips or steps together.
   out.update = update_parameters(c.t.optimizer, c.t.loss_scaler, c.cfg.train.max_grad_norm, lr);
-  // ZeRO-1: each rank updated its shard of the parameters; every rank takes the others'.
-  if (out.update.applied && c.t.optimizer.sharded()) share_shards(*c.w.pg, c.t.optimizer.flat_parameters());
   c.t.optimizer.zero_grad();
   return out;
 }
@@ -731,8 +725,7 @@ int run_training(const Config& cfg) {
   spdlog::info("start-up took {:.2f}s; training", startup_s);
 
   const std::unique_ptr<FaultInjection> faults = FaultInjection::from_env(w.env.restart_count);
-  StepContext step_context{cfg, w, t, {cfg.loss.type, cfg.loss.temperature}, {}, faults.get(),
-                           {cfg.train.gradcache_chunk, w.precision, w.device}};
+  StepContext step_context{cfg, w, t, {cfg.loss.type, cfg.loss.temperature}, {}, faults.get()};
   if (cfg.loss.cross_rank_negatives && pg.world_size() > 1) {
     step_context.exchange.all_gather = [&pg](const at::Tensor& x) { return all_gather_with_grad(pg, x); };
     step_context.exchange.rank = pg.rank();

@@ -83,8 +83,6 @@ TEST(LaunchSignals, SecondCtrlCKillsAtOnce) {
   EXPECT_NE(launcher.err().find("got SIGINT again; killing 2 workers now"), std::string::npos) << launcher.err();
 }
 
-// The launcher dies without a chance to clean up: every worker and every process a
-// worker started must still go away.
 // The launcher's private rendezvous directories (ddp-launch-XXXXXX) under `tmp`.
 int private_dirs_in(const std::string& tmp) {
   int n = 0;
@@ -95,8 +93,9 @@ int private_dirs_in(const std::string& tmp) {
   return n;
 }
 
-// ... and its private rendezvous directory goes too (a SIGKILLed launcher runs no
-// destructor: the orphan guard removes it).
+// The launcher dies without a chance to clean up: every worker and every process a
+// worker started must still go away, and its private rendezvous directory too (a
+// SIGKILLed launcher runs no destructor: the orphan guard removes it).
 TEST(LaunchSignals, KillingTheLauncherKillsWorkersAndTheirChildren) {
   TempDir dir;
   const int kWorkers = 3;
