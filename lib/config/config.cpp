@@ -41,7 +41,7 @@ Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
 Rule one_of(std::vector<std::string> c) { Rule r; r.choices = std::move(c); return r; }
 Rule non_empty() { Rule r; r.non_empty = true; return r; }
 // ZeRO stages built: 0 and 1.
-Rule stages() { Rule r; r.min = 0; r.max = 1; return r; }
+Rule stages() { Rule r; r.min = 0; r.max = 2; return r; }
 
 // The single list of config keys: (dotted path, field, rule). Adding a key means adding
 // one line here; reading, printing, hashing and "did you mean" all follow.

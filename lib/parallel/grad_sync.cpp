@@ -37,7 +37,25 @@
 // the all-reduce, so the all-reduce reads the finished copy. PendingCollective::wait() in
 // finish() makes the current stream wait for the all-reduce, so the division and copies
 // back into .grad (queued after it) see the result; the host does not block.
+//
+// ZeRO-2 (reduce_into_shards). The buckets stay the same stretches of the optimizer's flat
+// buffers, but no longer their memory: the whole buffers are gone, each bucket gets a
+// buffer of its own when its first gradient arrives, and each .grad is copied into it and
+// freed at once. A complete bucket is sent as one reduce (SUM) per rank whose shard it
+// overlaps, to that rank; once the reduces are done, the rank's part of the sums, divided
+// by the world size, is added into its shard and the bucket's buffer is freed: as soon as
+// the hook sees them done, and at the latest when the next bucket is launched (one bucket
+// in flight at a time), so a rank holds its shard, two buckets and the .grads of the
+// bucket being filled, never a whole gradient.
+// On the CPU those transient buffers are mapped from the kernel and unmapped when freed:
+// the process's malloc tuning (model/malloc_tuning.h) keeps freed heap memory for reuse,
+// so a buffer that lives for a part of backward would otherwise stay in the resident set
+// between steps, and the memory ZeRO-2 saves would not show.
+// Accumulation adds each micro-step's averages into the shard. The word embedding's
+// gradient arrives sparse (only the rows of the batch) and is scattered into the bucket.
 #include "parallel/grad_sync.h"
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,19 +68,54 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "parallel/zero.h"
+
 namespace ddp_embed {
 
 namespace {
 struct Bucket {
   at::Tensor flat;                  // all gradients of the bucket, one after the other
+  int64_t numel = 0;                // flat's length
+  int64_t value_bytes = 4;          // flat's element size
   std::vector<std::size_t> params;  // indices into State::params
   std::vector<int64_t> offsets;     // element offset of each in flat
   bool views = false;               // flat is the parameters' gradients themselves
+  std::size_t buffer = 0;           // with views (and ZeRO-2): the flat gradient buffer it is cut from,
+  int64_t lo = 0;                   //   and where: [lo, lo + numel)
   std::size_t pending = 0;          // parameters whose gradient is not in flat yet (this step)
   bool launched = false;
-  PendingCollective work;
+  std::vector<PendingCollective> work;  // the all-reduce, or ZeRO-2's reduces to the owners
   std::string name;
 };
+
+// ZeRO-2: this rank's shard of one flat gradient buffer.
+struct GradientShard {
+  at::Tensor own;     // shard_range(whole, rank, world) of the buffer
+  int64_t whole = 0;  // the buffer's length
+};
+
+// A ZeRO-2 bucket buffer: on the CPU straight from the kernel (see "On the CPU" above),
+// elsewhere from the device's caching allocator.
+at::Tensor transient_buffer(int64_t numel, const at::TensorOptions& options) {
+  const std::size_t bytes = std::size_t(numel) * options.dtype().itemsize();
+  if (options.device().is_cpu() && bytes > 0) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED)
+      return at::from_blob(p, {numel}, [bytes](void* q) { munmap(q, bytes); }, options);
+  }
+  return at::empty({numel}, options);
+}
+
+// Buckets in flight under ZeRO-2 before the hook waits for the oldest: one on the network
+// while the next fills. Each is a transient buffer of up to bucket_mb.
+constexpr std::size_t kShardBucketsInFlight = 1;
+
+std::string bucket_name(const Bucket& b, std::size_t index, std::size_t count, bool to_shards) {
+  std::ostringstream name;
+  name << (to_shards ? "gradient reduce" : "gradient all-reduce") << " of bucket " << index + 1 << "/" << count
+       << " (" << b.params.size() << " parameters, " << static_cast<double>(b.numel * b.value_bytes) / (1 << 20) << " MiB)";
+  return name.str();
+}
 }  // namespace
 
 struct GradSync::State {
@@ -74,7 +127,12 @@ struct GradSync::State {
   std::vector<std::size_t> bucket_of, slot_of;  // per parameter
   std::vector<char> ready;                      // per parameter, this step
   std::vector<Bucket> buckets;
+  std::vector<const c10::StorageImpl*> buffers;  // with views: the flat gradient buffers, by first appearance
   std::size_t next_launch = 0;  // buckets [0, next_launch) are launched this step
+  // ZeRO-2 (reduce_into_shards): one shard per buffer; buckets [0, next_fold) are in them.
+  bool to_shards = false;
+  std::vector<GradientShard> shards;
+  std::size_t next_fold = 0;
   bool sync = true;
   std::string error;  // raised by finish(): hooks must not throw through the engine
   std::mutex mu;
@@ -94,10 +152,67 @@ struct GradSync::State {
            g.data_ptr() == static_cast<char*>(b.flat.data_ptr()) + b.offsets[slot_of[i]] * b.flat.element_size();
   }
 
+  // ZeRO-2: where bucket b's stretch of its buffer meets `rank`'s shard (size 0: nowhere).
+  ShardRange overlap(const Bucket& b, int rank) const {
+    const ShardRange r = shard_range(shards[b.buffer].whole, rank, pg->world_size());
+    const int64_t from = std::max(b.lo, r.begin), to = std::min(b.lo + b.numel, r.begin + r.size);
+    return {from, std::max<int64_t>(0, to - from)};
+  }
+
+  // ZeRO-2: the bucket's own memory, from its first gradient until it is folded.
+  void ensure_memory(Bucket& b) {
+    if (!b.flat.defined()) b.flat = transient_buffer(b.numel, shards[b.buffer].own.options());
+  }
+
+  // ZeRO-2: parameter i's gradient (or zeros) into its slot, and .grad freed.
+  void move_into_slot(std::size_t i) {
+    ensure_memory(buckets[bucket_of[i]]);
+    at::Tensor dst = slot(i);
+    const at::Tensor& g = params[i].grad();
+    if (!g.defined() || g.is_sparse()) dst.zero_();
+    if (g.defined()) g.is_sparse() ? dst.add_(g) : dst.copy_(g);
+    params[i].mutable_grad() = at::Tensor();
+  }
+
   void launch(std::size_t b) {
     Bucket& bk = buckets[b];
-    bk.work = pg->allreduce_sum_async(bk.flat, bk.name);
+    if (!to_shards) {
+      bk.work.push_back(pg->allreduce_sum_async(bk.flat, bk.name));
+    } else {
+      for (int owner = 0; owner < pg->world_size(); ++owner) {
+        const ShardRange o = overlap(bk, owner);
+        if (o.size > 0)
+          bk.work.push_back(pg->reduce_sum_async(bk.flat.narrow(0, o.begin - bk.lo, o.size), owner,
+                                                 bk.name + " into rank " + std::to_string(owner) + "'s shard"));
+      }
+    }
     bk.launched = true;
+  }
+
+  // ZeRO-2: folds, in order, the launched buckets whose reduces are done, and those
+  // beyond kShardBucketsInFlight whether done or not (waiting for them).
+  void fold_finished_buckets() {
+    auto done = [](const Bucket& b) {
+      return std::all_of(b.work.begin(), b.work.end(), [](const PendingCollective& w) { return w.done(); });
+    };
+    while (next_fold < next_launch && (next_fold + kShardBucketsInFlight < next_launch || done(buckets[next_fold])))
+      fold(next_fold++);
+  }
+
+  // ZeRO-2: bucket b's reduces are done; this rank's part of the sums, averaged, joins
+  // its shard, and the bucket's memory is freed.
+  void fold(std::size_t b) {
+    Bucket& bk = buckets[b];
+    for (auto& w : bk.work) w.wait();
+    const int rank = pg->rank(), world = pg->world_size();
+    const ShardRange o = overlap(bk, rank);
+    if (o.size > 0) {
+      GradientShard& sh = shards[bk.buffer];
+      const int64_t mine = shard_range(sh.whole, rank, world).begin;
+      sh.own.narrow(0, o.begin - mine, o.size).add_(bk.flat.narrow(0, o.begin - bk.lo, o.size), 1.0 / world);
+    }
+    bk.work.clear();
+    bk.flat = at::Tensor();
   }
 
   void launch_ready_in_order() {
@@ -111,18 +226,24 @@ struct GradSync::State {
     const at::Tensor& g = params[i].grad();
     if (!g.defined()) return;
     try {
-      if (g.is_sparse()) throw DistError("parameter #" + std::to_string(i) + " has a sparse gradient; GradSync needs dense ones");
+      if (g.is_sparse() && !to_shards)
+        throw DistError("parameter #" + std::to_string(i) + " has a sparse gradient; GradSync needs dense ones");
       Bucket& b = buckets[bucket_of[i]];
       if (b.launched)
         throw DistError("parameter #" + std::to_string(i) + " received another gradient after " + b.name +
                         " was sent (backward ran twice with sync on before finish()?)");
       at::NoGradGuard no_grad;
-      if (!grad_is_slot(i)) slot(i).copy_(g);
+      if (to_shards) {
+        move_into_slot(i);
+      } else if (!grad_is_slot(i)) {
+        slot(i).copy_(g);
+      }
       if (!ready[i]) {
         ready[i] = 1;
         --b.pending;
       }
       launch_ready_in_order();
+      if (to_shards) fold_finished_buckets();
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -130,11 +251,13 @@ struct GradSync::State {
 
   void reset_step() {
     next_launch = 0;
+    next_fold = 0;
     std::fill(ready.begin(), ready.end(), 0);
     for (auto& b : buckets) {
       b.pending = b.params.size();
       b.launched = false;
-      b.work = PendingCollective();
+      b.work.clear();
+      if (to_shards) b.flat = at::Tensor();
     }
   }
 };
@@ -179,7 +302,9 @@ void layout_with_copies(GradSync::State& s, std::size_t bucket_bytes) {
   }
   for (auto& b : s.buckets) {
     const at::Tensor& first = s.params[b.params.front()];
-    b.flat = at::zeros({b.offsets.back() + s.params[b.params.back()].numel()}, first.options().requires_grad(false));
+    b.numel = b.offsets.back() + s.params[b.params.back()].numel();
+    b.value_bytes = first.element_size();
+    b.flat = at::zeros({b.numel}, first.options().requires_grad(false));
   }
 }
 
@@ -214,7 +339,8 @@ bool layout_as_views(GradSync::State& s, std::size_t bucket_bytes) {
     }
   }
   std::vector<Bucket> buckets;
-  for (auto& in_buffer : pieces) {
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    auto& in_buffer = pieces[k];
     std::sort(in_buffer.begin(), in_buffer.end(), [](const Piece& a, const Piece& b) { return a.offset > b.offset; });
     for (std::size_t j = 0; j + 1 < in_buffer.size(); ++j)  // tiled: each ends where the one above starts
       if (in_buffer[j + 1].offset + s.params[in_buffer[j + 1].param].numel() != in_buffer[j].offset) return false;
@@ -238,6 +364,10 @@ bool layout_as_views(GradSync::State& s, std::size_t bucket_bytes) {
         b.flat = at::empty({0}, any_grad.options()).set_(any_grad.storage(), lo, {hi - lo}, {1});
         for (auto& o : b.offsets) o -= lo;
         b.views = true;
+        b.buffer = k;
+        b.lo = lo;
+        b.numel = hi - lo;
+        b.value_bytes = element;
       }
     }
   }
@@ -245,6 +375,7 @@ bool layout_as_views(GradSync::State& s, std::size_t bucket_bytes) {
   std::stable_sort(buckets.begin(), buckets.end(),
                    [&](const Bucket& a, const Bucket& b) { return earliest(a) > earliest(b); });
   s.buckets = std::move(buckets);
+  s.buffers = std::move(buffers);
   return true;
 }
 
@@ -275,11 +406,7 @@ GradSync::GradSync(ProcessGroup& pg, const std::vector<at::Tensor>& params, std:
       s.bucket_of[bk.params[slot]] = b;
       s.slot_of[bk.params[slot]] = slot;
     }
-    std::ostringstream name;
-    name << "gradient all-reduce of bucket " << b + 1 << "/" << s.buckets.size() << " (" << bk.params.size()
-         << " parameters, " << static_cast<double>(bk.flat.numel() * bk.flat.element_size()) / (1 << 20)
-         << " MiB)";
-    bk.name = name.str();
+    bk.name = bucket_name(bk, b, s.buckets.size(), false);
     bk.pending = bk.params.size();
   }
   // The hooks.
@@ -331,6 +458,10 @@ void GradSync::finish() {
     for (std::size_t b = s.next_launch; b < s.buckets.size(); ++b) {
       for (std::size_t i : s.buckets[b].params) {
         if (s.ready[i] || s.grad_is_slot(i)) continue;
+        if (s.to_shards) {
+          s.move_into_slot(i);
+          continue;
+        }
         const at::Tensor& g = s.params[i].grad();
         if (g.defined()) {
           s.slot(i).copy_(g);
@@ -341,15 +472,24 @@ void GradSync::finish() {
       s.buckets[b].pending = 0;
     }
     s.launch_ready_in_order();
-    for (auto& b : s.buckets) {
-      b.work.wait();
-      st.bytes += static_cast<std::uint64_t>(b.flat.numel()) * b.flat.element_size();
+    for (std::size_t b = 0; b < s.buckets.size(); ++b) {
+      if (s.to_shards) {
+        if (b >= s.next_fold) s.fold(b);
+      } else {
+        for (auto& w : s.buckets[b].work) w.wait();
+      }
+      st.bytes += static_cast<std::uint64_t>(s.buckets[b].numel * s.buckets[b].value_bytes);
     }
   } catch (...) {
     s.reset_step();
     throw;
   }
   st.wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  s.last = st;
+  if (s.to_shards) {  // the averages are in the shards; no .grad is left
+    s.reset_step();
+    return;
+  }
   for (auto& b : s.buckets) b.flat.div_(s.pg->world_size());
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     if (s.grad_is_slot(i)) continue;  // already averaged in place
@@ -361,9 +501,44 @@ void GradSync::finish() {
       g = avg.clone();  // no gradient here, but other ranks had one: every rank ends equal
     }
   }
-  s.last = st;
   s.reset_step();
 }
+
+void GradSync::reduce_into_shards(const std::vector<at::Tensor>& whole, const std::vector<at::Tensor>& own) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.pg->world_size() == 1) return;
+  if (s.to_shards) throw DistError("GradSync::reduce_into_shards: called twice");
+  if (s.buckets.empty() || !s.buckets.front().views)
+    throw DistError("ZeRO-2 needs every gradient to be a view of the optimizer's flat buffers, and one is not");
+  if (whole.size() != own.size())
+    throw DistError("ZeRO-2: " + std::to_string(whole.size()) + " gradient buffers but " +
+                    std::to_string(own.size()) + " shards");
+  std::vector<GradientShard> shards(s.buffers.size());
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    const auto at = std::find(s.buffers.begin(), s.buffers.end(), whole[k].storage().unsafeGetStorageImpl());
+    const ShardRange mine = shard_range(whole[k].numel(), s.pg->rank(), s.pg->world_size());
+    const std::string which = "ZeRO-2: gradient buffer " + std::to_string(k);
+    if (at == s.buffers.end() || whole[k].storage_offset() != 0)
+      throw DistError(which + " is not one the parameters' gradients lie in");
+    if (own[k].numel() != mine.size || !own[k].is_contiguous() || own[k].scalar_type() != whole[k].scalar_type())
+      throw DistError(which + ": the shard has " + std::to_string(own[k].numel()) + " values, rank " +
+                      std::to_string(s.pg->rank()) + " owns " + std::to_string(mine.size));
+    shards[std::size_t(at - s.buffers.begin())] = {own[k], whole[k].numel()};
+  }
+  for (const auto& sh : shards)
+    if (!sh.own.defined()) throw DistError("ZeRO-2: a flat buffer of the gradients was given no shard");
+  s.shards = std::move(shards);
+  s.to_shards = true;
+  for (std::size_t b = 0; b < s.buckets.size(); ++b) {
+    Bucket& bk = s.buckets[b];
+    bk.flat = at::Tensor();  // no longer a view of the whole buffer: its memory can go
+    bk.views = false;
+    bk.name = bucket_name(bk, b, s.buckets.size(), true);
+  }
+}
+
+bool GradSync::reduces_into_shards() const { return state_->to_shards; }
 
 std::size_t GradSync::num_buckets() const { return state_->buckets.size(); }
 

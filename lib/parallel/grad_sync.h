@@ -14,6 +14,11 @@
 // those buffers and nothing is copied (PyTorch's gradient_as_bucket_view). When the last
 // gradient of a bucket has been accumulated, the bucket's all-reduce is launched at once,
 // in bucket order on every rank. World size 1: everything is a no-op.
+//
+// ZeRO-2 (reduce_into_shards): instead of every rank receiving every average, each
+// bucket's stretch of a flat buffer is summed into the rank that owns it (zero.h's
+// shards), and every .grad is freed as soon as its bucket holds it. A rank then keeps
+// 1/N of the gradients, plus at most two buckets in flight.
 #pragma once
 
 #include <cstddef>
@@ -33,7 +38,7 @@ class GradSync {
     std::size_t buckets = 0;                 // buckets all-reduced in the step
     std::size_t launched_before_finish = 0;  // ... of which launched while backward still ran
     double wait_ms = 0;                      // time finish() spent waiting: exposed communication
-    std::uint64_t bytes = 0;                 // gradient bytes all-reduced by this rank
+    std::uint64_t bytes = 0;                 // gradient bytes all-reduced (or reduced) by this rank
   };
 
   // params: the model's parameters in registration order (those without requires_grad are
@@ -68,6 +73,15 @@ class GradSync {
   // (DistError naming the bucket on failure or timeout) and writes the averaged gradients
   // into every parameter's .grad. With sync off it does nothing.
   void finish();
+
+  // ZeRO-2, once, after construction and before the first backward (the buckets must have
+  // been cut from the optimizer's flat gradient buffers: buckets_are_gradient_views()).
+  // whole: those buffers (identifying which bucket lies in which); own: this rank's shard
+  // of each (shard_range), where finish() adds the gradients averaged over the ranks. From
+  // then on backward leaves no .grad behind: the callers drop `whole` and every .grad view
+  // of it. finish() must run after every backward with sync on (every micro-step).
+  void reduce_into_shards(const std::vector<at::Tensor>& whole, const std::vector<at::Tensor>& own);
+  bool reduces_into_shards() const;
 
   std::size_t num_buckets() const;
   // Whether the buckets are the gradients' own memory (every .grad was a view of a flat

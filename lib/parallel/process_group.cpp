@@ -396,6 +396,8 @@ PendingCollective::~PendingCollective() = default;
 PendingCollective::PendingCollective(PendingCollective&&) noexcept = default;
 PendingCollective& PendingCollective::operator=(PendingCollective&&) noexcept = default;
 
+bool PendingCollective::done() const { return !state_ || state_->work->isCompleted(); }
+
 void PendingCollective::wait() {
   if (!state_) return;
   auto s = std::move(state_);  // waited once, whatever happens
@@ -620,17 +622,38 @@ void ProcessGroup::allreduce_mean_(const at::Tensor& t) {
 }
 
 PendingCollective ProcessGroup::allreduce_sum_async(const at::Tensor& t, const std::string& what) {
-  PendingCollective p;
-  if (!impl_->distributed()) return p;
+  if (!impl_->distributed()) return PendingCollective();
   if (!t.is_contiguous()) throw DistError(what + ": allreduce_sum_async needs a contiguous tensor");
-  const std::uint64_t seq = impl_->begin(what);
-  auto work = impl_->launch(what, seq, [&] {
+  return pending(what, [&] {
     std::vector<at::Tensor> v{t};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
     o.timeout = impl_->timeout;
     return impl_->pg->allreduce(v, o);
   });
+}
+
+PendingCollective ProcessGroup::reduce_sum_async(const at::Tensor& t, int root, const std::string& what) {
+  if (root < 0 || root >= impl_->world)
+    throw DistError(what + ": root " + std::to_string(root) + " is not a rank of the group");
+  if (!impl_->distributed()) return PendingCollective();
+  if (!t.is_contiguous()) throw DistError(what + ": reduce_sum_async needs a contiguous tensor");
+  return pending(what, [&] {
+    std::vector<at::Tensor> v{t};
+    c10d::ReduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.rootRank = root;
+    o.rootTensor = 0;
+    o.timeout = impl_->timeout;
+    return impl_->pg->reduce(v, o);
+  });
+}
+
+PendingCollective ProcessGroup::pending(const std::string& what,
+                                        const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
+  PendingCollective p;
+  const std::uint64_t seq = impl_->begin(what);
+  auto work = impl_->launch(what, seq, issue);
   p.state_ = std::make_unique<PendingCollective::State>();
   p.state_->impl = impl_.get();
   p.state_->work = std::move(work);

@@ -12,14 +12,20 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include "parallel/worker_env.h"
+
+namespace c10d {
+class Work;
+}
 
 namespace ddp_embed {
 
@@ -36,6 +42,8 @@ class PendingCollective {
   PendingCollective& operator=(PendingCollective&&) noexcept;
   void wait();
   bool valid() const { return state_ != nullptr; }
+  // Whether wait() would return at once (waited, or finished on the network).
+  bool done() const;
 
  private:
   friend class ProcessGroup;
@@ -77,6 +85,9 @@ class ProcessGroup {
   void allreduce_mean_(const at::Tensor& t);
   // In place SUM that returns at once; t must be contiguous and stay alive until wait().
   PendingCollective allreduce_sum_async(const at::Tensor& t, const std::string& what);
+  // SUM into root's t only (the other ranks' t is left undefined), returns at once: the
+  // owner-bound half of a reduce-scatter (ZeRO-2's gradient shards).
+  PendingCollective reduce_sum_async(const at::Tensor& t, int root, const std::string& what);
   // Copies root's values into every rank's tensors (e.g. the initial parameters). One
   // collective per (device, dtype) group, whatever the number of tensors.
   void broadcast_(std::vector<at::Tensor>& tensors, int root = 0);
@@ -104,6 +115,8 @@ class ProcessGroup {
 
  private:
   explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  // Issues a collective (issue() returns its work) that PendingCollective::wait() finishes.
+  PendingCollective pending(const std::string& what, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue);
   std::unique_ptr<Impl> impl_;
 };
 

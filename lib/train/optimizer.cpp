@@ -37,6 +37,7 @@ FlatAdamW::FlatAdamW(std::vector<Group> groups, double beta1, double beta2, doub
       // stays a view of the flat buffer.
       p.mutable_grad() = flat_grad.narrow(0, offset, n).view(p.sizes());
       offset += n;
+      members_.push_back(p);
     }
     params_.push_back(flat);
     grads_.push_back(flat_grad);
@@ -53,6 +54,27 @@ void FlatAdamW::shard(int rank, int world, ShareShards share) {
 
 ShardRange FlatAdamW::own_range(size_t i) const {
   return world_ > 1 ? shard_range(params_[i].numel(), rank_, world_) : ShardRange{0, params_[i].numel()};
+}
+
+void FlatAdamW::shard_gradients(SumOverRanks sum) {
+  if (!sharded()) return;
+  if (gradients_sharded()) throw std::logic_error("FlatAdamW::shard_gradients called twice");
+  sum_over_ranks_ = std::move(sum);
+  torch::NoGradGuard no_grad;
+  for (auto& p : members_) p.mutable_grad() = torch::Tensor();
+  for (size_t i = 0; i < grads_.size(); ++i) grads_[i] = torch::zeros({own_range(i).size}, grads_[i].options());
+}
+
+torch::Tensor FlatAdamW::own_grad(size_t i) const {
+  if (gradients_sharded()) return grads_[i];
+  const ShardRange own = own_range(i);
+  return grads_[i].narrow(0, own.begin, own.size);
+}
+
+int64_t FlatAdamW::gradient_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& g : grads_) bytes += g.numel() * int64_t(g.element_size());
+  return bytes;
 }
 
 int64_t FlatAdamW::state_bytes() const {
@@ -82,6 +104,7 @@ double FlatAdamW::grad_norm() const {
   // linalg_vector_norm reads the buffer once (accumulating in double on the CPU); pow(2)
   // would first write a model-sized temporary.
   for (auto& g : grads_) sq += at::linalg_vector_norm(g, 2).to(torch::kDouble).square();
+  if (gradients_sharded()) sum_over_ranks_(sq);  // each rank has squared its shard only
   return std::sqrt(sq.item<double>());
 }
 
@@ -103,7 +126,7 @@ void FlatAdamW::step(double lr) {
     if (own.size == 0) continue;
     // The kernel reads the step count from a tensor (PyTorch keeps one per parameter).
     const at::Tensor step = at::full({}, double(steps_), params_[i].options().dtype(at::kFloat));
-    at::_fused_adamw_({params_[i].narrow(0, own.begin, own.size)}, {grads_[i].narrow(0, own.begin, own.size)},
+    at::_fused_adamw_({params_[i].narrow(0, own.begin, own.size)}, {own_grad(i)},
                       {exp_avg_[i]}, {exp_avg_sq_[i]}, {}, {step}, lr, beta1_, beta2_, weight_decay_[i], eps_,
                       /*amsgrad=*/false, /*maximize=*/false);
   }

@@ -54,6 +54,18 @@ class FlatAdamW {
   // The bytes of AdamW state (the two moments) this rank holds, allocated or not yet.
   int64_t state_bytes() const;
 
+  // ZeRO-2, after shard(): the gradients too. The flat gradient buffers become this
+  // rank's shards (GradSync::reduce_into_shards adds the averaged gradients into them);
+  // the whole buffers are let go, and so is every .grad, which backward then only fills
+  // until GradSync has taken it. grad_norm() adds the shards' squares up over the ranks
+  // through `sum` (an in-place all-reduce SUM of a tensor on the buffers' device).
+  using SumOverRanks = std::function<void(const torch::Tensor&)>;
+  void shard_gradients(SumOverRanks sum);
+  bool gradients_sharded() const { return bool(sum_over_ranks_); }
+  // The flat gradient buffers, one per group: whole, or this rank's shards.
+  const std::vector<torch::Tensor>& gradient_buffers() const { return grads_; }
+  int64_t gradient_bytes() const;
+
   // Optimizer state as named tensors ("adamw.<g>.exp_avg", ...) and back, for checkpoints:
   // the whole moments whatever the sharding, so that any world size and stage resumes.
   // Sharded, each moment is assembled in a model-sized buffer on every rank (a collective).
@@ -69,10 +81,14 @@ class FlatAdamW {
 
   // This rank's stretch of flat buffer i: all of it unless sharded.
   ShardRange own_range(size_t i) const;
+  // The gradient of that stretch.
+  torch::Tensor own_grad(size_t i) const;
 
   std::vector<double> weight_decay_;
   int rank_ = 0, world_ = 1;
   ShareShards share_;
+  SumOverRanks sum_over_ranks_;
+  std::vector<torch::Tensor> members_;  // the groups' parameters, whose .grad views grads_
   std::vector<torch::Tensor> params_, grads_;
   mutable std::vector<torch::Tensor> exp_avg_, exp_avg_sq_;
   double beta1_, beta2_, eps_;

@@ -424,6 +424,14 @@ void make_initial_parameters_agree(SentenceEmbedder& model, ProcessGroup& pg) {
   pg.check_same(tensors_checksum(params), "the initial parameters");
 }
 
+// ZeRO-2: the optimizer keeps this rank's shard of the gradients, GradSync reduces into
+// it; the whole gradient buffers (the last reference is `whole`) go when this returns.
+void shard_gradients(FlatAdamW& optimizer, GradSync& grad_sync, ProcessGroup& pg) {
+  const std::vector<at::Tensor> whole = optimizer.gradient_buffers();
+  optimizer.shard_gradients([&pg](const at::Tensor& t) { pg.allreduce_sum_(t); });
+  grad_sync.reduce_into_shards(whole, optimizer.gradient_buffers());
+}
+
 Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int64_t total_steps,
                       int64_t micro_batch) {
   ProcessGroup& pg = *w.pg;
@@ -431,17 +439,21 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
-  if (cfg.dist.zero_stage == 1)
+  if (cfg.dist.zero_stage >= 1)
     optimizer.shard(pg.rank(), pg.world_size(), [&pg](const std::vector<at::Tensor>& flat) { share_shards(pg, flat); });
   make_initial_parameters_agree(model, pg);
   model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
   auto grad_sync = std::make_unique<GradSync>(pg, model->parameters(), size_t(cfg.dist.bucket_mb * 1024 * 1024));
+  if (cfg.dist.zero_stage == 2 && pg.world_size() > 1) shard_gradients(optimizer, *grad_sync, pg);
   if (pg.world_size() > 1)
     spdlog::info("gradient sync: {} buckets of up to {} MB{}", grad_sync->num_buckets(), cfg.dist.bucket_mb,
-                 grad_sync->buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
-                                                         : "");
-  spdlog::info("optimizer state: {:.1f} MB on this rank{}", double(optimizer.state_bytes()) / 1e6,
-               optimizer.sharded() ? fmt::format(" (ZeRO-1: 1/{} of the whole)", pg.world_size()) : "");
+                 grad_sync->reduces_into_shards()          ? ", each reduced into the ranks' shards (ZeRO-2)"
+                 : grad_sync->buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
+                                                           : "");
+  const std::string of_the_whole = fmt::format(" (ZeRO-{}: 1/{} of the whole)", cfg.dist.zero_stage, pg.world_size());
+  spdlog::info("optimizer state: {:.1f} MB on this rank{}; gradients: {:.1f} MB on this rank{}",
+               double(optimizer.state_bytes()) / 1e6, optimizer.sharded() ? of_the_whole : "",
+               double(optimizer.gradient_bytes()) / 1e6, optimizer.gradients_sharded() ? of_the_whole : "");
   double peak_lr = cfg.train.lr;
   if (cfg.train.lr_scaling == "linear") peak_lr *= pg.world_size();
   if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg.world_size()));
@@ -571,8 +583,11 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
     PairBatch& b = batches.micro[size_t(a)];
     if (c.faults) c.faults->on_micro_batch(step + 1, c.w.pg->rank(), b.indices);
     move_to(b, c.w.device);
-    // Only the last micro-step's backward all-reduces (no_sync on the others).
-    auto guard = (a + 1 < accum) ? c.t.grad_sync->no_sync() : GradSync::NoSync{};
+    // Stages 0 and 1 all-reduce the sum of the micro-steps' gradients once, after the last
+    // (no_sync on the others); ZeRO-2 keeps no whole gradient, so every micro-step's
+    // backward reduces into the shards.
+    const bool sync = a + 1 == accum || c.cfg.dist.zero_stage == 2;
+    auto guard = sync ? GradSync::NoSync{} : c.t.grad_sync->no_sync();
     // The loss whose gradient is accumulated: a share of the step's.
     auto prepare_loss = [&](const at::Tensor& micro_batch_loss) {
       at::Tensor loss = micro_batch_loss / double(accum);
@@ -591,9 +606,11 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
     }
     out.loss += loss.detach().to(at::kDouble);
     out.real_tokens += double(b.real_tokens);
+    if (sync) {
+      c.t.grad_sync->finish();
+      out.comm_wait_ms += c.t.grad_sync->last_step().wait_ms;
+    }
   }
-  c.t.grad_sync->finish();
-  out.comm_wait_ms = c.t.grad_sync->last_step().wait_ms;
   // The gradients are averaged over the ranks, so the verdict (finite or not) and the
   // norm are the same on every rank: every rank skips or steps together.
   out.update = update_parameters(c.t.optimizer, c.t.loss_scaler, c.cfg.train.max_grad_norm, lr);

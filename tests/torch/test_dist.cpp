@@ -20,6 +20,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/process_group.h"
 #include "parallel/worker_env.h"
+#include "parallel/zero.h"
 #include "launch/launcher.h"
 #include "train/precision.h"
 
@@ -707,7 +708,8 @@ TEST(GradSync, BucketsAreViewsOfTheOptimizersFlatGradients) {
   std::vector<std::vector<std::vector<at::Tensor>>> got(W, std::vector<std::vector<at::Tensor>>(2));
   std::vector<size_t> buckets(W);
   std::vector<GradSync::StepStats> stats(W);
-  std::vector<bool> aliased(W, false), views(W, false);
+  // One element a rank, written from its thread: not vector<bool>, whose elements share bytes.
+  std::vector<char> aliased(W, 0), views(W, 0);
   run_ranks(W, [&](int rank, ProcessGroup& pg) {
     Mlp m = Mlp::from(init);
     FlatAdamW optimizer({FlatAdamW::Group{{m.params[0], m.params[2], m.params[4]}, 0.01},
@@ -742,6 +744,75 @@ TEST(GradSync, BucketsAreViewsOfTheOptimizersFlatGradients) {
     EXPECT_TRUE(aliased[r]) << "rank " << r << ": the averages must be in the optimizer's buffers";
     EXPECT_GE(buckets[r], 4u);
     EXPECT_EQ(stats[r].bytes, (16 * 8 + 16 + 16 * 16 + 16 + 4 * 16 + 4 + 4) * 4u);
+  }
+  EXPECT_GT(want[6].abs().sum().item<float>(), 0.0f);
+}
+
+// ZeRO-2 on 3 ranks (uneven shards; buckets of 50 floats that straddle the owners'
+// boundaries): two micro-steps, each reduced into the shards as backward runs, a
+// parameter without a gradient on two ranks. Each rank's shard then holds its stretch of
+// the gradient averaged over the ranks and summed over the micro-steps, and no .grad
+// (no whole gradient) is left anywhere.
+TEST(GradSync, ZeroTwoShardsHoldTheAveragedGradients) {
+  const int W = 3;
+  const auto init = mlp_init();
+  std::vector<std::vector<at::Tensor>> x(W);
+  for (int r = 0; r < W; ++r) x[r] = {at::randn({4, 8}), at::randn({4, 8})};
+  std::vector<at::Tensor> want(init.size());
+  for (int r = 0; r < W; ++r)
+    for (int a = 0; a < 2; ++a) {
+      Mlp m = Mlp::from(init);
+      m.loss(x[r][a], /*use_extra=*/r == 0).backward();
+      auto g = m.grads();
+      for (size_t i = 0; i < g.size(); ++i) want[i] = want[i].defined() ? want[i] + g[i] : g[i];
+    }
+  for (auto& w : want) w = w / W;
+  // The two flat buffers, whole, in the groups' order.
+  const std::vector<std::vector<size_t>> groups = {{0, 2, 4}, {1, 3, 5, 6}};
+  std::vector<at::Tensor> want_flat;
+  for (const auto& g : groups) {
+    std::vector<at::Tensor> parts;
+    for (size_t i : g) parts.push_back(want[i].reshape({-1}));
+    want_flat.push_back(at::cat(parts));
+  }
+
+  std::vector<std::vector<at::Tensor>> shards(W);
+  std::vector<char> to_shards(W, 0), grads_left(W, 1);
+  std::vector<GradSync::StepStats> stats(W);
+  run_ranks(W, [&](int rank, ProcessGroup& pg) {
+    Mlp m = Mlp::from(init);
+    FlatAdamW optimizer({FlatAdamW::Group{{m.params[0], m.params[2], m.params[4]}, 0.01},
+                         FlatAdamW::Group{{m.params[1], m.params[3], m.params[5], m.params[6]}, 0.0}});
+    GradSync sync(pg, m.params, 200);
+    optimizer.shard(rank, W, [&pg](const std::vector<at::Tensor>& flat) { share_shards(pg, flat); });
+    {
+      const std::vector<at::Tensor> whole = optimizer.gradient_buffers();
+      optimizer.shard_gradients([&pg](const at::Tensor& t) { pg.allreduce_sum_(t); });
+      sync.reduce_into_shards(whole, optimizer.gradient_buffers());
+    }
+    to_shards[rank] = sync.reduces_into_shards();
+    optimizer.zero_grad();
+    for (int a = 0; a < 2; ++a) {
+      m.loss(x[rank][a], rank == 0).backward();
+      sync.finish();
+    }
+    stats[rank] = sync.last_step();
+    bool any_grad = false;
+    for (const auto& p : m.params) any_grad = any_grad || p.grad().defined();
+    grads_left[rank] = any_grad;
+    for (const auto& g : optimizer.gradient_buffers()) shards[rank].push_back(g.clone());
+  });
+  for (int r = 0; r < W; ++r) {
+    EXPECT_TRUE(to_shards[r]) << "rank " << r;
+    EXPECT_FALSE(grads_left[r]) << "rank " << r << " kept a .grad";
+    EXPECT_EQ(stats[r].bytes, (16 * 8 + 16 + 16 * 16 + 16 + 4 * 16 + 4 + 4) * 4u);
+    ASSERT_EQ(shards[r].size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      const ShardRange own = shard_range(want_flat[k].numel(), r, W);
+      ASSERT_EQ(shards[r][k].numel(), own.size) << "rank " << r << " buffer " << k;
+      EXPECT_TRUE(at::allclose(shards[r][k], want_flat[k].narrow(0, own.begin, own.size), 1e-6, 1e-7))
+          << "rank " << r << " buffer " << k << "\n" << shards[r][k] << "\n" << want_flat[k].narrow(0, own.begin, own.size);
+    }
   }
   EXPECT_GT(want[6].abs().sum().item<float>(), 0.0f);
 }

@@ -1,11 +1,13 @@
-// ZeRO-1 (parallel/zero.h, dist.zero_stage 1): sharded AdamW moments train the model of
-// plain data parallelism, hold 1/N of the state per rank, and write checkpoints that
-// resume at another stage and world size.
+// ZeRO-1 and ZeRO-2 (parallel/zero.h, dist.zero_stage 1 and 2): sharded AdamW moments,
+// and at stage 2 sharded gradients, train the model of plain data parallelism, hold 1/N
+// of the state (and of the gradients) per rank, and write checkpoints that resume at
+// another stage and world size.
 #include "parallel/zero.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <regex>
 
 #include "e2e_support.h"
@@ -46,6 +48,36 @@ double logged_state_mb(const std::string& output) {
   return std::regex_search(output, m, line) ? std::stod(m[1]) : -1;
 }
 
+double logged_gradient_mb(const std::string& output) {
+  std::smatch m;
+  static const std::regex line(R"(gradients: ([0-9.]+) MB on this rank)");
+  return std::regex_search(output, m, line) ? std::stod(m[1]) : -1;
+}
+
+// ||a - b|| / ||b|| over all the weights of the two runs' final models.
+//
+// Why the whole model's norm and not each value: AdamW divides by √v, so a gradient that
+// is zero but for rounding (the attention key biases, whose gradient vanishes under the
+// softmax; the [PAD] rows) moves its parameter by up to lr a step whatever its size, and
+// a gradient summed in another order moves it elsewhere: those few values differ by up to
+// 100 % between any two summation orders, the rest by rounding.
+double relative_weight_distance(const fs::path& a, const fs::path& b) {
+  double diff = 0, norm = 0;
+  for (const char* file : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
+    auto wa = weights(a / file), wb = weights(b / file);
+    EXPECT_EQ(wa.size(), wb.size()) << file;
+    for (auto& [name, va] : wa) {
+      const auto& vb = wb.at(name);
+      EXPECT_EQ(va.size(), vb.size()) << name;
+      for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
+        diff += (double(va[i]) - vb[i]) * (double(va[i]) - vb[i]);
+        norm += double(vb[i]) * vb[i];
+      }
+    }
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : 0;
+}
+
 }  // namespace
 
 // Each rank's fused AdamW over its shard is the same element-wise arithmetic on the same
@@ -75,39 +107,114 @@ TEST(ZeroOne, TwoWorkersTrainThePlainModelBitForBit) {
   EXPECT_NEAR(half, full / 2, 0.11) << r1.output;
 }
 
-// A checkpoint written at stage 1 on 2 workers holds the whole moments: resumed at stage 0
-// on 1 worker, and at stage 1 on 4 workers, the run ends where the uninterrupted one does
-// (to rounding: other world sizes add the gradients in another order). A checkpoint with
-// only rank 0's shard of the moments would be off by about lr in half the parameters.
-TEST(ZeroOne, ACheckpointResumesAtAnotherStageAndWorldSize) {
-  const fs::path whole = fresh_dir("zero-whole");
-  json c = zero_config(whole, 1);
-  c["output"]["save_every"] = 5;
-  c["output"]["keep_last"] = 3;
-  RunResult r = train(whole, c, 2);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const fs::path step5 = whole / "out" / "checkpoints" / "step-5";
-  ASSERT_TRUE(fs::exists(step5));
-
+// A checkpoint written at stage 1 or 2 on 2 workers holds the whole moments: resumed at
+// stage 0 on 1 worker, and at the other sharded stage on 4 workers, the run ends where
+// the uninterrupted one does (to rounding: other world sizes add the gradients in another
+// order). A checkpoint with only rank 0's shard of the moments would be off by about lr
+// in half the parameters.
+TEST(ZeroOneAndTwo, ACheckpointResumesAtAnotherStageAndWorldSize) {
   struct Resume {
     const char* name;
     int stage, workers, accum;
   };
-  for (const Resume& to : {Resume{"zero-to-stage0-1worker", 0, 1, 4}, Resume{"zero-to-stage1-4workers", 1, 4, 1}}) {
-    const fs::path dir = fresh_dir(to.name);
-    json cr = zero_config(dir, to.stage);
-    cr["train"]["grad_accum_steps"] = to.accum;  // the same micro-batches of 4 pairs
-    cr["output"]["save_every"] = 5;
-    cr["output"]["resume"] = "auto";
-    fs::create_directories(dir / "out" / "checkpoints");
-    fs::copy(step5, dir / "out" / "checkpoints" / "step-5", fs::copy_options::recursive);
-    r = train(dir, cr, to.workers);
-    ASSERT_EQ(r.exit_code, 0) << to.name << "\n" << r.output;
-    EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
-    std::vector<double> a = series(whole / "out", "loss"), b = series(dir / "out", "loss");
-    ASSERT_EQ(b.size(), 5u) << to.name;
-    a.erase(a.begin(), a.begin() + 5);
-    expect_same_series(a, b, 1e-5, std::string(to.name) + " loss");
-    expect_same_model(whole / "out", dir / "out", 1e-5);
+  for (const int saved_at : {1, 2}) {
+    const fs::path whole = fresh_dir("zero-whole-" + std::to_string(saved_at));
+    json c = zero_config(whole, saved_at);
+    c["output"]["save_every"] = 5;
+    c["output"]["keep_last"] = 3;
+    RunResult r = train(whole, c, 2);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const fs::path step5 = whole / "out" / "checkpoints" / "step-5";
+    ASSERT_TRUE(fs::exists(step5));
+
+    const int other = saved_at == 1 ? 2 : 1;
+    for (const Resume& to : {Resume{"to-stage0-1worker", 0, 1, 4}, Resume{"to-other-stage-4workers", other, 4, 1}}) {
+      const std::string name = "zero" + std::to_string(saved_at) + "-" + to.name;
+      const fs::path dir = fresh_dir(name);
+      json cr = zero_config(dir, to.stage);
+      cr["train"]["grad_accum_steps"] = to.accum;  // the same micro-batches of 4 pairs
+      cr["output"]["save_every"] = 5;
+      cr["output"]["resume"] = "auto";
+      fs::create_directories(dir / "out" / "checkpoints");
+      fs::copy(step5, dir / "out" / "checkpoints" / "step-5", fs::copy_options::recursive);
+      r = train(dir, cr, to.workers);
+      ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+      EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+      std::vector<double> a = series(whole / "out", "loss"), b = series(dir / "out", "loss");
+      ASSERT_EQ(b.size(), 5u) << name;
+      a.erase(a.begin(), a.begin() + 5);
+      expect_same_series(a, b, 1e-5, name + " loss");
+      expect_same_model(whole / "out", dir / "out", 1e-5);
+    }
   }
+}
+
+// ZeRO-2 without accumulation or clipping: each bucket's reduce to the owner adds the two
+// ranks' gradients (a + b, the same number in either order, as the all-reduce's), and the
+// average is that sum times 1/2 (exact, as is stage 0's division by 2); the update is then
+// ZeRO-1's. So the weights are bit for bit those of stage 0. Each rank holds half the
+// gradients.
+TEST(ZeroTwo, TwoWorkersWithoutAccumulationTrainThePlainModelBitForBit) {
+  const fs::path plain = fresh_dir("zero2-plain"), sharded = fresh_dir("zero2-sharded");
+  auto config = [](const fs::path& dir, int stage) {
+    json c = zero_config(dir, stage);
+    c["train"]["grad_accum_steps"] = 1;
+    c["train"]["max_grad_norm"] = 0;  // the sharded norm adds the squares in another order
+    return c;
+  };
+  RunResult r0 = train(plain, config(plain, 0), 2);
+  ASSERT_EQ(r0.exit_code, 0) << r0.output;
+  RunResult r2 = train(sharded, config(sharded, 2), 2);
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  EXPECT_NE(r2.output.find("each reduced into the ranks' shards (ZeRO-2)"), std::string::npos) << r2.output;
+  expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), 0, "loss");
+  for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
+    const std::string a = read_file(plain / "out" / f), b = read_file(sharded / "out" / f);
+    EXPECT_FALSE(a.empty());
+    EXPECT_TRUE(a == b) << f << " differs under ZeRO-2";
+  }
+  const double whole_state = logged_state_mb(r0.output), whole_grads = logged_gradient_mb(r0.output);
+  ASSERT_GT(whole_grads, 0) << r0.output;
+  EXPECT_NEAR(logged_state_mb(r2.output), whole_state / 2, 0.11) << r2.output;
+  EXPECT_NEAR(logged_gradient_mb(r2.output), whole_grads / 2, 0.06) << r2.output;
+}
+
+// With accumulation ZeRO-2 reduces every micro-step ((a1 + b1) + (a2 + b2), where stage 0
+// all-reduces (a1 + a2) + (b1 + b2)) and the norm adds the shards' squares: the same
+// numbers to rounding (GradSync.ZeroTwoShardsHoldTheAveragedGradients checks the
+// gradients themselves to 1e-6). Clipping bites, so the sharded norm is exercised.
+TEST(ZeroTwo, TwoWorkersWithAccumulationAndClippingTrainThePlainModel) {
+  const fs::path plain = fresh_dir("zero2-accum-plain"), sharded = fresh_dir("zero2-accum-sharded");
+  RunResult r0 = train(plain, zero_config(plain, 0), 2);
+  ASSERT_EQ(r0.exit_code, 0) << r0.output;
+  RunResult r2 = train(sharded, zero_config(sharded, 2), 2);
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  const std::vector<double> norms = series(plain / "out", "grad_norm");
+  ASSERT_FALSE(norms.empty());
+  EXPECT_GT(*std::max_element(norms.begin(), norms.end()), 0.5);
+  expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), 1e-6, "loss");
+  expect_same_series(norms, series(sharded / "out", "grad_norm"), 1e-5, "grad_norm");
+  EXPECT_LE(relative_weight_distance(sharded / "out", plain / "out"), 1e-5);
+}
+
+// GradCache under ZeRO-2: a micro-batch's chunks accumulate their gradients locally and
+// its last chunk's backward reduces them; with cross-rank negatives and dropout (the same
+// masks in both runs) the model is stage 0's with GradCache.
+TEST(ZeroTwo, GradCacheWithCrossRankNegativesTrainsThePlainModel) {
+  const fs::path plain = fresh_dir("zero2-gc-plain"), sharded = fresh_dir("zero2-gc-sharded");
+  auto config = [](const fs::path& dir, int stage) {
+    json c = zero_config(dir, stage);
+    c["model"]["dropout"] = 0.1;
+    c["loss"]["type"] = "infonce";
+    c["loss"]["cross_rank_negatives"] = true;
+    c["train"]["gradcache_chunk"] = 3;
+    return c;
+  };
+  RunResult r0 = train(plain, config(plain, 0), 2);
+  ASSERT_EQ(r0.exit_code, 0) << r0.output;
+  RunResult r2 = train(sharded, config(sharded, 2), 2);
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), 1e-6, "loss");
+  expect_same_series(series(plain / "out", "grad_norm"), series(sharded / "out", "grad_norm"), 1e-5, "grad_norm");
+  EXPECT_LE(relative_weight_distance(sharded / "out", plain / "out"), 1e-5);
 }
