@@ -565,6 +565,23 @@ std::vector<at::Tensor> mlp_init() {
           at::randn({4, 16}) * 0.3, at::randn({4}), at::randn({4})};
 }
 
+// The truth for two micro-steps a rank: each rank's Mlp gradients of x[r][0] and x[r][1]
+// summed, averaged over the ranks; the extra parameter is used on rank 0 only.
+std::vector<at::Tensor> averaged_gradients(const std::vector<at::Tensor>& init,
+                                           const std::vector<std::vector<at::Tensor>>& x) {
+  const int W = int(x.size());
+  std::vector<at::Tensor> want(init.size());
+  for (int r = 0; r < W; ++r)
+    for (const auto& micro_batch : x[r]) {
+      Mlp m = Mlp::from(init);
+      m.loss(micro_batch, /*use_extra=*/r == 0).backward();
+      auto g = m.grads();
+      for (size_t i = 0; i < g.size(); ++i) want[i] = want[i].defined() ? want[i] + g[i] : g[i];
+    }
+  for (auto& w : want) w = w / W;
+  return want;
+}
+
 void expect_grads_near(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want, int rank) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
@@ -695,15 +712,7 @@ TEST(GradSync, BucketsAreViewsOfTheOptimizersFlatGradients) {
   const auto init = mlp_init();
   const std::vector<std::vector<at::Tensor>> x = {{at::randn({4, 8}), at::randn({4, 8})},
                                                   {at::randn({4, 8}), at::randn({4, 8})}};
-  std::vector<at::Tensor> want(init.size());
-  for (int r = 0; r < W; ++r)
-    for (int a = 0; a < 2; ++a) {
-      Mlp m = Mlp::from(init);
-      m.loss(x[r][a], /*use_extra=*/r == 0).backward();
-      auto g = m.grads();
-      for (size_t i = 0; i < g.size(); ++i) want[i] = want[i].defined() ? want[i] + g[i] : g[i];
-    }
-  for (auto& w : want) w = w / W;
+  const std::vector<at::Tensor> want = averaged_gradients(init, x);
 
   std::vector<std::vector<std::vector<at::Tensor>>> got(W, std::vector<std::vector<at::Tensor>>(2));
   std::vector<size_t> buckets(W);
@@ -758,15 +767,7 @@ TEST(GradSync, ZeroTwoShardsHoldTheAveragedGradients) {
   const auto init = mlp_init();
   std::vector<std::vector<at::Tensor>> x(W);
   for (int r = 0; r < W; ++r) x[r] = {at::randn({4, 8}), at::randn({4, 8})};
-  std::vector<at::Tensor> want(init.size());
-  for (int r = 0; r < W; ++r)
-    for (int a = 0; a < 2; ++a) {
-      Mlp m = Mlp::from(init);
-      m.loss(x[r][a], /*use_extra=*/r == 0).backward();
-      auto g = m.grads();
-      for (size_t i = 0; i < g.size(); ++i) want[i] = want[i].defined() ? want[i] + g[i] : g[i];
-    }
-  for (auto& w : want) w = w / W;
+  const std::vector<at::Tensor> want = averaged_gradients(init, x);
   // The two flat buffers, whole, in the groups' order.
   const std::vector<std::vector<size_t>> groups = {{0, 2, 4}, {1, 3, 5, 6}};
   std::vector<at::Tensor> want_flat;

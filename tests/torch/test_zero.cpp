@@ -54,6 +54,15 @@ double logged_gradient_mb(const std::string& output) {
   return std::regex_search(output, m, line) ? std::stod(m[1]) : -1;
 }
 
+// The saved models of the two runs, byte for byte.
+void expect_identical_models(const fs::path& a, const fs::path& b, const std::string& what) {
+  for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
+    const std::string wa = read_file(a / f), wb = read_file(b / f);
+    EXPECT_FALSE(wa.empty()) << f;
+    EXPECT_TRUE(wa == wb) << f << " differs under " << what;
+  }
+}
+
 // ||a - b|| / ||b|| over all the weights of the two runs' final models.
 //
 // Why the whole model's norm and not each value: AdamW divides by √v, so a gradient that
@@ -96,11 +105,7 @@ TEST(ZeroOne, TwoWorkersTrainThePlainModelBitForBit) {
   EXPECT_GT(*std::max_element(norms.begin(), norms.end()), 0.5);
   expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), 0, "loss");
   expect_same_series(norms, series(sharded / "out", "grad_norm"), 0, "grad_norm");
-  for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
-    const std::string a = read_file(plain / "out" / f), b = read_file(sharded / "out" / f);
-    EXPECT_FALSE(a.empty());
-    EXPECT_TRUE(a == b) << f << " differs under ZeRO-1";
-  }
+  expect_identical_models(plain / "out", sharded / "out", "ZeRO-1");
   // Half the state a rank (rank 0 holds the first, rounded-up half).
   const double full = logged_state_mb(r0.output), half = logged_state_mb(r1.output);
   ASSERT_GT(full, 0) << r0.output;
@@ -168,11 +173,7 @@ TEST(ZeroTwo, TwoWorkersWithoutAccumulationTrainThePlainModelBitForBit) {
   ASSERT_EQ(r2.exit_code, 0) << r2.output;
   EXPECT_NE(r2.output.find("each reduced into the ranks' shards (ZeRO-2)"), std::string::npos) << r2.output;
   expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), 0, "loss");
-  for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
-    const std::string a = read_file(plain / "out" / f), b = read_file(sharded / "out" / f);
-    EXPECT_FALSE(a.empty());
-    EXPECT_TRUE(a == b) << f << " differs under ZeRO-2";
-  }
+  expect_identical_models(plain / "out", sharded / "out", "ZeRO-2");
   const double whole_state = logged_state_mb(r0.output), whole_grads = logged_gradient_mb(r0.output);
   ASSERT_GT(whole_grads, 0) << r0.output;
   EXPECT_NEAR(logged_state_mb(r2.output), whole_state / 2, 0.11) << r2.output;
