@@ -31,16 +31,19 @@ struct Rule {
   bool min_open = false, max_open = false;
   std::vector<std::string> choices;
   bool non_empty = false;
+  std::optional<int64_t> largest;  // integers: below their type's limit (said as "of at most")
 };
 
 Rule any() { return {}; }
 Rule positive() { Rule r; r.min = 0; r.min_open = true; return r; }
+// A model's sizes: 32-bit, as in a Hugging Face config.json.
+Rule positive_size() { Rule r = positive(); r.largest = std::numeric_limits<int32_t>::max(); return r; }
 Rule non_negative() { Rule r; r.min = 0; return r; }
 Rule at_least(double v) { Rule r; r.min = v; return r; }
 Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
 Rule one_of(std::vector<std::string> c) { Rule r; r.choices = std::move(c); return r; }
 Rule non_empty() { Rule r; r.non_empty = true; return r; }
-// ZeRO stages built: 0 and 1.
+// ZeRO stages: 0 (none), 1 (optimizer state sharded), 2 (gradients too).
 Rule stages() { Rule r; r.min = 0; r.max = 2; return r; }
 
 // The single list of config keys: (dotted path, field, rule). Adding a key means adding
@@ -48,13 +51,16 @@ Rule stages() { Rule r; r.min = 0; r.max = 2; return r; }
 template <class Visitor>
 void visit_fields(Config& c, Visitor& v) {
   ModelConfig& m = c.model;
+  BertConfig& a = m.architecture;
   v("model.init", m.init, any());
-  v("model.vocab_size", m.vocab_size, positive());
-  v("model.hidden_size", m.hidden_size, positive());
-  v("model.num_layers", m.num_layers, positive());
-  v("model.num_heads", m.num_heads, positive());
-  v("model.intermediate_size", m.intermediate_size, positive());
-  v("model.max_position", m.max_position, at_least(3));
+  v("model.vocab_size", a.vocab_size, positive_size());
+  v("model.hidden_size", a.hidden_size, positive_size());
+  v("model.num_layers", a.num_layers, positive_size());
+  v("model.num_heads", a.num_heads, positive_size());
+  v("model.intermediate_size", a.intermediate_size, positive_size());
+  Rule positions = at_least(3);
+  positions.largest = std::numeric_limits<int32_t>::max();
+  v("model.max_position", a.max_position, positions);
   v("model.dropout", m.dropout, fraction());
   v("model.pooling", m.pooling, one_of({"auto", "cls", "mean"}));
   v("model.projection_dim", m.projection_dim, non_negative());
@@ -311,22 +317,22 @@ class Reader {
       return fail(path, expected, v);
     }
     if (!within(rule, as_double)) return fail(path, expected, v);
-    // Range of T, compared exactly (a double cannot hold 2^64 - 1).
+    // Range of T (or the rule's largest), compared exactly (a double cannot hold 2^64 - 1).
+    const uint64_t largest = rule.largest ? static_cast<uint64_t>(*rule.largest)
+                                          : static_cast<uint64_t>(std::numeric_limits<T>::max());
     bool fits;
     if (v.is_number_unsigned()) {
-      fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+      fits = v.get<uint64_t>() <= largest;
     } else if (v.is_number_integer()) {
       const int64_t i = v.get<int64_t>();
       fits = i < 0 ? std::is_signed_v<T> && i >= static_cast<int64_t>(std::numeric_limits<T>::min())
-                   : static_cast<uint64_t>(i) <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+                   : static_cast<uint64_t>(i) <= largest;
     } else {
       const long double x = as_double;
       fits = x >= static_cast<long double>(std::numeric_limits<T>::min()) &&
-             x < static_cast<long double>(std::numeric_limits<T>::max()) + 1.0L;
+             x < static_cast<long double>(largest) + 1.0L;
     }
-    if (!fits) {
-      return fail(path, expected + " of at most " + std::to_string(std::numeric_limits<T>::max()), v);
-    }
+    if (!fits) return fail(path, expected + " of at most " + std::to_string(largest), v);
     if (v.is_number_unsigned()) field = static_cast<T>(v.get<uint64_t>());
     else if (v.is_number_integer()) field = static_cast<T>(v.get<int64_t>());
     else field = static_cast<T>(as_double);
@@ -413,14 +419,15 @@ void check_structure(const json& root, const Reader& reader, std::vector<std::st
 
 // Rules that tie two keys together.
 void check_relations(const Config& c, const std::string& origin, std::vector<std::string>& errors) {
-  if (c.model.num_heads > 0 && c.model.hidden_size % c.model.num_heads != 0) {
-    errors.push_back(origin + ": model.hidden_size (" + std::to_string(c.model.hidden_size) +
+  const BertConfig& a = c.model.architecture;
+  if (a.num_heads > 0 && a.hidden_size % a.num_heads != 0) {
+    errors.push_back(origin + ": model.hidden_size (" + std::to_string(a.hidden_size) +
                      ") must be divisible by model.num_heads (" +
-                     std::to_string(c.model.num_heads) + ")");
+                     std::to_string(a.num_heads) + ")");
   }
-  if (c.tokenizer.max_length > c.model.max_position) {
+  if (c.tokenizer.max_length > a.max_position) {
     errors.push_back(origin + ": tokenizer.max_length (" + std::to_string(c.tokenizer.max_length) +
-                     ") must be <= model.max_position (" + std::to_string(c.model.max_position) +
+                     ") must be <= model.max_position (" + std::to_string(a.max_position) +
                      ")");
   }
 }

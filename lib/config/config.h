@@ -1,4 +1,4 @@
-// The training configuration: DESIGN.md's JSON keys as typed structs.
+// The training configuration: the JSON config file's keys (docs/) as typed structs.
 //
 // Data flows one way: load_config() reads a JSON file, applies `--set KEY=VALUE`
 // overrides, validates every key and value, and returns a Config that the rest of the
@@ -15,6 +15,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "config/bert_config.h"
+
 namespace ddp_embed {
 
 struct ConfigError : std::runtime_error {
@@ -23,13 +25,8 @@ struct ConfigError : std::runtime_error {
 
 struct ModelConfig {
   std::optional<std::string> init;  // a Hugging Face BERT folder; its architecture wins
-  int vocab_size = 8000;
-  int hidden_size = 256;
-  int num_layers = 4;
-  int num_heads = 4;
-  int intermediate_size = 1024;
-  int max_position = 512;
-  double dropout = 0.1;
+  BertConfig architecture;          // model.vocab_size ... model.max_position: a model from scratch
+  double dropout = 0.1;             // both of the architecture's dropouts, pretrained or not
   std::string pooling = "auto";  // auto (model.init's Pooling module, else cls) | cls | mean
   int projection_dim = 128;     // 0 = no projection
 };
@@ -83,7 +80,7 @@ struct DistConfig {
   std::string backend = "auto";  // auto | nccl | gloo
   double bucket_mb = 25;
   int timeout_s = 600;
-  int zero_stage = 0;  // 0: AdamW state replicated; 1: sharded over the ranks (parallel/zero.h)
+  int zero_stage = 0;  // 0: replicated; 1: AdamW state sharded; 2: gradients too (parallel/data_parallel.h)
 };
 
 struct OutputConfig {

@@ -9,7 +9,6 @@
 #include <torch/nn/modules/container/modulelist.h>
 
 #include "compat/torch_compat.h"
-#include "config/config.h"
 #include "model/activation_checkpoint.h"
 
 namespace ddp_embed {
@@ -88,7 +87,7 @@ void require_string(const nlohmann::json& j, const char* key, const std::string&
 
 }  // namespace
 
-BertConfig BertConfig::from_hf_json(const std::string& path) {
+BertConfig bert_config_from_hf_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ModelError(path + ": cannot open");
   nlohmann::json j;
@@ -97,15 +96,21 @@ BertConfig BertConfig::from_hf_json(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw ModelError(path + ": not valid JSON: " + e.what());
   }
-  return from_hf_json(j, path);
+  return bert_config_from_hf_json(j, path);
 }
 
-BertConfig BertConfig::from_hf_json(const nlohmann::json& j, const std::string& origin) {
+BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw ModelError(origin + ": a config must be a JSON object");
   require_string(j, "model_type", "bert", "only BERT models are supported", origin);
   require_string(j, "hidden_act", "gelu", "only the exact erf GELU, \"gelu\", is implemented", origin);
   require_string(j, "position_embedding_type", "absolute", "only absolute positions are implemented", origin);
-  BertConfig c;
+  BertConfig c;  // transformers' BertConfig defaults: BERT-base
+  c.vocab_size = 30522;
+  c.hidden_size = 768;
+  c.num_layers = 12;
+  c.num_heads = 12;
+  c.intermediate_size = 3072;
+  c.max_position = 512;
   read_number(j, "vocab_size", c.vocab_size, origin);
   read_number(j, "hidden_size", c.hidden_size, origin);
   read_number(j, "num_hidden_layers", c.num_layers, origin);
@@ -118,61 +123,48 @@ BertConfig BertConfig::from_hf_json(const nlohmann::json& j, const std::string& 
   read_number(j, "attention_probs_dropout_prob", c.attention_dropout, origin);
   read_number(j, "pad_token_id", c.pad_token_id, origin);
   read_number(j, "initializer_range", c.initializer_range, origin);
-  c.validate(origin);
+  validate_bert_config(c, origin);
   return c;
 }
 
-BertConfig BertConfig::from_model_config(const ModelConfig& m) {
-  BertConfig c;
-  c.vocab_size = m.vocab_size;
-  c.hidden_size = m.hidden_size;
-  c.num_layers = m.num_layers;
-  c.num_heads = m.num_heads;
-  c.intermediate_size = m.intermediate_size;
-  c.max_position = m.max_position;
-  c.hidden_dropout = c.attention_dropout = m.dropout;
-  c.validate("model config");
-  return c;
-}
-
-nlohmann::json BertConfig::to_hf_json() const {
+nlohmann::json bert_config_to_hf_json(const BertConfig& c) {
   return {{"architectures", {"BertModel"}},
           {"model_type", "bert"},
-          {"vocab_size", vocab_size},
-          {"hidden_size", hidden_size},
-          {"num_hidden_layers", num_layers},
-          {"num_attention_heads", num_heads},
-          {"intermediate_size", intermediate_size},
-          {"max_position_embeddings", max_position},
-          {"type_vocab_size", type_vocab_size},
-          {"layer_norm_eps", layer_norm_eps},
-          {"hidden_dropout_prob", hidden_dropout},
-          {"attention_probs_dropout_prob", attention_dropout},
-          {"pad_token_id", pad_token_id},
-          {"initializer_range", initializer_range},
+          {"vocab_size", c.vocab_size},
+          {"hidden_size", c.hidden_size},
+          {"num_hidden_layers", c.num_layers},
+          {"num_attention_heads", c.num_heads},
+          {"intermediate_size", c.intermediate_size},
+          {"max_position_embeddings", c.max_position},
+          {"type_vocab_size", c.type_vocab_size},
+          {"layer_norm_eps", c.layer_norm_eps},
+          {"hidden_dropout_prob", c.hidden_dropout},
+          {"attention_probs_dropout_prob", c.attention_dropout},
+          {"pad_token_id", c.pad_token_id},
+          {"initializer_range", c.initializer_range},
           {"hidden_act", "gelu"},
           {"position_embedding_type", "absolute"}};
 }
 
-void BertConfig::validate(const std::string& origin) const {
+void validate_bert_config(const BertConfig& c, const std::string& origin) {
   const auto positive = [&](int64_t v, const char* name) {
     if (v <= 0) throw ModelError(origin + ": " + name + " must be positive, not " + std::to_string(v));
   };
-  positive(vocab_size, "vocab_size");
-  positive(hidden_size, "hidden_size");
-  positive(num_layers, "num_hidden_layers");
-  positive(num_heads, "num_attention_heads");
-  positive(intermediate_size, "intermediate_size");
-  positive(max_position, "max_position_embeddings");
-  positive(type_vocab_size, "type_vocab_size");
-  if (hidden_size % num_heads != 0)
-    throw ModelError(origin + ": hidden_size " + std::to_string(hidden_size) +
-                     " is not a multiple of num_attention_heads " + std::to_string(num_heads));
-  if (pad_token_id < 0 || pad_token_id >= vocab_size)
-    throw ModelError(origin + ": pad_token_id " + std::to_string(pad_token_id) + " is outside the vocabulary");
-  for (double p : {hidden_dropout, attention_dropout})
+  positive(c.vocab_size, "vocab_size");
+  positive(c.hidden_size, "hidden_size");
+  positive(c.num_layers, "num_hidden_layers");
+  positive(c.num_heads, "num_attention_heads");
+  positive(c.intermediate_size, "intermediate_size");
+  positive(c.max_position, "max_position_embeddings");
+  positive(c.type_vocab_size, "type_vocab_size");
+  if (c.hidden_size % c.num_heads != 0)
+    throw ModelError(origin + ": hidden_size " + std::to_string(c.hidden_size) +
+                     " is not a multiple of num_attention_heads " + std::to_string(c.num_heads));
+  if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)
+    throw ModelError(origin + ": pad_token_id " + std::to_string(c.pad_token_id) + " is outside the vocabulary");
+  for (double p : {c.hidden_dropout, c.attention_dropout})
     if (!(p >= 0 && p < 1)) throw ModelError(origin + ": dropout " + std::to_string(p) + " is not in [0, 1)");
-  if (!(layer_norm_eps > 0)) throw ModelError(origin + ": layer_norm_eps must be positive");
+  if (!(c.layer_norm_eps > 0)) throw ModelError(origin + ": layer_norm_eps must be positive");
 }
 
 // ---- modules ----------------------------------------------------------------------------
@@ -281,7 +273,7 @@ at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bi
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& c) : config_(c) {
-  config_.validate();
+  validate_bert_config(config_);
   embeddings = register_module("embeddings", BertEmbeddings(config_));
   auto encoder = register_module("encoder", std::make_shared<NameScope>());
   auto layer_list = encoder->register_module("layer", torch::nn::ModuleList());

@@ -23,43 +23,28 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
-namespace ddp_embed {
+#include "config/bert_config.h"
 
-struct ModelConfig;
+namespace ddp_embed {
 
 struct ModelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct BertConfig {
-  int64_t vocab_size = 30522;
-  int64_t hidden_size = 768;
-  int64_t num_layers = 12;
-  int64_t num_heads = 12;
-  int64_t intermediate_size = 3072;
-  int64_t max_position = 512;
-  int64_t type_vocab_size = 2;
-  double layer_norm_eps = 1e-12;
-  double hidden_dropout = 0.1;     // embeddings and every sub-layer's output
-  double attention_dropout = 0.1;  // attention probabilities
-  int64_t pad_token_id = 0;
-  double initializer_range = 0.02;  // std of the normal init of weights
-
-  // A Hugging Face config.json. Keys: hidden_size, num_hidden_layers,
-  // num_attention_heads, intermediate_size, max_position_embeddings, vocab_size,
-  // type_vocab_size, layer_norm_eps, hidden_dropout_prob, attention_probs_dropout_prob,
-  // pad_token_id, initializer_range (missing ones keep the defaults above). hidden_act
-  // must be "gelu" (exact erf) and position_embedding_type "absolute". Throws ModelError
-  // naming the file and key.
-  static BertConfig from_hf_json(const std::string& path);
-  static BertConfig from_hf_json(const nlohmann::json& j, const std::string& origin);
-  // The architecture of DESIGN.md's "model" config section (dropout → both dropouts).
-  static BertConfig from_model_config(const ModelConfig& m);
-  // A config.json that transformers' BertModel reads back (model_type "bert").
-  nlohmann::json to_hf_json() const;
-  // Throws ModelError if sizes are not positive or hidden_size % num_heads != 0.
-  void validate(const std::string& origin = "bert config") const;
-};
+// The architecture from a Hugging Face config.json (a file, or its JSON; `origin` names it
+// in errors). Keys: hidden_size, num_hidden_layers, num_attention_heads,
+// intermediate_size, max_position_embeddings, vocab_size, type_vocab_size,
+// layer_norm_eps, hidden_dropout_prob, attention_probs_dropout_prob, pad_token_id,
+// initializer_range; a missing one takes BERT-base's value, as in transformers. hidden_act
+// must be "gelu" (exact erf) and position_embedding_type "absolute". Throws ModelError
+// naming the file and key.
+BertConfig bert_config_from_hf_json(const std::string& path);
+BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& origin);
+// A config.json that transformers' BertModel reads back (model_type "bert").
+nlohmann::json bert_config_to_hf_json(const BertConfig& c);
+// Throws ModelError naming `origin` if a size is not positive, hidden_size % num_heads != 0,
+// pad_token_id is outside the vocabulary or a dropout is not in [0, 1).
+void validate_bert_config(const BertConfig& c, const std::string& origin = "bert config");
 
 // word + position + token type (always 0) embeddings, LayerNorm, dropout.
 class BertEmbeddingsImpl : public torch::nn::Module {

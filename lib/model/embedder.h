@@ -21,6 +21,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/bert.h"
+#include "model/loss.h"
 
 namespace ddp_embed {
 
@@ -29,21 +30,6 @@ struct EncoderInput {
   at::Tensor ids;   // int64 [n, L]
   at::Tensor mask;  // [n, L], 1 = real token, 0 = padding
   bool defined() const { return ids.defined(); }
-};
-
-struct LossSettings {
-  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce (model/loss.h)
-  double temperature = 0.05;
-};
-
-// Cross-rank negatives: when all_gather is set, the loss compares each query with the
-// candidates (positives, then hard negatives) of every rank. all_gather maps this rank's
-// [n, D] to [world * n, D], the ranks' blocks in rank order, differentiable (provided by
-// the parallel code); every rank must have the same n. The local positives then start at
-// row rank * n.
-struct CandidateExchange {
-  std::function<at::Tensor(const at::Tensor&)> all_gather;
-  int64_t rank = 0;
 };
 
 class SentenceEmbedderImpl : public torch::nn::Module {

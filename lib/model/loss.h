@@ -1,13 +1,29 @@
-// The contrastive losses computed inside the model's forward (DESIGN.md, "Reference
-// loss"): one function for in-batch, cross-rank and hard negatives.
+// The contrastive losses computed inside the model's forward: one function for in-batch,
+// cross-rank and hard negatives.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <ATen/ATen.h>
 
 namespace ddp_embed {
+
+struct LossSettings {
+  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce (contrastive_loss below)
+  double temperature = 0.05;
+};
+
+// Cross-rank negatives: when all_gather is set, the loss compares each query with the
+// candidates (positives, then hard negatives) of every rank. all_gather maps this rank's
+// [n, D] to [world * n, D], the ranks' blocks in rank order, differentiable (the
+// data-parallel seam provides it: parallel/data_parallel.h); every rank must have the
+// same n. The local positives then start at row rank * n.
+struct CandidateExchange {
+  std::function<at::Tensor(const at::Tensor&)> all_gather;
+  int64_t rank = 0;
+};
 
 // Query i's positive is candidates[positive_offset + i]; every other row of
 // `candidates` is one of its negatives. This covers

@@ -268,7 +268,7 @@ void read_transformer(ModelFolderLayout& layout, const fs::path& dir, const std:
   if (!fs::is_directory(dir)) fail(dir, "the Transformer's folder does not exist");
   const fs::path config = dir / "config.json";
   if (!fs::exists(config)) fail(config, "missing (the BERT's architecture, a Hugging Face config.json)");
-  layout.bert = BertConfig::from_hf_json(config.string());
+  layout.bert = bert_config_from_hf_json(config.string());
   require_safetensors(dir, conversion);
   layout.transformer_dir = dir.string();
 }
@@ -463,7 +463,7 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
 
   // Module 0, the Transformer: a Hugging Face BERT folder with its tokenizer.
   const BertConfig& bert = model->bert->config();
-  write_json(tmp / "config.json", bert.to_hf_json());
+  write_json(tmp / "config.json", bert_config_to_hf_json(bert));
   save_module(*model->bert, (tmp / "model.safetensors").string());
   tokenizer.save(tmp.string());
   cap_tokenizer_max_length(tmp, bert.max_position);

@@ -11,14 +11,16 @@
 // Parameters are grouped into flat buckets of about bucket_bytes, in reverse registration
 // order (roughly the order in which backward produces their gradients). Where the
 // gradients already lie in flat buffers (the optimizer's), the buckets are stretches of
-// those buffers and nothing is copied (PyTorch's gradient_as_bucket_view). When the last
-// gradient of a bucket has been accumulated, the bucket's all-reduce is launched at once,
-// in bucket order on every rank. World size 1: everything is a no-op.
+// those buffers and nothing is copied (PyTorch's gradient_as_bucket_view; grad_buckets.h).
+// When the last gradient of a bucket has been accumulated, the bucket's all-reduce is
+// launched at once, in bucket order on every rank. World size 1: everything is a no-op.
 //
 // ZeRO-2 (reduce_into_shards): instead of every rank receiving every average, each
 // bucket's stretch of a flat buffer is summed into the rank that owns it (zero.h's
 // shards), and every .grad is freed as soon as its bucket holds it. A rank then keeps
-// 1/N of the gradients, plus at most two buckets in flight.
+// 1/N of the gradients, plus at most two buckets in flight. The two ways are the two
+// strategies of bucket_reduction.h. The trainer reaches all of this through
+// data_parallel.h, which picks the way from dist.zero_stage.
 #pragma once
 
 #include <cstddef>

@@ -4,12 +4,6 @@
 
 namespace ddp_embed {
 
-ShardRange shard_range(int64_t n, int rank, int world) {
-  const int64_t per = (n + world - 1) / world;
-  const int64_t begin = std::min(n, per * rank);
-  return {begin, std::min(per, n - begin)};
-}
-
 void share_shards(ProcessGroup& pg, const std::vector<at::Tensor>& flat_buffers) {
   const int world = pg.world_size();
   if (world == 1) return;

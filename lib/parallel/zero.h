@@ -29,17 +29,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "optim/shard_range.h"
 #include "parallel/process_group.h"
 
 namespace ddp_embed {
-
-struct ShardRange {
-  int64_t begin = 0, size = 0;
-};
-
-// Rank `rank`'s stretch of a buffer of n values cut into `world` contiguous shards of
-// ceil(n / world) values (the last ones shorter, possibly empty).
-ShardRange shard_range(int64_t n, int rank, int world);
 
 // In place, for each flat buffer: every rank's shard (shard_range over pg's ranks) takes
 // the values its owner holds. Every rank calls it with the same buffers.

@@ -23,7 +23,7 @@
 
 #include "io/manifest.h"
 #include "model/embedder.h"
-#include "train/optimizer.h"
+#include "optim/flat_adamw.h"
 
 namespace ddp_embed {
 

@@ -29,7 +29,7 @@ struct Chunk {
 at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& batch, const GradCacheSettings& settings,
                                       const LossSettings& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
-                                      const LossScaler& scaler, GradSync* sync) {
+                                      const LossScaler& scaler, DataParallel* dp) {
   std::vector<const EncoderInput*> parts = {&batch.query, &batch.pos};
   if (batch.neg.defined()) parts.push_back(&batch.neg);
 
@@ -66,7 +66,7 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
     const Chunk& c = chunks[i];
     const bool last = i + 1 == chunks.size();
     std::optional<GradSync::NoSync> hold;
-    if (sync && !last) hold.emplace(sync->no_sync());
+    if (dp && !last) hold.emplace(dp->defer_sync());
     at::Tensor again;
     {
       ReplayRandomness same_masks(settings.device, c.generator_state);

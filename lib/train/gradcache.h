@@ -15,14 +15,14 @@
 // as if it had been embedded in one piece with the masks pass 1 drew; activation memory
 // is one chunk's, for one more forward pass of compute. A chunk is padded to its own
 // longest sequence, which changes the result by rounding only (padding is masked out).
-// The gradient sync all-reduces in the last chunk's backward; the chunks before run under
-// no_sync, as accumulation micro-steps do.
+// The gradients are synchronized in the last chunk's backward; the chunks before only
+// accumulate (DataParallel::defer_sync), as accumulation micro-steps do.
 #pragma once
 
 #include <functional>
 
 #include "model/embedder.h"
-#include "parallel/grad_sync.h"
+#include "parallel/data_parallel.h"
 #include "train/batches.h"
 #include "train/precision.h"
 
@@ -36,11 +36,11 @@ struct GradCacheSettings {
 
 // Runs the three passes on `batch` (already on the device). `prepare_loss` maps the
 // micro-batch's loss to the one whose gradient is accumulated (the trainer divides by the
-// accumulation steps there); `scaler` scales it for backward (fp16). `sync` may be null
+// accumulation steps there); `scaler` scales it for backward (fp16). `dp` may be null
 // (no gradient sync). Returns the prepared loss, detached.
 at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& batch, const GradCacheSettings& settings,
                                       const LossSettings& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
-                                      const LossScaler& scaler, GradSync* sync);
+                                      const LossScaler& scaler, DataParallel* dp);
 
 }  // namespace ddp_embed

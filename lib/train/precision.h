@@ -19,7 +19,7 @@
 #include <ATen/ATen.h>
 
 #include "compat/torch_compat.h"
-#include "train/optimizer.h"
+#include "optim/flat_adamw.h"
 
 namespace ddp_embed {
 

@@ -57,8 +57,8 @@ class TempFiles : public ::testing::Test {
 TEST(Config, EmptyObjectGivesDefaults) {
   const Config c = config_from_json(json::object(), "cfg.json");
   EXPECT_FALSE(c.model.init.has_value());
-  EXPECT_EQ(c.model.vocab_size, 8000);
-  EXPECT_EQ(c.model.hidden_size, 256);
+  EXPECT_EQ(c.model.architecture.vocab_size, 8000);
+  EXPECT_EQ(c.model.architecture.hidden_size, 256);
   EXPECT_EQ(c.model.pooling, "auto");
   EXPECT_EQ(c.model.projection_dim, 128);
   EXPECT_EQ(c.tokenizer.type, "sentencepiece");
@@ -94,9 +94,9 @@ TEST(Config, ReadsGivenValuesAndKeepsOthers) {
   })"),
                                     "cfg.json");
   EXPECT_EQ(c.model.init.value(), "models/bert");
-  EXPECT_EQ(c.model.hidden_size, 128);
-  EXPECT_EQ(c.model.num_heads, 2);
-  EXPECT_EQ(c.model.num_layers, 4);
+  EXPECT_EQ(c.model.architecture.hidden_size, 128);
+  EXPECT_EQ(c.model.architecture.num_heads, 2);
+  EXPECT_EQ(c.model.architecture.num_layers, 4);
   EXPECT_DOUBLE_EQ(c.model.dropout, 0.0);
   EXPECT_EQ(c.model.pooling, "mean");
   EXPECT_EQ(c.model.projection_dim, 0);

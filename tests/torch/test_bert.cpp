@@ -45,7 +45,7 @@ std::vector<GoldenText> read_expected(const std::string& model) {
 
 BertModel load_golden(const std::string& model, LoadReport* report = nullptr) {
   const std::string dir = golden::golden_model_dir(model);
-  const BertConfig config = BertConfig::from_hf_json(dir + "/config.json");
+  const BertConfig config = bert_config_from_hf_json(dir + "/config.json");
   BertModel bert(config);
   const LoadReport r = load_module(*bert, dir + "/model.safetensors");
   if (report) *report = r;
@@ -174,7 +174,7 @@ TEST_P(GoldenParity, ForwardClsIsTheFirstPositionOfForward) {
 // ---- config ------------------------------------------------------------------------------
 
 TEST(BertConfig, ReadsHuggingFaceConfigAndWritesItBack) {
-  const BertConfig c = BertConfig::from_hf_json(kGolden + "bert-tiny-b/model/config.json");
+  const BertConfig c = bert_config_from_hf_json(kGolden + "bert-tiny-b/model/config.json");
   EXPECT_EQ(c.hidden_size, 64);
   EXPECT_EQ(c.num_layers, 3);
   EXPECT_EQ(c.num_heads, 8);
@@ -182,26 +182,26 @@ TEST(BertConfig, ReadsHuggingFaceConfigAndWritesItBack) {
   EXPECT_EQ(c.max_position, 64);
   EXPECT_EQ(c.vocab_size, 30522);
   EXPECT_EQ(c.hidden_dropout, 0.0);
-  const nlohmann::json j = c.to_hf_json();
+  const nlohmann::json j = bert_config_to_hf_json(c);
   EXPECT_EQ(j.at("num_hidden_layers"), 3);
   EXPECT_EQ(j.at("hidden_act"), "gelu");
-  const BertConfig back = BertConfig::from_hf_json(j, "round trip");
+  const BertConfig back = bert_config_from_hf_json(j, "round trip");
   EXPECT_EQ(back.hidden_size, c.hidden_size);
   EXPECT_EQ(back.layer_norm_eps, c.layer_norm_eps);
   EXPECT_EQ(back.max_position, c.max_position);
 }
 
 TEST(BertConfig, RefusesWhatIsNotImplemented) {
-  nlohmann::json j = small_config().to_hf_json();
+  nlohmann::json j = bert_config_to_hf_json(small_config());
   j["hidden_act"] = "gelu_new";
-  EXPECT_THROW(BertConfig::from_hf_json(j, "x"), ModelError);
-  j = small_config().to_hf_json();
+  EXPECT_THROW(bert_config_from_hf_json(j, "x"), ModelError);
+  j = bert_config_to_hf_json(small_config());
   j["num_attention_heads"] = 5;
-  EXPECT_THROW(BertConfig::from_hf_json(j, "x"), ModelError);
-  j = small_config().to_hf_json();
+  EXPECT_THROW(bert_config_from_hf_json(j, "x"), ModelError);
+  j = bert_config_to_hf_json(small_config());
   j["hidden_size"] = "64";
   try {
-    BertConfig::from_hf_json(j, "cfg.json");
+    bert_config_from_hf_json(j, "cfg.json");
     ADD_FAILURE();
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("cfg.json: hidden_size"), std::string::npos) << e.what();

@@ -1,4 +1,4 @@
-// AdamW over flat parameter groups, and the learning-rate schedule.
+// AdamW over flat parameter groups.
 //
 // At construction every parameter of a group is moved into one contiguous buffer (the
 // module keeps its parameters; they become views of the buffer), and so is its
@@ -14,6 +14,11 @@
 // that autocast casts per operation, and the moments stay fp32 too.
 //
 // Decoupled weight decay as in torch.optim.AdamW: p ← p·(1 − lr·wd) − lr·m̂/(√v̂ + eps).
+//
+// The optimizer knows nothing of processes. ZeRO (parallel/zero.h) partitions it: shard()
+// and shard_gradients() say which stretch of each buffer this rank updates and how the
+// ranks exchange what they computed; the data-parallel seam (parallel/data_parallel.h)
+// decides whether to.
 #pragma once
 
 #include <functional>
@@ -21,7 +26,9 @@
 #include <utility>
 #include <vector>
 
-#include "parallel/zero.h"
+#include <torch/types.h>
+
+#include "optim/shard_range.h"
 
 namespace ddp_embed {
 
@@ -44,7 +51,7 @@ class FlatAdamW {
   int64_t steps_taken() const { return steps_; }
   int64_t num_parameters() const;
 
-  // ZeRO-1 (parallel/zero.h): from now on this rank keeps the moments of, and step()
+  // ZeRO-1: from now on this rank keeps the moments of, and step()
   // updates, only shard `rank` of `world` of each flat buffer, then gives every rank the
   // others' shards through `share` (share_shards over the process group: every rank must
   // step, and read state(), together). Before the first step or state load.
@@ -94,10 +101,5 @@ class FlatAdamW {
   double beta1_, beta2_, eps_;
   int64_t steps_ = 0;
 };
-
-// Learning rate at optimizer step `step` (0-based): linear warmup from 0 over
-// warmup_steps, then `schedule` (linear to 0 | cosine to 0 | constant) until total_steps.
-double learning_rate(double peak, const std::string& schedule, int64_t warmup_steps,
-                     int64_t total_steps, int64_t step);
 
 }  // namespace ddp_embed

@@ -1,0 +1,203 @@
+#include "train/trainee.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "model/weights.h"
+#include "util/log.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace ddp_embed {
+namespace {
+
+// ---- the tokenizer and data -------------------------------------------------------------
+
+// model.projection_dim against the init folder's Dense layer: a Dense is trained further
+// when projection_dim is its out_features, never dropped or replaced silently.
+void check_projection_against_init(const Config& cfg, const ModelFolderLayout& init) {
+  if (!init.dense) return;
+  const std::string dense_config = (fs::path(init.dense->dir) / "config.json").string();
+  const int64_t out = init.dense->out_features;
+  if (cfg.model.projection_dim == 0)
+    throw std::runtime_error("model.init has a Dense layer (" + dense_config + ", out_features " + std::to_string(out) +
+                             ") but model.projection_dim is 0, which would drop it: set model.projection_dim=" +
+                             std::to_string(out) + " to keep it (and train it further)");
+  if (cfg.model.projection_dim != out)
+    throw std::runtime_error(dense_config + ": model.init's Dense layer has out_features " + std::to_string(out) +
+                             " but model.projection_dim is " + std::to_string(cfg.model.projection_dim) +
+                             ": set model.projection_dim=" + std::to_string(out) +
+                             " to train it further (a projection of another size would replace it)");
+}
+
+// model.init, read once before anything is loaded: a Hugging Face BERT folder or a
+// sentence-transformers folder around one (model/model_folder.h). Its problems, and a
+// model.projection_dim that does not fit its Dense layer, are errors naming its files
+// before any data is read.
+std::optional<ModelFolderLayout> read_init_folder(const Config& cfg) {
+  if (!cfg.model.init) return std::nullopt;
+  ModelFolderLayout init = read_model_folder_layout(*cfg.model.init);
+  check_projection_against_init(cfg, init);
+  return init;
+}
+
+std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, const std::optional<ModelFolderLayout>& init,
+                                             ProcessGroup& pg) {
+  // The init folder's tokenizer (its Transformer's vocab.txt or spiece.model); its
+  // tokenizer_config.json decides lower-casing, else tokenizer.lower_case (a folder
+  // without one may hold a cased vocabulary); sentence_bert_config.json's do_lower_case
+  // lower-cases the text first.
+  if (init) return load_folder_tokenizer(*init, cfg.tokenizer.lower_case);
+  const bool missing = !fs::exists(cfg.tokenizer.path);
+  if (missing && cfg.tokenizer.type == "sentencepiece") {
+    // Convenience for a first run: train the tokenizer on the training data (rank 0),
+    // the others wait for it.
+    if (pg.rank() == 0) {
+      spdlog::info("tokenizer: {} does not exist; training a sentencepiece model (vocab {}) on data.train",
+                   cfg.tokenizer.path, cfg.model.architecture.vocab_size);
+      train_sentencepiece(cfg.data.train, cfg.model.architecture.vocab_size, cfg.tokenizer.path);
+    }
+    pg.barrier();
+  }
+  return load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path, cfg.tokenizer.lower_case);
+}
+
+// ---- the model --------------------------------------------------------------------------
+
+// model.pooling: cls or mean as set; "auto" = the init folder's Pooling module, else cls.
+Pooling training_pooling(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
+  if (cfg.model.pooling != "auto") return parse_pooling(cfg.model.pooling);
+  return init && init->pooling ? *init->pooling : Pooling::Cls;
+}
+
+SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
+                             const std::optional<ModelFolderLayout>& init) {
+  // The architecture: the init folder's config.json, else the config's model section.
+  BertConfig bert = init ? init->bert : cfg.model.architecture;
+  bert.hidden_dropout = bert.attention_dropout = cfg.model.dropout;
+  if (!init) validate_bert_config(bert, "model config");  // init's was, as its config.json was read
+  if (tokenizer.vocab_size() > bert.vocab_size)
+    throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+                             " tokens but model.vocab_size is " + std::to_string(bert.vocab_size) +
+                             ": set model.vocab_size >= " + std::to_string(tokenizer.vocab_size()));
+  if (cfg.tokenizer.max_length > bert.max_position)
+    throw std::runtime_error("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) +
+                             " exceeds the model's max_position " + std::to_string(bert.max_position));
+  torch::manual_seed(cfg.train.seed);
+  SentenceEmbedder model(bert, cfg.model.projection_dim, training_pooling(cfg, init));
+  if (init) {
+    // The BERT, and the Dense layer when the folder has one (read_init_folder made sure
+    // that model.projection_dim is its size).
+    auto report = load_folder_weights(model, *init);
+    if (!report.unused.empty())
+      spdlog::info("model.init: {} tensors of the checkpoint are not used (e.g. {})", report.unused.size(),
+                   report.unused.front());
+  }
+  return model;
+}
+
+// AdamW groups: no weight decay on biases and LayerNorm parameters (BERT's recipe).
+std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double weight_decay) {
+  FlatAdamW::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
+  for (auto& item : model->named_parameters()) {
+    const std::string& name = item.key();
+    const bool exempt = name.find("LayerNorm") != std::string::npos || name.find("_norm") != std::string::npos ||
+                        (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0);
+    (exempt ? no_decay : decay).params.push_back(item.value());
+  }
+  return {decay, no_decay};
+}
+
+LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
+  if (precision != Precision::Fp16) return LossScaler();
+  return LossScaler(t.loss_scale_init, t.loss_scale_growth_interval);
+}
+
+}  // namespace
+
+// What the written folder says beyond the weights (trainee.h). A fine-tuned model keeps its init
+// folder's input length (its positions were pretrained that far, whatever length this
+// run trained on), text lower-casing and Normalize module, so that SentenceTransformer(dir)
+// treats input as it did the model training started from; a model trained from scratch
+// takes tokenizer.max_length, the longest input it has seen.
+ModelFolderOptions output_folder_options(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
+  if (!init) return {cfg.tokenizer.max_length, false, false};
+  return {folder_max_length(*init), init->lower_case_text, init->normalize};
+}
+
+Inputs load_inputs(const Config& cfg, const Worker& w) {
+  Inputs in;
+  in.init_folder = read_init_folder(cfg);
+  in.tokenizer = prepare_tokenizer(cfg, in.init_folder, *w.pg);
+  const auto t_data = Clock::now();
+  in.train = load_pairs(cfg.data.train, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
+                        cfg.data.max_line_bytes);
+  if (cfg.data.eval)
+    in.eval = load_pairs({*cfg.data.eval}, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines,
+                         w.threads, cfg.data.max_line_bytes);
+  spdlog::info("data: {} training pairs{}, {} evaluation pairs, tokenized in {:.1f}s ({:.1f} MB of token ids)",
+               in.train.size(), in.train.skipped ? fmt::format(" ({} bad lines skipped)", in.train.skipped) : "",
+               in.eval ? in.eval->size() : 0, std::chrono::duration<double>(Clock::now() - t_data).count(),
+               double(in.train.tokens.memory_bytes()) / 1e6);
+  return in;
+}
+
+Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int64_t total_steps,
+                      int64_t micro_batch) {
+  ProcessGroup& pg = *w.pg;
+  SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
+  model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
+  model->to(w.device);
+  FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
+  model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
+  auto data_parallel = std::make_unique<DataParallel>(*model, optimizer, pg, cfg.dist);
+  double peak_lr = cfg.train.lr;
+  if (cfg.train.lr_scaling == "linear") peak_lr *= pg.world_size();
+  if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg.world_size()));
+  spdlog::info("model: {:.2f}M parameters (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
+               "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
+               double(optimizer.num_parameters()) / 1e6, model->bert->config().hidden_size,
+               model->bert->config().num_layers, model->bert->config().num_heads, pooling_name(model->pooling()),
+               cfg.model.projection_dim, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
+               peak_lr, cfg.train.lr_scaling == "none" ? "" : " (" + cfg.train.lr_scaling + "-scaled)");
+  return Trainee{model, std::move(optimizer), std::move(data_parallel), make_loss_scaler(w.precision, cfg.train),
+                 peak_lr};
+}
+
+TrainPosition resume(const Config& cfg, ProcessGroup& pg, Trainee& t) {
+  TrainPosition pos;
+  if (cfg.output.resume != "never") {
+    const std::vector<std::string> candidates = cfg.output.resume == "auto"
+                                                    ? list_checkpoints(cfg.output.dir + "/checkpoints")
+                                                    : std::vector<std::string>{cfg.output.resume};
+    for (const auto& c : candidates) {
+      try {
+        nlohmann::json info;
+        pos = load_checkpoint(c, t.model, t.optimizer, &info);
+        // The fp16 loss scale continues where it was, if the checkpoint's run had one.
+        if (t.loss_scaler.enabled() && info.value("config", nlohmann::json::object())
+                                               .value("train", nlohmann::json::object())
+                                               .value("precision", "") == "fp16")
+          t.loss_scaler.load_state({pos.loss_scale, pos.loss_scale_good_steps});
+        const int saved_world = info.value("world_size", pg.world_size());
+        spdlog::info("resumed from {} (step {}, epoch {}, batch {} of the epoch){}", c, pos.step, pos.epoch,
+                     pos.step_in_epoch,
+                     saved_world != pg.world_size()
+                         ? fmt::format("; it was written at world size {}, now {}: the sampler re-shards by "
+                                       "global batch position", saved_world, pg.world_size())
+                         : "");
+        break;
+      } catch (const std::exception& e) {
+        if (cfg.output.resume != "auto") throw;
+        spdlog::warn("skipping checkpoint {}: {}", c, e.what());
+      }
+    }
+  }
+  pg.check_same(uint64_t(pos.step), "the resume step (ranks found different checkpoints)");
+  return pos;
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,56 @@
+// What a training run reads and what it trains, built the same on every rank:
+//
+//   load_inputs     the init folder (a pretrained model), the tokenizer, the training and
+//                   evaluation pairs, tokenized
+//   build_trainee   the model, AdamW over its flat parameter groups, data parallelism
+//                   applied (parallel/data_parallel.h), the fp16 loss scaler, the peak lr
+//   resume          the checkpoint to continue from (output.resume), or step 0
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "config/config.h"
+#include "data/pairs.h"
+#include "model/embedder.h"
+#include "model/model_folder.h"
+#include "optim/flat_adamw.h"
+#include "parallel/data_parallel.h"
+#include "tokenize/tokenizer.h"
+#include "train/checkpoint.h"
+#include "train/precision.h"
+#include "train/worker.h"
+
+namespace ddp_embed {
+
+struct Inputs {
+  std::optional<ModelFolderLayout> init_folder;  // model.init, read before anything is loaded
+  std::unique_ptr<Tokenizer> tokenizer;
+  PairDataset train;
+  std::optional<PairDataset> eval;
+};
+
+Inputs load_inputs(const Config& cfg, const Worker& w);
+
+// The model being trained and what updates it, identical on every rank.
+struct Trainee {
+  SentenceEmbedder model;
+  FlatAdamW optimizer;
+  std::unique_ptr<DataParallel> data_parallel;
+  LossScaler loss_scaler;
+  double peak_lr = 0;  // train.lr, scaled by train.lr_scaling
+};
+
+// total_steps and micro_batch only go into the log line that describes the run.
+Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int64_t total_steps,
+                      int64_t micro_batch);
+
+// output.resume: "auto" takes the newest checkpoint that loads (skipping broken ones with
+// a warning), a path takes that one, "never" starts at step 0. Every rank must land on
+// the same step.
+TrainPosition resume(const Config& cfg, ProcessGroup& pg, Trainee& t);
+
+// What the written model folder says beyond the weights (model/model_folder.h).
+ModelFolderOptions output_folder_options(const Config& cfg, const std::optional<ModelFolderLayout>& init);
+
+}  // namespace ddp_embed
