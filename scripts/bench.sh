@@ -13,8 +13,8 @@
 # counts do not matter, and a 2-worker row needs 2 GPUs (NCCL: one GPU per worker).
 #
 # Every sequence is exactly max_length tokens (the pairs are long WordNet texts cut at
-# max_length), so the token counts match a fixed-length benchmark such as the Python
-# reference in shared/peers (torch_reference.py --seq-len 64).
+# max_length), so tokens/s compares with fixed-length benchmarks (every text max_length
+# tokens long), such as a plain PyTorch training loop at sequence length 64.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
