@@ -40,7 +40,7 @@ Rule at_least(double v) { Rule r; r.min = v; return r; }
 Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
 Rule one_of(std::vector<std::string> c) { Rule r; r.choices = std::move(c); return r; }
 Rule non_empty() { Rule r; r.non_empty = true; return r; }
-// ZeRO stages built: 0 and 1.
+// ZeRO stages built: 0, 1 and 2.
 Rule stages() { Rule r; r.min = 0; r.max = 2; return r; }
 
 // The single list of config keys: (dotted path, field, rule). Adding a key means adding
