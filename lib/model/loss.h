@@ -1,5 +1,5 @@
-// The contrastive losses computed inside the model's forward: one function for in-batch,
-// cross-rank and hard negatives.
+// The contrastive losses computed inside the model's forward (loss.type in
+// docs/config.md): one function for in-batch, cross-rank and hard negatives.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// A training run's metrics.jsonl (DESIGN.md, "Metrics"), read back as one series per key.
+// A training run's metrics.jsonl (docs/formats.md, "metrics.jsonl"), read back as one
+// series per key.
 //
 // Each line is a JSON object with a numeric "step"; training lines carry "loss", "lr",
 // "pairs_per_s", ..., evaluation lines "eval/<metric>" keys. A resumed run appends the

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Shrinks a golden BERT fixture for the repository (a developer tool, run once).
 
-The Hugging Face golden models (shared/golden/<name>/model/model.safetensors) carry the
-whole 30522-row word-embedding table, though the golden texts use a few hundred of its
-rows and no other row can change their outputs. This writes a copy in which that table is
-replaced by the used rows ("embeddings.word_embeddings.weight.rows", F32 [n, hidden]) and
-their token ids ("embeddings.word_embeddings.weight.ids", I64 [n]); every other tensor is
-unchanged. tests/torch/test_bert.cpp scatters the rows back into a zero table of the
-original shape before loading.
+A golden model as transformers saved it (GOLDEN_DIR/model/model.safetensors, beside its
+expected.jsonl and tokens.jsonl; tests/fixtures/golden/README.md says how they were made)
+carries the whole 30522-row word-embedding table, though the golden texts use a few
+hundred of its rows and no other row can change their outputs. This writes a copy in
+which that table is replaced by the used rows ("embeddings.word_embeddings.weight.rows",
+F32 [n, hidden]) and their token ids ("embeddings.word_embeddings.weight.ids", I64 [n]);
+every other tensor is unchanged. golden_model_dir() in tests/core/golden_fixture.h
+scatters the rows back into a zero table of the original shape before the tests load it.
 
 Usage: trim-golden-model.py GOLDEN_DIR OUT_FILE   (standard library only)
 """

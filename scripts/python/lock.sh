@@ -16,7 +16,8 @@ PIP_FIND_LINKS= "$tools/bin/pip-compile" --quiet --generate-hashes --allow-unsaf
   --no-emit-index-url --no-emit-find-links --output-file requirements.lock requirements.in
 # triton (1 GB installed) is torch.compile's compiler of GPU kernels: nothing here compiles
 # a model, the CPU machines have no GPU, and torch imports and runs without it. The lock
-# leaves it out, so the environment stays about 5 GB.
+# leaves it out, so the environment stays about 5 GB. pip-compile names requirements.in by
+# its absolute path in its "via -r" comments: the lock names it as the repository does.
 awk '/^triton==/ { skip = 1; next } skip && /^[ #]/ { next } { skip = 0; print }' \
-  requirements.lock > requirements.lock.new
+  requirements.lock | sed "s#-r $here/requirements.in#-r scripts/python/requirements.in#" > requirements.lock.new
 mv requirements.lock.new requirements.lock

@@ -86,7 +86,7 @@ def read_negatives(path):
 
 
 def seeds_pairwise_sigmoid_loss(q, p, temperature):
-    """The seeds' loss, as their model's forward computes it (and shared/peers' reference)."""
+    """The seeds' loss, as their model's forward computes it (the pairwise_sigmoid of docs/config.md)."""
     import torch
     bsz = q.size(0)
     sim = torch.cosine_similarity(q.unsqueeze(1), p.unsqueeze(0), dim=-1) / temperature

@@ -1,5 +1,5 @@
-// The sampling contract of DESIGN.md: micro-batches depend only on world × accum, every
-// epoch covers the dataset once, and epochs differ.
+// The sampling contract (data/sampler.h; docs/README.md, "A training run"): micro-batches
+// depend only on world × accum, every epoch covers the dataset once, and epochs differ.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -253,8 +253,10 @@ TEST(BertInit, SameSeedSameWeightsOtherSeedOtherWeights) {
 }
 
 TEST(BertInit, SameInitialWeightsAsThePythonReference) {
-  // Numbers printed by peers/torch_reference.py (PyTorch 1.13): torch.manual_seed(42);
-  // EmbeddingModel(config, 16) for this config; parameter sum and element [1].
+  // Numbers printed by a plain PyTorch reference of the same model (PyTorch 1.13; BERT's
+  // modules and initialization in transformers' order, the pooler drawn and unused,
+  // CLS -> Linear(hidden, 16)): torch.manual_seed(42), the model for this config;
+  // parameter sum and element [1].
   at::manual_seed(42);
   SentenceEmbedder model(small_config(), 16, Pooling::Cls);
   const auto params = model->named_parameters();

@@ -144,8 +144,8 @@ TEST(ContrastiveLoss, OffsetAndExtraNegativesMatchTheFormula) {
 }
 
 TEST(ContrastiveLoss, PairwiseSigmoidIsTheReferenceRecipe) {
-  // DESIGN.md / peers' recipe: diff = diag(sim) - sim, diag masked, -log sigmoid summed
-  // over B*B - B terms.
+  // The seeds' recipe (scripts/python/peer_train.py, seeds_pairwise_sigmoid_loss): diff =
+  // diag(sim) - sim, diag masked, -log sigmoid summed over B*B - B terms.
   at::manual_seed(3);
   const at::Tensor q = randn({5, 8}), p = randn({5, 8});
   const at::Tensor sim = at::cosine_similarity(q.unsqueeze(1), p.unsqueeze(0), -1) / 0.05;
