@@ -6,7 +6,7 @@
 
 #include "tokenize/hf_files.h"
 #include "tokenize/spm_library.h"
-#include "tokenize/unicode.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 
@@ -97,9 +97,9 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
 void SentencePieceTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
   std::string replaced;
   const char* end = text.data() + text.size();
-  if (!unicode::is_valid_utf8(text.data(), end)) {
+  if (!utf8::is_valid(text.data(), end)) {
     // As Python's decode(errors="replace") would hand it to Hugging Face's tokenizer.
-    replaced = unicode::replace_ill_formed(text.data(), end);
+    replaced = utf8::replace_ill_formed(text.data(), end);
     text = replaced;
   }
   // The ids go straight into `ids`: room for one a byte (and then some) is nearly always
