@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <initializer_list>
+#include <utility>
 
 #include "tokenize/hf_files.h"
 #include "tokenize/spm_library.h"
@@ -201,12 +202,7 @@ void SentencePieceTokenizer::save(const std::string& dir) const {
   config["do_lower_case"] = false;
   config["keep_accents"] = true;
   config["remove_space"] = true;
-  config["model_max_length"] = model_max_length_;
-  // Only affects decoding; said outright because recent transformers warn when it is missing.
-  config["clean_up_tokenization_spaces"] = true;
-  config.update(tokens);
-  hf_files::write_json(folder / "tokenizer_config.json", config);
-  hf_files::write_json(folder / "special_tokens_map.json", tokens);
+  hf_files::write_tokenizer_config(folder, std::move(config), model_max_length_, tokens);
 }
 
 }  // namespace ddp_embed

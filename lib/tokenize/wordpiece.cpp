@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <utility>
 
 #include "tokenize/hf_files.h"
 #include "tokenize/unicode.h"
@@ -361,12 +362,7 @@ void WordPieceTokenizer::save(const std::string& dir) const {
   config["strip_accents"] = options_.strip_accents ? nlohmann::ordered_json(*options_.strip_accents)
                                                    : nlohmann::ordered_json(nullptr);
   config["tokenize_chinese_chars"] = options_.tokenize_chinese_chars;
-  config["model_max_length"] = model_max_length_;
-  // Only affects decoding; said outright because recent transformers warn when it is missing.
-  config["clean_up_tokenization_spaces"] = true;
-  config.update(tokens);
-  hf_files::write_json(folder / "tokenizer_config.json", config);
-  hf_files::write_json(folder / "special_tokens_map.json", tokens);
+  hf_files::write_tokenizer_config(folder, std::move(config), model_max_length_, tokens);
 }
 
 }  // namespace ddp_embed
