@@ -34,8 +34,6 @@ const auto* find_exact(const Table& table, char32_t cp, Key key) {
 
 }  // namespace
 
-const char* unicode_version() { return kUnicodeVersion; }
-
 CharClass char_class(char32_t cp) {
   if (cp < 128) return static_cast<CharClass>(kAsciiClass[cp]);
   if (cp > 0x10FFFF) return CharClass::Control;

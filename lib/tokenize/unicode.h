@@ -32,7 +32,5 @@ int to_lower(char32_t cp, char32_t out[3]);
 // points to out and returns their number.
 int strip_accents(char32_t cp, char32_t out[3]);
 
-const char* unicode_version();
-
 }  // namespace unicode
 }  // namespace ddp_embed
