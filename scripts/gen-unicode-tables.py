@@ -177,8 +177,6 @@ def main():
     out.append("// Do not edit: change the script and run it again.")
     out.append("// NOLINTBEGIN")
     out.append("")
-    out.append("constexpr const char kUnicodeVersion[] = \"%s\";" % ud.unidata_version)
-    out.append("")
 
     runs = class_runs()
     out.append("// Run starts: (first code point << 3) | CharClass; a run lasts until the "

@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "model/malloc_tuning.h"
 #include "report/metrics_plot.h"
 #include "tokenize/tokenizer.h"
 #include "train/build_info.h"
 #include "train/inference.h"
 #include "train/trainer.h"
 #include "util/log.h"
+#include "util/malloc_tuning.h"
 
 namespace {
 

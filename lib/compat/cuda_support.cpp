@@ -54,41 +54,29 @@ struct Module {
   std::string error;  // empty: loaded
 };
 
-template <typename F>
-bool resolve(void* handle, const char* name, F& out, std::string& error) {
-  out = reinterpret_cast<F>(dlsym(handle, name));
-  if (out == nullptr) error = std::string("no symbol ") + name;
-  return out != nullptr;
-}
-
 // RTLD_GLOBAL: libtorch_cuda and the nvidia-* libraries join the program's namespace as
 // if linked, so that what they dlopen() themselves later (cuDNN's sublibraries, NCCL's
-// plugins) finds them.
-bool open_one(const std::string& file, Module& m, std::string& error) {
+// plugins) finds them. Never closed: what libtorch_cuda registered as it loaded stays for
+// the life of the process. "" when loaded, else why not.
+std::string open_one(const std::string& file, const std::string& what, Module& m) {
   dlerror();
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
     const char* message = dlerror();
-    error = message != nullptr ? message : "dlopen failed";
-    return false;
+    return message != nullptr ? message : "dlopen failed";
   }
-  decltype(&ddp_embed_cuda_api_version) version = nullptr;
+  std::string error = check_api_version(handle, what, "ddp_embed_cuda_api_version", DDP_EMBED_CUDA_API_VERSION);
   decltype(&ddp_embed_cuda_check) check = nullptr;
-  if (!resolve(handle, "ddp_embed_cuda_api_version", version, error)) return false;
-  if (version() != DDP_EMBED_CUDA_API_VERSION) {
-    error = "API version " + std::to_string(version()) + ", expected " + std::to_string(DDP_EMBED_CUDA_API_VERSION) +
-            " (a stale build?)";
-    return false;
-  }
-  if (!resolve(handle, "ddp_embed_cuda_check", check, error) ||
-      !resolve(handle, "ddp_embed_cuda_versions", m.versions, error) ||
-      !resolve(handle, "ddp_embed_cuda_device_count", m.device_count, error) ||
-      !resolve(handle, "ddp_embed_cuda_set_device", m.set_device, error) ||
-      !resolve(handle, "ddp_embed_cuda_peak_allocated_mb", m.peak_allocated_mb, error) ||
-      !resolve(handle, "ddp_embed_cuda_make_nccl", m.make_nccl, error))
-    return false;
-  error = check();
-  return error.empty();  // never closed: CUDA stays registered for the life of the process
+  if (error.empty())
+    error = resolve_symbols(handle, what,
+                            {{"ddp_embed_cuda_check", check},
+                             {"ddp_embed_cuda_versions", m.versions},
+                             {"ddp_embed_cuda_device_count", m.device_count},
+                             {"ddp_embed_cuda_set_device", m.set_device},
+                             {"ddp_embed_cuda_peak_allocated_mb", m.peak_allocated_mb},
+                             {"ddp_embed_cuda_make_nccl", m.make_nccl}});
+  if (error.empty()) error = check();
+  return error;
 }
 
 Module open_module() {
@@ -96,9 +84,8 @@ Module open_module() {
   const ModuleSpec spec{"the CUDA module", DDP_EMBED_CUDA_FILE, "ddp_embed_cuda", "DDP_EMBED_CUDA_LIBRARY",
                         DDP_EMBED_CUDA_BUILD_DIR, DDP_EMBED_CUDA_INSTALL_DIR};
   const ModuleFound found = find_and_load_module(spec, [&](const std::string& file) {
-    std::string error;
-    if (open_one(file, m, error)) return std::string();
-    m = Module{};
+    std::string error = open_one(file, spec.what, m);
+    if (!error.empty()) m = Module{};
     return error;
   });
   m.path = found.path;

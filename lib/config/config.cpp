@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/key_suggest.h"
-#include "tokenize/unicode.h"
+#include "util/utf8.h"
 #include "util/json_input.h"
 
 namespace ddp_embed {
@@ -446,7 +446,7 @@ std::string apply_override(json& root, const std::string& assignment) {
     throw ConfigError("--set " + assignment + ": " + unknown_key_message(key));
   }
   // Kept as a string when it is not JSON, the value must still be text that JSON can hold.
-  if (!unicode::is_valid_utf8(text.data(), text.data() + text.size()))
+  if (!utf8::is_valid(text.data(), text.data() + text.size()))
     throw ConfigError("--set " + key + ": the value is not valid UTF-8");
   if (json_nesting_depth(text) > kMaxNesting)
     throw ConfigError("--set " + key + ": the value nests deeper than " + std::to_string(kMaxNesting) + " levels");

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenize/unicode.h"
 #include "util/json_input.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 
@@ -45,7 +45,7 @@ std::string tidy(std::string message) {
     message.resize(kMaxMessage);
     message += "...";
   }
-  return unicode::replace_ill_formed(message.data(), message.data() + message.size());
+  return utf8::replace_ill_formed(message.data(), message.data() + message.size());
 }
 
 // "invalid JSON at byte N: <nlohmann's reason>", for a line that did not parse.

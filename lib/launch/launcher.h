@@ -1,13 +1,14 @@
 // ddp-launch: starts one worker process per device, supervises them, and stops them
-// all together (see DESIGN.md, "ddp-launch").
+// all together (README.md, "Reference", "ddp-launch": the options, the environment the
+// workers get, restarts; `ddp-launch --help` is the full manual).
 //
 // What this header offers:
 //   - run_launcher(): the whole program behind `ddp-launch ARGS...` (apps/ddp_launch
 //     is a thin main around it).
 //   - The pure pieces it is built from, each testable without starting a process:
-//     command-line parsing, the SLURM node-list expander, the job layout (SLURM and
-//     GPU discovery folded in), the worker environment, the PROGRAM lookup, and the
-//     port probe.
+//     command-line parsing, the job layout (SLURM and GPU discovery folded in; SLURM's
+//     host lists are expanded by util/slurm_nodelist.h), the worker environment, the
+//     PROGRAM lookup, and the port probe.
 //
 // The launcher never includes LibTorch or CUDA: it must start in milliseconds and run
 // any program.
@@ -65,13 +66,6 @@ ParseResult parse_command_line(const std::vector<std::string>& args);
 
 // The --help text, written like a man page.
 std::string help_text();
-
-// ---- SLURM -----------------------------------------------------------------------------
-
-// Expands a SLURM host list: "gpu[01-04,07],login1" -> gpu01 gpu02 gpu03 gpu04 gpu07
-// login1. Zero padding follows the range's first number; several bracket groups in one
-// name give their product. Throws std::invalid_argument on malformed input.
-std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist);
 
 // ---- job layout --------------------------------------------------------------------------
 

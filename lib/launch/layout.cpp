@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "launch/launcher.h"
+#include "util/slurm_nodelist.h"
 
 namespace ddp_embed::launch {
 namespace {
@@ -119,7 +120,7 @@ LayoutResult resolve_layout(const LaunchOptions& options, const Environment& env
       std::string list = lookup(env, name);
       if (list.empty()) continue;
       try {
-        layout.master_addr = expand_slurm_nodelist(list).front();
+        layout.master_addr = slurm::expand_nodelist(list).front();
       } catch (const std::invalid_argument& e) {
         return fail(std::string(e.what()) + " (from " + name + "); give --master-addr");
       }

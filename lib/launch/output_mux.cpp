@@ -11,7 +11,7 @@
 namespace ddp_embed::launch {
 namespace {
 
-int g_console[3] = {0, 1, 2};
+// The console: the stream numbers (kStdout 1, kStderr 2) are its file descriptors.
 bool g_console_gone[3] = {false, false, false};  // reader went away (EPIPE)
 
 }  // namespace
@@ -65,11 +65,6 @@ bool write_whole(int fd, const std::string& text) {
   return true;
 }
 
-void WorkerOutput::set_console(int stdout_fd, int stderr_fd) {
-  g_console[1] = stdout_fd;
-  g_console[2] = stderr_fd;
-}
-
 WorkerOutput::WorkerOutput(int rank, int log_fd, size_t recent_lines)
     : rank_(rank), log_fd_(log_fd), prefix_("[rank " + std::to_string(rank) + "] "),
       recent_limit_(recent_lines) {}
@@ -106,7 +101,7 @@ void WorkerOutput::emit(int stream, const char* data, size_t size, bool newline)
     line_.assign(prefix_);
     line_.append(data, size);
     line_ += '\n';
-    if (!write_whole(g_console[stream], line_)) g_console_gone[stream] = true;
+    if (!write_whole(stream, line_)) g_console_gone[stream] = true;
   }
   if (!newline && !told_about_split_[stream - 1] && splitters_[stream - 1].split_a_line()) {
     told_about_split_[stream - 1] = true;
@@ -114,7 +109,7 @@ void WorkerOutput::emit(int stream, const char* data, size_t size, bool newline)
                        std::to_string(kMaxLineBytes) + " bytes to " +
                        (stream == kStdout ? "stdout" : "stderr") +
                        "; the console shows it split into lines of that length\n";
-    if (!g_console_gone[kStderr]) write_whole(g_console[kStderr], note);
+    if (!g_console_gone[kStderr]) write_whole(kStderr, note);
   }
 
   if (recent_limit_ > 0) {

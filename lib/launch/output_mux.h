@@ -51,9 +51,6 @@ class WorkerOutput {
   // The last lines of both streams, oldest first (each cut to 1000 bytes).
   const std::deque<std::string>& recent() const { return recent_; }
 
-  // Console file descriptors; tests point them elsewhere.
-  static void set_console(int stdout_fd, int stderr_fd);
-
  private:
   void emit(int stream, const char* data, size_t size, bool newline);
 

@@ -35,8 +35,9 @@ int usable_cores() {
 }
 
 // torchrun sets OMP_NUM_THREADS=1 here; we split the cores instead, which is what the
-// trainer itself would choose (DESIGN.md: "cores ÷ workers on the node"), so that a
-// launched run and a hand-started one use the machine the same way.
+// trainer itself chooses when OMP_NUM_THREADS is unset (cores ÷ workers on the node:
+// several workers each taking every core would fight over them), so that a launched run
+// and a hand-started one use the machine the same way.
 int default_omp_threads(const Environment& env, int nproc, int cores) {
   if (nproc <= 1 || env.count("OMP_NUM_THREADS")) return 0;
   int threads = cores / nproc;

@@ -15,6 +15,7 @@
 #include "model/weights.h"
 #include "tokenize/hf_files.h"
 #include "tokenize/unicode.h"
+#include "util/utf8.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -403,14 +404,14 @@ std::string python_lower(std::string_view text) {
   const char* const end = p + text.size();
   while (p < end) {
     const char* const start = p;
-    const char32_t cp = unicode::decode_utf8(p, end);
-    if (cp == unicode::kInvalid) {
+    const char32_t cp = utf8::decode(p, end);
+    if (cp == utf8::kInvalid) {
       out.append(start, p);
       continue;
     }
     char32_t lowered[3];
     const int n = unicode::to_lower(cp, lowered);
-    for (int i = 0; i < n; ++i) unicode::append_utf8(out, lowered[i]);
+    for (int i = 0; i < n; ++i) utf8::append(out, lowered[i]);
   }
   return out;
 }

@@ -1,210 +1,39 @@
-// Rendezvous, process group creation and the collectives (process_group.h), plus the
-// differentiable all-gather. All LibTorch-version differences go through compat/.
+// The ProcessGroup (process_group.h): its creation on top of the rendezvous, and the
+// collectives, each numbered, bounded by the timeout and turned into a DistError that
+// names it when it fails. The network is chosen in network.cpp, the ranks meet in
+// rendezvous.cpp, and the differentiable all-gather is autograd_gather.cpp. All
+// LibTorch-version differences go through compat/.
 #define DDP_EMBED_COMPAT_C10D
 #include "compat/torch_compat.h"
 
 #include "parallel/process_group.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
-#include <future>
-#include <map>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
 #include <ATen/ATen.h>
 #include <c10/util/Logging.h>
 #include <c10/util/accumulate.h>
-#include <torch/csrc/autograd/custom_function.h>
+
+#include "parallel/dist_messages.h"
+#include "parallel/network.h"
+#include "parallel/rendezvous.h"
 
 namespace ddp_embed {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// ---- small helpers -------------------------------------------------------------------
 namespace {
-
-std::string seconds_str(milliseconds ms) {
-  std::ostringstream s;
-  s << static_cast<double>(ms.count()) / 1000.0 << " s";
-  return s.str();
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::ostringstream s;
-  const size_t shown = std::min<size_t>(ranks.size(), 16);
-  for (size_t i = 0; i < shown; ++i) s << (i ? ", " : "") << ranks[i];
-  if (ranks.size() > shown) s << " and " << ranks.size() - shown << " more";
-  return s.str();
-}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
-
-// c10 errors append "Exception raised from ..." and a backtrace: keep the message.
-std::string first_line(const std::string& s) { return s.substr(0, std::min(s.find('\n'), size_t{600})); }
-
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
-std::string host_name() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "?";
-  return buf;
-}
-
-bool is_loopback(const sockaddr* a) {
-  if (a->sa_family == AF_INET) {
-    auto* in = reinterpret_cast<const sockaddr_in*>(a);
-    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (a->sa_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<const sockaddr_in6*>(a);
-    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-  }
-  return false;
-}
-
-// True when every address the host resolves to is a loopback address.
-bool resolves_to_loopback(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
-  bool all = true;
-  for (addrinfo* p = res; p; p = p->ai_next) all = all && is_loopback(p->ai_addr);
-  freeaddrinfo(res);
-  return all;
-}
-
-std::string numeric_host(const sockaddr* a, socklen_t len) {
-  char buf[NI_MAXHOST] = {0};
-  if (getnameinfo(a, len, buf, sizeof(buf), nullptr, 0, NI_NUMERICHOST) != 0) return "";
-  return buf;
-}
-
-// The local address this node would use to reach host:port (a connected UDP socket sends
-// nothing; it only asks the kernel's routing table). Empty when unknown.
-std::string route_source_address(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  const std::string port_s = std::to_string(port);
-  if (getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res) != 0 || !res) return "";
-  std::string out;
-  for (addrinfo* p = res; p && out.empty(); p = p->ai_next) {
-    int fd = socket(p->ai_family, SOCK_DGRAM, 0);
-    if (fd < 0) continue;
-    if (connect(fd, p->ai_addr, p->ai_addrlen) == 0) {
-      sockaddr_storage local{};
-      socklen_t len = sizeof(local);
-      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-          !is_loopback(reinterpret_cast<sockaddr*>(&local))) {
-        out = numeric_host(reinterpret_cast<sockaddr*>(&local), len);
-      }
-    }
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return out;
-}
-
-// The name of the network interface that holds `address` (numeric), e.g. "eth0"; empty
-// when none does.
-std::string interface_with_address(const std::string& address) {
-  ifaddrs* list = nullptr;
-  if (address.empty() || getifaddrs(&list) != 0) return "";
-  std::string name;
-  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
-    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
-    const socklen_t len = i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    if (numeric_host(i->ifa_addr, len) == address) name = i->ifa_name;
-  }
-  freeifaddrs(list);
-  return name;
-}
-
-// A listening socket on host:port (host a loopback name), for LibTorch versions whose store
-// server adopts a socket; -1 when that fails (the store then binds by itself).
-int listen_socket(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string port_s = std::to_string(port);
-  if (getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res) != 0 || !res) return -1;
-  int fd = -1;
-  for (addrinfo* p = res; p && fd < 0; p = p->ai_next) {
-    fd = socket(p->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, p->ai_addr, p->ai_addrlen) != 0 || listen(fd, 2048) != 0) {
-      close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(res);
-  return fd;
-}
-
-// Which network the collectives' sockets use. Peers connect to the address a rank
-// advertises, so it must be one they can reach:
-//  - a single-node job (loopback master, or a store file from ddp-launch): loopback,
-//    nothing exposed;
-//  - otherwise the interface that routes to MASTER_ADDR: the network the nodes share. The
-//    libraries' own defaults are worse: Gloo takes the address the host name resolves to
-//    (often 127.0.1.1, or an interface the other nodes cannot reach), NCCL the first
-//    interface that is not loopback (often a docker bridge or a management network).
-// GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, when the user sets them, win (as in PyTorch).
-struct NetworkChoice {
-  std::string interface;  // "lo", "eth0"; empty: unknown (the library's default)
-  std::string address;    // this rank's address on it
-};
-
-NetworkChoice choose_network(const WorkerEnv& env, bool loopback) {
-  if (loopback) return {"lo", "127.0.0.1"};
-  const std::string address = route_source_address(env.master_addr, env.master_port);
-  return {interface_with_address(address), address};
-}
-
-std::vector<compat::GlooDevice> gloo_devices(const NetworkChoice& net) {
-  std::vector<compat::GlooDevice> devices;
-  if (const char* ifn = std::getenv("GLOO_SOCKET_IFNAME"); ifn && *ifn) {
-    std::stringstream s(ifn);
-    std::string name;
-    while (std::getline(s, name, ','))
-      if (!name.empty()) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
-    if (!devices.empty()) return devices;
-  }
-  devices.push_back(net.address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                        : c10d::ProcessGroupGloo::createDeviceForHostname(net.address));
-  return devices;
-}
-
-// "over eth0 (10.0.0.2)", for the log; what the user set wins there too.
-std::string describe_network(const std::string& backend, const NetworkChoice& net) {
-  const char* user = std::getenv(backend == "nccl" ? "NCCL_SOCKET_IFNAME" : "GLOO_SOCKET_IFNAME");
-  if (user && *user) return std::string("over ") + user + " (" + (backend == "nccl" ? "NCCL" : "GLOO") + "_SOCKET_IFNAME)";
-  if (net.address.empty()) return "over the library's default interface (no route to MASTER_ADDR found)";
-  return "over " + (net.interface.empty() ? std::string("?") : net.interface) + " (" + net.address + ")";
-}
-
-// The key under which rank r posts "ready" (with its node, host, address and pid).
-std::string ready_key(int r) { return "rank/" + std::to_string(r) + "/ready"; }
 
 // The peer address in a Gloo error ("[pair.cc:545] Read error [10.0.0.2]:3821: Connection
 // reset by peer"): the first "[...]:" whose inside is an IP address; "" when none is.
@@ -218,30 +47,6 @@ std::string peer_address(const std::string& err) {
       return inside;
   }
   return "";
-}
-
-// The node a rank runs on, where launchers number ranks node by node (ddp-launch, torchrun,
-// SLURM's block distribution): "node 1". Empty when the layout says nothing.
-std::string node_of(int rank, const WorkerEnv& env) {
-  if (env.local_world_size <= 0 || env.world_size % env.local_world_size != 0 || env.single_node()) return "";
-  return "node " + std::to_string(rank / env.local_world_size);
-}
-
-// "rank(s) 2, 3 (node 1)" / "rank(s) 1, 5 (nodes 0, 2)".
-std::string ranks_and_nodes(const std::vector<int>& ranks, const WorkerEnv& env) {
-  std::vector<std::string> nodes;
-  for (int r : ranks) {
-    const std::string n = node_of(r, env);
-    if (!n.empty() && std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
-  }
-  std::string text = "rank(s) " + rank_list(ranks);
-  if (nodes.size() == 1) text += " (" + nodes[0] + ")";
-  if (nodes.size() > 1) {
-    text += " (nodes ";
-    for (size_t i = 0; i < nodes.size(); ++i) text += (i ? ", " : "") + nodes[i].substr(5);
-    text += ")";
-  }
-  return text;
 }
 
 }  // namespace
@@ -282,8 +87,8 @@ struct ProcessGroup::Impl {
     return timeout;
   }
 
-  template <class Launch>
-  c10::intrusive_ptr<c10d::Work> launch(const std::string& what, std::uint64_t seq_no, Launch&& f) {
+  c10::intrusive_ptr<c10d::Work> launch(const std::string& what, std::uint64_t seq_no,
+                                        const std::function<c10::intrusive_ptr<c10d::Work>()>& f) {
     try {
       return f();
     } catch (const DistError&) {
@@ -303,10 +108,7 @@ struct ProcessGroup::Impl {
   }
 
   // Turns a c10d/Gloo/NCCL failure into a DistError that says which collective failed, how,
-  // and which ranks never reached it. For the latter every rank that fails posts
-  // "stuck/<seq>/<rank>" to the store and looks, for a short while, for the others' posts:
-  // ranks stuck in the same collective post theirs at about the same time; a rank that
-  // exited or is busy elsewhere never does.
+  // and which ranks never reached it (rendezvous.h, describe_missing_ranks).
   [[noreturn]] void fail(const std::string& what, std::uint64_t seq_no, const std::string& err) {
     const std::string e = lower(err);
     std::string how = "failed";
@@ -321,66 +123,19 @@ struct ProcessGroup::Impl {
                       std::to_string(rank) + " of " + std::to_string(world);
     std::lock_guard<std::mutex> lock(mu);
     if (broken.empty()) {
-      msg += missing_ranks(seq_no, what, peer_address(err));
+      msg += describe_missing_ranks(store, store_addr, env, seq_no, what, peer_address(err), timeout);
       broken = msg;
     }
     throw DistError(msg + " [" + first_line(err) + "]");
   }
 
-  // Bounded by a grace period: on a cut link the store does not answer either, and its
-  // calls would block for the whole timeout again. The lookup runs on a thread of its own
-  // that owns everything it uses, so it may outlive this call (the process is failing).
-  std::string missing_ranks(std::uint64_t seq_no, const std::string& what, const std::string& peer) {
-    if (!store) return "";
-    const auto grace = std::clamp(timeout / 4, milliseconds(500), milliseconds(5000));
-    auto answer = std::make_shared<std::promise<std::string>>();
-    std::future<std::string> result = answer->get_future();
-    std::thread([answer, store = store, env = env, me = rank, n = world, seq_no, what, grace, peer] {
-      auto key = [&](int r) { return "stuck/" + std::to_string(seq_no) + "/" + std::to_string(r); };
-      try {
-        // The peer whose connection broke, by the address each rank posted with "ready":
-        // direct evidence, where the scan below only sees who is slow to fail (a rank
-        // blocked on a failing rank of its own node fails only when that one exits).
-        std::string closed;
-        if (!peer.empty()) {
-          std::vector<int> at_peer;
-          for (int r = 0; r < n; ++r) {
-            const auto v = store->get(ready_key(r));
-            if ((std::string(v.begin(), v.end()) + ",").find(" " + peer + ",") != std::string::npos) at_peer.push_back(r);
-          }
-          closed = "; the connection that broke was to " + peer +
-                   (at_peer.empty() ? std::string() : ", " + ranks_and_nodes(at_peer, env));
-        }
-        store->set(key(me), bytes(what));
-        const auto deadline = Clock::now() + grace;
-        std::vector<int> missing;
-        for (int r = 0; r < n; ++r)
-          if (r != me) missing.push_back(r);
-        while (!missing.empty()) {
-          std::vector<int> still;
-          for (int r : missing)
-            if (!store->check({key(r)})) still.push_back(r);
-          missing.swap(still);
-          if (missing.empty() || Clock::now() >= deadline) break;
-          std::this_thread::sleep_for(milliseconds(50));
-        }
-        answer->set_value(closed + (missing.empty() ? "; every other rank failed in the same collective"
-                                                    : "; no sign of " + ranks_and_nodes(missing, env) +
-                                                          " at this collective (missing, exited, or issuing different "
-                                                          "collectives)"));
-      } catch (const std::exception&) {
-        answer->set_value("");
-      }
-    }).detach();
-    std::string text;
-    if (result.wait_for(grace + milliseconds(1000)) == std::future_status::ready) text = result.get();
-    if (text.empty())
-      text = "; the rendezvous store at " + store_addr + " does not answer either (" +
-             (rank == 0 ? std::string("rank 0 hosts it: the network of this node may be down")
-                        : "rank 0 hosts it: it may have exited, or the network to " +
-                              (node_of(0, env).empty() ? std::string("it") : node_of(0, env)) + " is down") +
-             ")";
-    return text;
+  // The allreduce of one tensor in place, as every allreduce here is issued.
+  c10::intrusive_ptr<c10d::Work> allreduce(const at::Tensor& t, c10d::ReduceOp::RedOpType op) {
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op;
+    o.timeout = timeout;
+    return pg->allreduce(v, o);
   }
 };
 
@@ -389,6 +144,7 @@ struct PendingCollective::State {
   c10::intrusive_ptr<c10d::Work> work;
   std::string what;
   std::uint64_t seq = 0;
+  bool host_reads_result = false;
 };
 
 PendingCollective::PendingCollective() = default;
@@ -401,7 +157,7 @@ bool PendingCollective::done() const { return !state_ || state_->work->isComplet
 void PendingCollective::wait() {
   if (!state_) return;
   auto s = std::move(state_);  // waited once, whatever happens
-  s->impl->wait(s->work, s->what, s->seq, /*host_reads_result=*/false);
+  s->impl->wait(s->work, s->what, s->seq, s->host_reads_result);
 }
 
 // ---- creation ------------------------------------------------------------------------
@@ -414,109 +170,20 @@ std::unique_ptr<ProcessGroup> ProcessGroup::single() {
 
 namespace {
 
-// ---- rendezvous ------------------------------------------------------------------------
-//
-// Rank 0 hosts the store (unless ddp-launch gave a store file, or torchrun's agent hosts
-// it); every rank posts "ready" there and waits for all the others; the first to see them
-// all seals the store: its rendezvous is over.
-//
-// Why seal. After a failure the launchers of a multi-node job restart their workers on
-// their own, a few seconds apart, and the new rank 0 hosts a fresh store. A restarted
-// worker that starts before the old rank 0 has exited would find the old store, see the
-// old attempt's "ready" keys and join a group that is ending. A worker that finds a
-// sealed store knows it is an earlier attempt's: it lets go and connects again until it
-// finds the fresh one (or its deadline passes). So nodes never need to agree on their
-// restart counts: they meet at the one store that is open. An agent store outlives the
-// workers; there each attempt's keys are apart (torchrun's agents agree on the attempt).
-
-constexpr const char* kSealedKey = "sealed";
-
-// Posts this rank's "ready" (what it is, for the others' error messages) and waits for
-// everyone's; on timeout the error names the ranks, and their nodes, that never posted.
-void post_ready_and_wait(const c10::intrusive_ptr<c10d::Store>& store, const WorkerEnv& env, const std::string& me,
-                         const std::string& addr, Clock::time_point deadline, milliseconds timeout) {
-  store->set(ready_key(env.rank), bytes(me));
-  std::vector<std::string> keys;
-  for (int r = 0; r < env.world_size; ++r) keys.push_back(ready_key(r));
-  auto pause = milliseconds(5);
-  while (!store->check(keys)) {
-    if (Clock::now() >= deadline) {
-      std::vector<int> missing, joined;
-      for (int r = 0; r < env.world_size; ++r) (store->check({ready_key(r)}) ? joined : missing).push_back(r);
-      if (missing.empty()) break;
-      throw DistError("rendezvous at " + addr + " timed out after " + seconds_str(timeout) + ": " +
-                      ranks_and_nodes(missing, env) + " of " + std::to_string(env.world_size) +
-                      " did not join (rank " + std::to_string(env.rank) + " saw rank(s) " + rank_list(joined) + ")");
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, milliseconds(100));
+// Gloo's devices: on the interfaces of GLOO_SOCKET_IFNAME when the user set it, else on
+// the chosen network's address (network.h says why not Gloo's default).
+std::vector<compat::GlooDevice> gloo_devices(const NetworkChoice& net) {
+  std::vector<compat::GlooDevice> devices;
+  if (const char* ifn = std::getenv("GLOO_SOCKET_IFNAME"); ifn && *ifn) {
+    std::stringstream s(ifn);
+    std::string name;
+    while (std::getline(s, name, ','))
+      if (!name.empty()) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    if (!devices.empty()) return devices;
   }
-  store->set(kSealedKey, bytes("1"));
-}
-
-// Opens the store: the file ddp-launch gave (single node: no port is opened at all), else a
-// TCP store that rank 0 hosts unless the launcher's agent already does.
-c10::intrusive_ptr<c10d::Store> open_store(const WorkerEnv& env, const std::string& addr, bool loopback,
-                                           milliseconds timeout) {
-  const bool server = env.rank == 0 && !env.agent_store;
-  try {
-    if (!env.store_file.empty()) return compat::make_file_store(env.store_file, env.world_size, timeout);
-    int fd = -1;
-    // Single node on loopback: serve the store on a socket bound to the loopback interface
-    // only (LibTorch's own server would listen on every interface).
-    if (server && loopback) fd = listen_socket(env.master_addr, env.master_port);
-    return compat::make_tcp_store(env.master_addr, static_cast<std::uint16_t>(env.master_port), server,
-                                  static_cast<std::size_t>(env.world_size), timeout, fd);
-  } catch (const std::exception& e) {
-    if (!env.store_file.empty())
-      throw DistError("rank " + std::to_string(env.rank) + " could not open the rendezvous " + addr + ": " +
-                      first_line(e.what()));
-    if (server)
-      throw DistError("rank 0 could not host the rendezvous store on " + addr + ": " + first_line(e.what()) +
-                      " (is MASTER_PORT " + std::to_string(env.master_port) + " used by another job?)");
-    throw DistError("rank " + std::to_string(env.rank) + " could not reach the rendezvous store at " + addr +
-                    " within " + seconds_str(timeout) + ": " + first_line(e.what()) +
-                    " (is rank 0 running, and is MASTER_ADDR reachable from this node?)");
-  }
-}
-
-// Opens the store and meets every rank there; returns the store under this job's prefix.
-// A client of rank 0's store skips sealed stores and outlives a store that goes away (see
-// "Why seal" above) until the deadline.
-c10::intrusive_ptr<c10d::Store> meet_every_rank(const WorkerEnv& env, const NetworkChoice& net,
-                                                const std::string& addr, bool loopback,
-                                                Clock::time_point deadline, milliseconds timeout) {
-  const bool client_of_rank0 = env.store_file.empty() && !env.agent_store && env.rank != 0;
-  const std::string prefix =
-      env.agent_store ? "ddp_embed/attempt" + std::to_string(env.restart_count) : std::string("ddp_embed");
-  const std::string node = node_of(env.rank, env);
-  const std::string me = (node.empty() ? "" : node + ", ") + "host " + host_name() +
-                         (net.address.empty() || net.address == "127.0.0.1" ? "" : " " + net.address) + ", pid " +
-                         std::to_string(getpid());
-  std::string skipped;  // why an earlier try let go, for the timeout message
-  for (;;) {
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    if (left <= milliseconds(0))
-      throw DistError("rank " + std::to_string(env.rank) + " found no open rendezvous at " + addr + " within " +
-                      seconds_str(timeout) + ": " + skipped);
-    auto store = compat::make_prefix_store(prefix, open_store(env, addr, loopback, client_of_rank0 ? left : timeout));
-    try {
-      if (client_of_rank0 && store->check({kSealedKey})) {
-        skipped = "the store there belongs to an earlier attempt that has not ended yet";
-      } else {
-        post_ready_and_wait(store, env, me, addr, deadline, timeout);
-        return store;
-      }
-    } catch (const DistError&) {
-      throw;
-    } catch (const std::exception& e) {
-      if (!client_of_rank0)
-        throw DistError("rendezvous at " + addr + " failed on rank " + std::to_string(env.rank) + ": " +
-                        first_line(e.what()));
-      skipped = "the store went away during the rendezvous (" + first_line(e.what()) + ")";
-    }
-    std::this_thread::sleep_for(milliseconds(250));
-  }
+  devices.push_back(net.address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                        : c10d::ProcessGroupGloo::createDeviceForHostname(net.address));
+  return devices;
 }
 
 // c10d logs every connection retry as a warning with a stack trace (tens of lines for one
@@ -559,7 +226,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
 
   // 1. The store, and everyone there (or an error that names who is not).
   impl->env = env;
-  const NetworkChoice net = choose_network(env, loopback);
+  const NetworkChoice net = choose_network(env.master_addr, env.master_port, loopback);
   impl->store = meet_every_rank(env, net, impl->store_addr, loopback, deadline, impl->timeout);
 
   // 2. The process group.
@@ -592,25 +259,30 @@ int ProcessGroup::world_size() const { return impl_->world; }
 const std::string& ProcessGroup::backend() const { return impl_->backend; }
 const std::string& ProcessGroup::network() const { return impl_->network; }
 c10::Device ProcessGroup::device() const { return impl_->device; }
-milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
 std::uint64_t ProcessGroup::collectives_issued() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->seq;
 }
 
 // ---- collectives ---------------------------------------------------------------------
+PendingCollective ProcessGroup::issue(const std::string& what, bool host_reads_result,
+                                      const std::function<c10::intrusive_ptr<c10d::Work>()>& launch) {
+  PendingCollective p;
+  const std::uint64_t seq = impl_->begin(what);
+  auto work = impl_->launch(what, seq, launch);
+  p.state_ = std::make_unique<PendingCollective::State>();
+  p.state_->impl = impl_.get();
+  p.state_->work = std::move(work);
+  p.state_->what = what;
+  p.state_->seq = seq;
+  p.state_->host_reads_result = host_reads_result;
+  return p;
+}
+
 void ProcessGroup::allreduce_sum_(const at::Tensor& t) {
   if (!impl_->distributed()) return;
   at::Tensor buf = t.is_contiguous() ? t : t.contiguous();
-  const std::uint64_t seq = impl_->begin("allreduce");
-  auto work = impl_->launch("allreduce", seq, [&] {
-    std::vector<at::Tensor> v{buf};
-    c10d::AllreduceOptions o;
-    o.reduceOp = c10d::ReduceOp::SUM;
-    o.timeout = impl_->timeout;
-    return impl_->pg->allreduce(v, o);
-  });
-  impl_->wait(work, "allreduce", seq, false);
+  issue("allreduce", false, [&] { return impl_->allreduce(buf, c10d::ReduceOp::SUM); }).wait();
   if (!buf.is_same(t)) t.copy_(buf);
 }
 
@@ -624,13 +296,7 @@ void ProcessGroup::allreduce_mean_(const at::Tensor& t) {
 PendingCollective ProcessGroup::allreduce_sum_async(const at::Tensor& t, const std::string& what) {
   if (!impl_->distributed()) return PendingCollective();
   if (!t.is_contiguous()) throw DistError(what + ": allreduce_sum_async needs a contiguous tensor");
-  return pending(what, [&] {
-    std::vector<at::Tensor> v{t};
-    c10d::AllreduceOptions o;
-    o.reduceOp = c10d::ReduceOp::SUM;
-    o.timeout = impl_->timeout;
-    return impl_->pg->allreduce(v, o);
-  });
+  return issue(what, false, [&] { return impl_->allreduce(t, c10d::ReduceOp::SUM); });
 }
 
 PendingCollective ProcessGroup::reduce_sum_async(const at::Tensor& t, int root, const std::string& what) {
@@ -638,7 +304,7 @@ PendingCollective ProcessGroup::reduce_sum_async(const at::Tensor& t, int root, 
     throw DistError(what + ": root " + std::to_string(root) + " is not a rank of the group");
   if (!impl_->distributed()) return PendingCollective();
   if (!t.is_contiguous()) throw DistError(what + ": reduce_sum_async needs a contiguous tensor");
-  return pending(what, [&] {
+  return issue(what, false, [&] {
     std::vector<at::Tensor> v{t};
     c10d::ReduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
@@ -647,19 +313,6 @@ PendingCollective ProcessGroup::reduce_sum_async(const at::Tensor& t, int root, 
     o.timeout = impl_->timeout;
     return impl_->pg->reduce(v, o);
   });
-}
-
-PendingCollective ProcessGroup::pending(const std::string& what,
-                                        const std::function<c10::intrusive_ptr<c10d::Work>()>& issue) {
-  PendingCollective p;
-  const std::uint64_t seq = impl_->begin(what);
-  auto work = impl_->launch(what, seq, issue);
-  p.state_ = std::make_unique<PendingCollective::State>();
-  p.state_->impl = impl_.get();
-  p.state_->work = std::move(work);
-  p.state_->what = what;
-  p.state_->seq = seq;
-  return p;
 }
 
 void ProcessGroup::broadcast_(std::vector<at::Tensor>& tensors, int root) {
@@ -686,16 +339,14 @@ void ProcessGroup::broadcast_(std::vector<at::Tensor>& tensors, int root) {
     // A lone contiguous tensor is broadcast in place; otherwise through a packed copy.
     const bool in_place = g.second.size() == 1 && tensors[g.second[0]].is_contiguous();
     at::Tensor flat = in_place ? tensors[g.second[0]].view({-1}) : at::cat(flat_parts);
-    const std::uint64_t seq = impl_->begin("broadcast");
-    auto work = impl_->launch("broadcast", seq, [&] {
+    issue("broadcast", false, [&] {
       std::vector<at::Tensor> v{flat};
       c10d::BroadcastOptions o;
       o.rootRank = root;
       o.rootTensor = 0;
       o.timeout = impl_->timeout;
       return impl_->pg->broadcast(v, o);
-    });
-    impl_->wait(work, "broadcast", seq, false);
+    }).wait();
     if (impl_->rank == root || in_place) continue;
     int64_t off = 0;
     for (size_t i : g.second) {
@@ -711,14 +362,12 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& t) {
   at::Tensor in = t.dim() == 0 ? t.reshape({1}).contiguous() : t.contiguous();
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < impl_->world; ++r) out[0].push_back(at::empty(in.sizes(), in.options()));
-  const std::uint64_t seq = impl_->begin("all_gather");
-  auto work = impl_->launch("all_gather", seq, [&] {
+  issue("all_gather", false, [&] {
     std::vector<at::Tensor> inputs{in};
     c10d::AllgatherOptions o;
     o.timeout = impl_->timeout;
     return impl_->pg->allgather(out, inputs, o);
-  });
-  impl_->wait(work, "all_gather", seq, false);
+  }).wait();
   return at::cat(out[0], 0);
 }
 
@@ -758,13 +407,11 @@ ProcessGroup::VarsizeGather ProcessGroup::all_gather_varsize(const at::Tensor& t
 
 void ProcessGroup::barrier() {
   if (!impl_->distributed()) return;
-  const std::uint64_t seq = impl_->begin("barrier");
-  auto work = impl_->launch("barrier", seq, [&] {
+  issue("barrier", true, [&] {
     c10d::BarrierOptions o;
     o.timeout = impl_->timeout;
     return impl_->pg->barrier(o);
-  });
-  impl_->wait(work, "barrier", seq, true);
+  }).wait();
 }
 
 namespace {
@@ -808,55 +455,8 @@ void ProcessGroup::check_same(std::uint64_t value, const std::string& what) {
 std::int64_t ProcessGroup::allreduce_max_int(std::int64_t value) {
   if (!impl_->distributed()) return value;
   at::Tensor t = at::tensor({value}, at::kLong).to(impl_->device);
-  const std::uint64_t seq = impl_->begin("allreduce_max");
-  auto work = impl_->launch("allreduce_max", seq, [&] {
-    std::vector<at::Tensor> v{t};
-    c10d::AllreduceOptions o;
-    o.reduceOp = c10d::ReduceOp::MAX;
-    o.timeout = impl_->timeout;
-    return impl_->pg->allreduce(v, o);
-  });
-  impl_->wait(work, "allreduce_max", seq, true);
+  issue("allreduce_max", true, [&] { return impl_->allreduce(t, c10d::ReduceOp::MAX); }).wait();
   return t.cpu().item<int64_t>();
-}
-
-// ---- differentiable all-gather -------------------------------------------------------
-// Why backward is "all-reduce SUM, then take my slice":
-// Each rank r computes a loss L_r from the gathered G = [x_0; ...; x_{W-1}] (rows of all
-// ranks). The objective is the mean loss L = (1/W) Σ_r L_r. Rank k's rows x_k influence
-// every L_r, so dL/dx_k = (1/W) Σ_r (dL_r/dG)[slice k]. Rank r's autograd only sees its
-// own L_r and produces dL_r/dG ([W*B, D]); summing these over ranks and keeping slice k on
-// rank k gives Σ_r dL_r/dx_k — rank k's own L_k included exactly once, since the gathered
-// copy of x_k is what L_k used. Backward then continues locally from x_k into rank k's
-// parameters, and the gradient averaging of data parallelism (÷W) supplies the 1/W:
-// every rank ends with exactly the gradient a single process would get for the mean loss
-// over the concatenated batch.
-namespace {
-struct AllGatherWithGradFn : public torch::autograd::Function<AllGatherWithGradFn> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, ProcessGroup* pg) {
-    // The group outlives any backward through it (it lives for the whole run).
-    ctx->saved_data["pg"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(pg));
-    ctx->saved_data["rows"] = x.size(0);
-    return pg->all_gather(x);
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    auto* pg = reinterpret_cast<ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["pg"].toInt()));
-    const int64_t rows = ctx->saved_data["rows"].toInt();
-    // A fresh buffer: the collective writes in place, and the incoming gradient may be
-    // shared with other nodes of the graph.
-    at::Tensor g = grads[0].defined() ? grads[0].contiguous().clone() : at::Tensor();
-    if (!g.defined()) throw DistError("all_gather_with_grad: backward received no gradient");
-    pg->allreduce_sum_(g);
-    return {g.narrow(0, pg->rank() * rows, rows), at::Tensor()};
-  }
-};
-}  // namespace
-
-at::Tensor all_gather_with_grad(ProcessGroup& pg, const at::Tensor& x) {
-  if (x.dim() == 0) throw DistError("all_gather_with_grad needs a tensor with a batch dimension");
-  if (pg.world_size() == 1) return x;
-  return AllGatherWithGradFn::apply(x, &pg);
 }
 
 // ---- checksum ------------------------------------------------------------------------

@@ -41,7 +41,6 @@ class PendingCollective {
   PendingCollective(PendingCollective&&) noexcept;
   PendingCollective& operator=(PendingCollective&&) noexcept;
   void wait();
-  bool valid() const { return state_ != nullptr; }
   // Whether wait() would return at once (waited, or finished on the network).
   bool done() const;
 
@@ -59,10 +58,11 @@ class ProcessGroup {
   //  timeout: for the rendezvous and for every collective.
   // Rank 0 hosts the store at MASTER_ADDR:MASTER_PORT (unless the launcher's agent store is
   // used), the others connect; after a restart they find the new attempt's store by
-  // themselves (process_group.cpp, "Why seal"). A rank that does not join within the timeout
+  // themselves (rendezvous.h, "Why seal"). A rank that does not join within the timeout
   // is named in the error, with its node. Across nodes the collectives use the interface
-  // that routes to MASTER_ADDR (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME override it). With NCCL, collective tensors live on cuda:<local_rank % visible devices>; the
-  // caller makes that device current.
+  // that routes to MASTER_ADDR (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME override it). With
+  // NCCL, collective tensors live on cuda:<local_rank % visible devices>; the caller makes
+  // that device current.
   static std::unique_ptr<ProcessGroup> init(const WorkerEnv& env, const std::string& backend,
                                             bool cuda_available, std::chrono::seconds timeout);
   // The world-size-1 group (what init returns for a single process).
@@ -78,7 +78,6 @@ class ProcessGroup {
   // How the ranks talk, for the log: "gloo over eth0 (10.0.0.2)"; empty for world size 1.
   const std::string& network() const;
   c10::Device device() const;          // where collective tensors must live
-  std::chrono::milliseconds timeout() const;
 
   // In place, over all ranks. mean: floating tensors only.
   void allreduce_sum_(const at::Tensor& t);
@@ -115,15 +114,20 @@ class ProcessGroup {
 
  private:
   explicit ProcessGroup(std::unique_ptr<Impl> impl);
-  // Issues a collective (issue() returns its work) that PendingCollective::wait() finishes.
-  PendingCollective pending(const std::string& what, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue);
+  // Every collective goes through here: numbers it, launches it (`launch` returns its
+  // work) and returns the handle whose wait() finishes it; a failure or timeout, at launch
+  // or in wait(), is a DistError naming `what`. host_reads_result: with NCCL, wait() blocks
+  // the host too, not only the current CUDA stream.
+  PendingCollective issue(const std::string& what, bool host_reads_result,
+                          const std::function<c10::intrusive_ptr<c10d::Work>()>& launch);
   std::unique_ptr<Impl> impl_;
 };
 
 // Differentiable all-gather: [B, D] on each rank -> [W*B, D]. Backward all-reduces (SUM)
 // the incoming [W*B, D] gradient and returns this rank's [B, D] slice, so gradients of
 // every rank's loss reach the rank that produced the rows. Every rank must run the
-// backward through it (its loss must depend on the result). See process_group.cpp.
+// backward through it (its loss must depend on the result). autograd_gather.cpp says why
+// that backward is right.
 at::Tensor all_gather_with_grad(ProcessGroup& pg, const at::Tensor& x);
 
 // A 64-bit hash of the tensors' bytes (values, dtypes, shapes), e.g. to check with

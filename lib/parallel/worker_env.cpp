@@ -1,12 +1,12 @@
 #include "parallel/worker_env.h"
 
-#include "launch/launcher.h"
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <sstream>
+
+#include "util/slurm_nodelist.h"
 
 namespace ddp_embed {
 namespace {
@@ -170,10 +170,10 @@ void validate(WorkerEnv& w) {
 
 }  // namespace
 
-// One expander for the launcher and the workers (lib/launch has no LibTorch).
+// The launcher's expander (util/slurm_nodelist.h), with the workers' error type.
 std::vector<std::string> expand_slurm_nodelist(const std::string& list) {
   try {
-    return launch::expand_slurm_nodelist(trim(list));
+    return slurm::expand_nodelist(trim(list));
   } catch (const std::invalid_argument& e) {
     throw DistError(e.what());
   }

@@ -73,5 +73,15 @@ int max_length_setting(const nlohmann::json& config, int fallback) {
   return (n > 0 && n <= (1 << 24)) ? static_cast<int>(n) : fallback;
 }
 
+void write_tokenizer_config(const fs::path& folder, nlohmann::ordered_json settings, int model_max_length,
+                            const nlohmann::ordered_json& special_tokens) {
+  settings["model_max_length"] = model_max_length;
+  // Only affects decoding; said outright because recent transformers warn when it is missing.
+  settings["clean_up_tokenization_spaces"] = true;
+  settings.update(special_tokens);
+  write_json(folder / "tokenizer_config.json", settings);
+  write_json(folder / "special_tokens_map.json", special_tokens);
+}
+
 }  // namespace hf_files
 }  // namespace ddp_embed

@@ -37,5 +37,12 @@ bool bool_setting(const nlohmann::json& config, const char* key, bool fallback,
 // 1e30 for "no limit"), else `fallback`.
 int max_length_setting(const nlohmann::json& config, int fallback);
 
+// What every tokenizer's save() writes beside its vocabulary: tokenizer_config.json, that
+// is `settings` (the tokenizer class and its own options, in their order), then
+// model_max_length, clean_up_tokenization_spaces and the special tokens; and
+// special_tokens_map.json, the special tokens alone.
+void write_tokenizer_config(const std::filesystem::path& folder, nlohmann::ordered_json settings,
+                            int model_max_length, const nlohmann::ordered_json& special_tokens);
+
 }  // namespace hf_files
 }  // namespace ddp_embed

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <initializer_list>
+#include <utility>
 
 #include "tokenize/hf_files.h"
 #include "tokenize/spm_library.h"
-#include "tokenize/unicode.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 
@@ -97,9 +98,9 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
 void SentencePieceTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
   std::string replaced;
   const char* end = text.data() + text.size();
-  if (!unicode::is_valid_utf8(text.data(), end)) {
+  if (!utf8::is_valid(text.data(), end)) {
     // As Python's decode(errors="replace") would hand it to Hugging Face's tokenizer.
-    replaced = unicode::replace_ill_formed(text.data(), end);
+    replaced = utf8::replace_ill_formed(text.data(), end);
     text = replaced;
   }
   // The ids go straight into `ids`: room for one a byte (and then some) is nearly always
@@ -201,12 +202,7 @@ void SentencePieceTokenizer::save(const std::string& dir) const {
   config["do_lower_case"] = false;
   config["keep_accents"] = true;
   config["remove_space"] = true;
-  config["model_max_length"] = model_max_length_;
-  // Only affects decoding; said outright because recent transformers warn when it is missing.
-  config["clean_up_tokenization_spaces"] = true;
-  config.update(tokens);
-  hf_files::write_json(folder / "tokenizer_config.json", config);
-  hf_files::write_json(folder / "special_tokens_map.json", tokens);
+  hf_files::write_tokenizer_config(folder, std::move(config), model_max_length_, tokens);
 }
 
 }  // namespace ddp_embed

@@ -14,7 +14,7 @@
 #include "tokenize/sentencepiece_tokenizer.h"
 #include "tokenize/spm_library.h"
 #include "tokenize/tokenizer.h"
-#include "tokenize/unicode.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 
@@ -126,8 +126,8 @@ class CorpusSentences final {
   void add(std::string text) {
     if (text.empty()) return;
     const char* end = text.data() + text.size();
-    if (!unicode::is_valid_utf8(text.data(), end))
-      text = unicode::replace_ill_formed(text.data(), end);
+    if (!utf8::is_valid(text.data(), end))
+      text = utf8::replace_ill_formed(text.data(), end);
     fields_.push_back(std::move(text));
   }
 

@@ -43,30 +43,21 @@ void* open_module(const std::string& path, std::string& error) {
   return handle;
 }
 
-template <typename F>
-bool resolve(void* handle, const char* name, F& out, std::string& error) {
-  out = reinterpret_cast<F>(dlsym(handle, name));
-  if (out == nullptr) error = std::string("no symbol ") + name;
-  return out != nullptr;
-}
-
-bool resolve_all(void* handle, Library& lib, std::string& error) {
-  decltype(&ddp_embed_spm_api_version) version = nullptr;
-  if (!resolve(handle, "ddp_embed_spm_api_version", version, error)) return false;
-  if (version() != DDP_EMBED_SPM_API_VERSION) {
-    error = "API version " + std::to_string(version()) + ", expected " +
-            std::to_string(DDP_EMBED_SPM_API_VERSION) + " (a stale build?)";
-    return false;
-  }
-  return resolve(handle, "ddp_embed_spm_load", lib.load, error) &&
-         resolve(handle, "ddp_embed_spm_free", lib.free, error) &&
-         resolve(handle, "ddp_embed_spm_vocab_size", lib.vocab_size, error) &&
-         resolve(handle, "ddp_embed_spm_special_ids", lib.special_ids, error) &&
-         resolve(handle, "ddp_embed_spm_piece_to_id", lib.piece_to_id, error) &&
-         resolve(handle, "ddp_embed_spm_id_to_piece", lib.id_to_piece, error) &&
-         resolve(handle, "ddp_embed_spm_encode", lib.encode, error) &&
-         resolve(handle, "ddp_embed_spm_serialized", lib.serialized, error) &&
-         resolve(handle, "ddp_embed_spm_train", lib.train, error);
+// "" when the module is of this build's API and exports every function of Library.
+std::string resolve_all(void* handle, const std::string& what, Library& lib) {
+  std::string error = check_api_version(handle, what, "ddp_embed_spm_api_version", DDP_EMBED_SPM_API_VERSION);
+  if (error.empty())
+    error = resolve_symbols(handle, what,
+                            {{"ddp_embed_spm_load", lib.load},
+                             {"ddp_embed_spm_free", lib.free},
+                             {"ddp_embed_spm_vocab_size", lib.vocab_size},
+                             {"ddp_embed_spm_special_ids", lib.special_ids},
+                             {"ddp_embed_spm_piece_to_id", lib.piece_to_id},
+                             {"ddp_embed_spm_id_to_piece", lib.id_to_piece},
+                             {"ddp_embed_spm_encode", lib.encode},
+                             {"ddp_embed_spm_serialized", lib.serialized},
+                             {"ddp_embed_spm_train", lib.train}});
+  return error;
 }
 
 struct Loaded {
@@ -81,8 +72,10 @@ Loaded load() {
   const ModuleFound found = find_and_load_module(spec, [&](const std::string& file) {
     std::string error;
     void* handle = open_module(file, error);
-    if (handle != nullptr && resolve_all(handle, result.library, error)) return std::string();
-    if (handle != nullptr) dlclose(handle);  // (loaded modules are never closed: the models live as long as the process)
+    if (handle == nullptr) return error;
+    error = resolve_all(handle, spec.what, result.library);
+    if (error.empty()) return error;  // never closed: the models live as long as the process
+    dlclose(handle);
     result.library = Library{};
     return error;
   });

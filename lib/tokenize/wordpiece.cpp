@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <utility>
 
 #include "tokenize/hf_files.h"
 #include "tokenize/unicode.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 
@@ -76,7 +78,7 @@ class WordPieceEncoder {
   // Steps 2 and 3: lower-case, clean, split on whitespace and around CJK ideographs.
   bool basic(const char* p, const char* end) {
     while (p < end) {
-      const char32_t cp = unicode::decode_utf8(p, end);
+      const char32_t cp = utf8::decode(p, end);
       char32_t lowered[3];
       int n = 1;
       if (opt_.lower_case)
@@ -166,7 +168,7 @@ class WordPieceEncoder {
   void add_to_subword(char32_t c) {
     // Past the limit the word is [UNK] whatever follows: keep counting, stop storing.
     if (subword_chars_ < kMaxChars) {
-      unicode::append_utf8(subword_, c);
+      utf8::append(subword_, c);
       offsets_[subword_chars_ + 1] = static_cast<uint32_t>(subword_.size());
     }
     if (subword_chars_ <= kMaxChars) ++subword_chars_;
@@ -273,7 +275,7 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab, WordPiece
     if (id < 0 || name->empty()) continue;
     SpecialToken special{{}, *name, id};
     for (const char *p = name->data(), *end = p + name->size(); p < end;)
-      special.chars.push_back(unicode::decode_utf8(p, end));
+      special.chars.push_back(utf8::decode(p, end));
     max_special_chars_ = std::max(max_special_chars_, special.chars.size());
     special_first_byte_[static_cast<unsigned char>((*name)[0])] = true;
     specials_.push_back(std::move(special));
@@ -360,12 +362,7 @@ void WordPieceTokenizer::save(const std::string& dir) const {
   config["strip_accents"] = options_.strip_accents ? nlohmann::ordered_json(*options_.strip_accents)
                                                    : nlohmann::ordered_json(nullptr);
   config["tokenize_chinese_chars"] = options_.tokenize_chinese_chars;
-  config["model_max_length"] = model_max_length_;
-  // Only affects decoding; said outright because recent transformers warn when it is missing.
-  config["clean_up_tokenization_spaces"] = true;
-  config.update(tokens);
-  hf_files::write_json(folder / "tokenizer_config.json", config);
-  hf_files::write_json(folder / "special_tokens_map.json", tokens);
+  hf_files::write_tokenizer_config(folder, std::move(config), model_max_length_, tokens);
 }
 
 }  // namespace ddp_embed

@@ -1,5 +1,7 @@
 #include "util/module_search.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -47,6 +49,25 @@ ModuleFound find_and_load_module(const ModuleSpec& spec, const std::function<std
   return {"", "cannot load " + spec.what + " " + spec.file_name + " (build the CMake target " + spec.target +
                   ", or set " + spec.env_var + " to its path)" +
                   (from_env ? "; " + spec.env_var + " is set:" : std::string("; looked for it at:")) + tried};
+}
+
+std::string resolve_symbols(void* handle, const std::string& module, std::initializer_list<ModuleSymbol> symbols) {
+  for (const ModuleSymbol& symbol : symbols) {
+    void* address = dlsym(handle, symbol.name);
+    if (address == nullptr) return module + " has no symbol " + symbol.name;
+    symbol.set(symbol.slot, address);
+  }
+  return "";
+}
+
+std::string check_api_version(void* handle, const std::string& module, const char* version_symbol, int expected) {
+  int (*version)() = nullptr;
+  std::string error = resolve_symbols(handle, module, {{version_symbol, version}});
+  if (!error.empty()) return error;
+  const int found = version();
+  if (found == expected) return "";
+  return module + " has API version " + std::to_string(found) + ", expected " + std::to_string(expected) +
+         " (a stale build?)";
 }
 
 }  // namespace ddp_embed

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "data/pairs.h"
-#include "tokenize/unicode.h"
 #include "tokenize/wordpiece.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 namespace {
@@ -142,7 +142,7 @@ std::string error_for(const TempDir& dir, const std::string& bad, int line = 3) 
   } catch (const DataError& e) {
     const std::string message = e.what();
     EXPECT_EQ(message.rfind(file + ":" + std::to_string(line) + ": ", 0), 0u) << message;
-    EXPECT_TRUE(unicode::is_valid_utf8(message.data(), message.data() + message.size())) << message;
+    EXPECT_TRUE(utf8::is_valid(message.data(), message.data() + message.size())) << message;
     return message;
   }
   ADD_FAILURE() << "no error for " << bad;

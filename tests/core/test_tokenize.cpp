@@ -17,6 +17,7 @@
 #include "tokenize/tokenizer.h"
 #include "tokenize/unicode.h"
 #include "tokenize/wordpiece.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 namespace {
@@ -440,22 +441,22 @@ TEST(Unicode, Utf8Decoder) {
   auto decode_all = [](const std::string& bytes) {
     std::u32string out;
     for (const char *p = bytes.data(), *end = p + bytes.size(); p < end;)
-      out += unicode::decode_utf8(p, end);
+      out += utf8::decode(p, end);
     return out;
   };
   EXPECT_EQ(decode_all("a\u00e9\u4e2d\U0001F600"), (std::u32string{U'a', 0xE9, 0x4E2D, 0x1F600}));
-  constexpr char32_t bad = unicode::kInvalid;  // what an ill-formed sequence decodes to
+  constexpr char32_t bad = utf8::kInvalid;  // what an ill-formed sequence decodes to
   EXPECT_EQ(decode_all("\xc0\xaf"), (std::u32string{bad, bad}));           // overlong
   EXPECT_EQ(decode_all("\xed\xa0\x80"), (std::u32string{bad, bad, bad}));  // surrogate
   EXPECT_EQ(decode_all("\xe4\xb8"), (std::u32string{bad}));                // truncated
   EXPECT_EQ(decode_all("\xe4\xb8z"), (std::u32string{bad, U'z'}));
   EXPECT_EQ(decode_all("\xf4\x90\x80\x80"), (std::u32string{bad, bad, bad, bad}));  // > U+10FFFF
   EXPECT_EQ(decode_all("\uFFFD"), (std::u32string{0xFFFD}));  // a real one is no error
-  EXPECT_TRUE(unicode::is_valid_utf8("\uFFFD", "\uFFFD" + 3));
-  EXPECT_TRUE(unicode::is_valid_utf8("a\u00e9", "a\u00e9" + 3));
+  EXPECT_TRUE(utf8::is_valid("\uFFFD", "\uFFFD" + 3));
+  EXPECT_TRUE(utf8::is_valid("a\u00e9", "a\u00e9" + 3));
   const std::string junk = "a\xff";
-  EXPECT_FALSE(unicode::is_valid_utf8(junk.data(), junk.data() + junk.size()));
-  EXPECT_EQ(unicode::replace_ill_formed(junk.data(), junk.data() + junk.size()), "a\uFFFD");
+  EXPECT_FALSE(utf8::is_valid(junk.data(), junk.data() + junk.size()));
+  EXPECT_EQ(utf8::replace_ill_formed(junk.data(), junk.data() + junk.size()), "a\uFFFD");
 }
 
 }  // namespace

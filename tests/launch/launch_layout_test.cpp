@@ -9,6 +9,7 @@
 
 #include "launch/launcher.h"
 #include "launch_test_support.h"
+#include "util/slurm_nodelist.h"
 
 namespace ddp_embed::launch {
 namespace {
@@ -36,21 +37,21 @@ std::map<std::string, std::string> as_map(const std::vector<std::string>& entrie
 
 TEST(LaunchSlurm, ExpandsNodeLists) {
   using V = std::vector<std::string>;
-  EXPECT_EQ(expand_slurm_nodelist("node1"), V{"node1"});
-  EXPECT_EQ(expand_slurm_nodelist("a,b,c"), (V{"a", "b", "c"}));
-  EXPECT_EQ(expand_slurm_nodelist("gpu[01-04,07]"), (V{"gpu01", "gpu02", "gpu03", "gpu04", "gpu07"}));
-  EXPECT_EQ(expand_slurm_nodelist("n[8-11]"), (V{"n8", "n9", "n10", "n11"}));
-  EXPECT_EQ(expand_slurm_nodelist("n[098-101]"), (V{"n098", "n099", "n100", "n101"}));
-  EXPECT_EQ(expand_slurm_nodelist("login1,gpu[1-2],cpu[3]"), (V{"login1", "gpu1", "gpu2", "cpu3"}));
-  EXPECT_EQ(expand_slurm_nodelist("r[1-2]n[3-4]"), (V{"r1n3", "r1n4", "r2n3", "r2n4"}));
-  EXPECT_EQ(expand_slurm_nodelist("a-[1-2].ib"), (V{"a-1.ib", "a-2.ib"}));
-  EXPECT_EQ(expand_slurm_nodelist("x[5,1-2]"), (V{"x5", "x1", "x2"}));
+  EXPECT_EQ(slurm::expand_nodelist("node1"), V{"node1"});
+  EXPECT_EQ(slurm::expand_nodelist("a,b,c"), (V{"a", "b", "c"}));
+  EXPECT_EQ(slurm::expand_nodelist("gpu[01-04,07]"), (V{"gpu01", "gpu02", "gpu03", "gpu04", "gpu07"}));
+  EXPECT_EQ(slurm::expand_nodelist("n[8-11]"), (V{"n8", "n9", "n10", "n11"}));
+  EXPECT_EQ(slurm::expand_nodelist("n[098-101]"), (V{"n098", "n099", "n100", "n101"}));
+  EXPECT_EQ(slurm::expand_nodelist("login1,gpu[1-2],cpu[3]"), (V{"login1", "gpu1", "gpu2", "cpu3"}));
+  EXPECT_EQ(slurm::expand_nodelist("r[1-2]n[3-4]"), (V{"r1n3", "r1n4", "r2n3", "r2n4"}));
+  EXPECT_EQ(slurm::expand_nodelist("a-[1-2].ib"), (V{"a-1.ib", "a-2.ib"}));
+  EXPECT_EQ(slurm::expand_nodelist("x[5,1-2]"), (V{"x5", "x1", "x2"}));
 }
 
 TEST(LaunchSlurm, RejectsMalformedNodeLists) {
   for (const char* bad : {"", "gpu[01-04", "gpu01-04]", "a,,b", "gpu[]", "gpu[4-1]", "gpu[a-b]",
                           "gpu[1-2,]", "n[[1]]", "n[0-99999999999]", "a b"})
-    EXPECT_THROW(expand_slurm_nodelist(bad), std::invalid_argument) << bad;
+    EXPECT_THROW(slurm::expand_nodelist(bad), std::invalid_argument) << bad;
 }
 
 TEST(LaunchSlurm, LayoutComesFromSlurmInsideAnAllocation) {

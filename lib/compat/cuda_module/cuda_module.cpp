@@ -45,14 +45,6 @@ __attribute__((visibility("default"))) const char* ddp_embed_cuda_versions() {
   return text.c_str();
 }
 
-__attribute__((visibility("default"))) int ddp_embed_cuda_has_nccl() {
-#if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
-  return 1;
-#else
-  return 0;
-#endif
-}
-
 __attribute__((visibility("default"))) int ddp_embed_cuda_device_count() {
   return static_cast<int>(c10::cuda::device_count());
 }

@@ -24,8 +24,6 @@ int ddp_embed_cuda_api_version();
 const char* ddp_embed_cuda_check();
 // The toolkit and NCCL the module was compiled with, e.g. "CUDA 13.0, NCCL 2.27.7".
 const char* ddp_embed_cuda_versions();
-// 1 when the module has the NCCL process group.
-int ddp_embed_cuda_has_nccl();
 // Visible CUDA devices (0 when the driver is missing or none is visible).
 int ddp_embed_cuda_device_count();
 // Makes `index` this thread's current device (kernels, NCCL communicators, the caching

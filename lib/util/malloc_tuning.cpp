@@ -1,4 +1,4 @@
-#include "model/malloc_tuning.h"
+#include "util/malloc_tuning.h"
 
 #include <cstdlib>
 

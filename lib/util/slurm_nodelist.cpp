@@ -1,10 +1,8 @@
-// SLURM host-list expansion ("gpu[01-04,07],login1"), so the launcher can name the
-// master host without calling `scontrol show hostnames`.
+#include "util/slurm_nodelist.h"
+
 #include <stdexcept>
 
-#include "launch/launcher.h"
-
-namespace ddp_embed::launch {
+namespace ddp_embed::slurm {
 namespace {
 
 // A runaway range such as node[0-999999999] must fail, not exhaust memory.
@@ -80,7 +78,7 @@ void expand_host(const std::string& expr, const std::string& whole,
 
 }  // namespace
 
-std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
+std::vector<std::string> expand_nodelist(const std::string& nodelist) {
   if (nodelist.empty()) malformed(nodelist, "empty");
   std::vector<std::string> hosts;
   // Split on the commas outside brackets.
@@ -103,4 +101,4 @@ std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
   return hosts;
 }
 
-}  // namespace ddp_embed::launch
+}  // namespace ddp_embed::slurm
