@@ -126,9 +126,9 @@ class BertModelImpl : public torch::nn::Module {
   // BERT's initialization, deterministic under torch::manual_seed: N(0,
   // initializer_range) for Linear and Embedding weights, zero biases and padding row,
   // LayerNorm weight 1 and bias 0. The constructor makes the same random draws, in the
-  // same order, as transformers' BertModel(config) and peers/torch_reference.py (their
-  // pooler's draws are made and thrown away), so that a given seed gives their initial
-  // weights (checked against the latter, test_bert.cpp).
+  // same order, as transformers' BertModel(config) and a plain PyTorch reference that
+  // draws in module order (their pooler's draws are made and thrown away), so that a
+  // given seed gives their initial weights (checked against the latter, test_bert.cpp).
   void init_weights();
 
   // Activation checkpointing (model/activation_checkpoint.h): while autograd records,
