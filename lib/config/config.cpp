@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -17,32 +18,15 @@
 #include <nlohmann/json.hpp>
 
 #include "config/key_suggest.h"
+#include "config/value_reader.h"
 #include "util/utf8.h"
 #include "util/json_input.h"
 
 namespace ddp_embed {
 namespace {
 
-using nlohmann::json;
+using namespace config_detail;
 
-// What a value must be, beyond its JSON type. Numbers: bounds; strings: a closed set.
-struct Rule {
-  std::optional<double> min, max;
-  bool min_open = false, max_open = false;
-  std::vector<std::string> choices;
-  bool non_empty = false;
-  std::optional<int64_t> largest;  // integers: below their type's limit (said as "of at most")
-};
-
-Rule any() { return {}; }
-Rule positive() { Rule r; r.min = 0; r.min_open = true; return r; }
-// A model's sizes: 32-bit, as in a Hugging Face config.json.
-Rule positive_size() { Rule r = positive(); r.largest = std::numeric_limits<int32_t>::max(); return r; }
-Rule non_negative() { Rule r; r.min = 0; return r; }
-Rule at_least(double v) { Rule r; r.min = v; return r; }
-Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
-Rule one_of(std::vector<std::string> c) { Rule r; r.choices = std::move(c); return r; }
-Rule non_empty() { Rule r; r.non_empty = true; return r; }
 // ZeRO stages: 0 (none), 1 (optimizer state sharded), 2 (gradients too).
 Rule stages() { Rule r; r.min = 0; r.max = 2; return r; }
 
@@ -64,6 +48,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("model.dropout", m.dropout, fraction());
   v("model.pooling", m.pooling, one_of({"auto", "cls", "mean"}));
   v("model.projection_dim", m.projection_dim, non_negative());
+  v("model.prompts", m.prompts, any());
 
   TokenizerConfig& t = c.tokenizer;
   v("tokenizer.type", t.type, one_of({"sentencepiece", "wordpiece"}));
@@ -73,6 +58,8 @@ void visit_fields(Config& c, Visitor& v) {
 
   DataConfig& d = c.data;
   v("data.train", d.train, non_empty());
+  v("data.mixing", d.mixing, one_of({"proportional", "weighted", "round_robin", "mixed"}));
+  v("data.dedupe_batches", d.dedupe_batches, any());
   v("data.eval", d.eval, non_empty());
   v("data.shuffle", d.shuffle, any());
   v("data.drop_last", d.drop_last, any());
@@ -81,9 +68,13 @@ void visit_fields(Config& c, Visitor& v) {
   v("data.max_line_bytes", d.max_line_bytes, positive());
 
   LossConfig& l = c.loss;
-  v("loss.type", l.type, one_of({"pairwise_sigmoid", "infonce"}));
+  v("loss.type", l.type, one_of({"pairwise_sigmoid", "infonce", "none"}));
   v("loss.temperature", l.temperature, positive());
   v("loss.cross_rank_negatives", l.cross_rank_negatives, any());
+  v("loss.matryoshka_dims", l.matryoshka_dims, positive_size());
+  v("loss.matryoshka_weights", l.matryoshka_weights, positive());
+  v("loss.distill.weight", l.distill.weight, non_negative());
+  v("loss.distill.temperature", l.distill.temperature, positive());
 
   TrainConfig& tr = c.train;
   v("train.batch_size", tr.batch_size, positive());
@@ -128,14 +119,6 @@ constexpr int kMaxNesting = 32;
 // Configs are written by hand, and --print-config's output is a few KB.
 constexpr size_t kMaxConfigBytes = 1 << 20;
 
-// Keys with this name are notes for humans, accepted anywhere and ignored.
-constexpr const char* kCommentKey = "_comment";
-
-std::pair<std::string, std::string> split_path(const std::string& path) {
-  const auto dot = path.find('.');
-  if (dot == std::string::npos) return {path, ""};
-  return {path.substr(0, dot), path.substr(dot + 1)};
-}
 
 // ---- the valid keys ------------------------------------------------------------------
 
@@ -146,7 +129,7 @@ struct KeyCollector {
   void operator()(const char* path, T&, const Rule&) {
     leaves.emplace_back(path);
     if (std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>> ||
-        std::is_same_v<T, std::vector<std::string>>)
+        std::is_same_v<T, std::vector<DataSource>>)
       textual.insert(path);
   }
 };
@@ -196,6 +179,14 @@ bool is_leaf(const std::string& key) {
   return std::find(k.begin(), k.end(), key) != k.end();
 }
 
+// A key that holds keys below a section ("loss.distill"): an object in the JSON.
+bool is_group(const std::string& key) {
+  if (key.find('.') == std::string::npos) return false;
+  for (const auto& leaf : leaf_keys())
+    if (leaf.rfind(key + ".", 0) == 0) return true;
+  return false;
+}
+
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
@@ -219,183 +210,20 @@ std::string unknown_key_message(const std::string& key) {
   return msg + " (valid sections: " + join(sections) + ")";
 }
 
-// ---- reading ---------------------------------------------------------------------------
-
-// Compact text of a bad value for messages, cut short when long.
-std::string show(const json& value) {
-  std::string s = value.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
-std::string number_text(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-std::string describe_number(const Rule& r, bool integer) {
-  const std::string kind = integer ? "integer" : "number";
-  if (r.min && r.max) {
-    return std::string("a ") + kind + " in " + (r.min_open ? "(" : "[") + number_text(*r.min) +
-           ", " + number_text(*r.max) + (r.max_open ? ")" : "]");
-  }
-  if (r.min && *r.min == 0) return (r.min_open ? "a positive " : "a non-negative ") + kind;
-  if (r.min) return "an " + kind + (r.min_open ? " > " : " >= ") + number_text(*r.min);
-  return (integer ? "an " : "a ") + kind;
-}
-
-bool within(const Rule& r, double v) {
-  if (r.min && (r.min_open ? v <= *r.min : v < *r.min)) return false;
-  if (r.max && (r.max_open ? v >= *r.max : v > *r.max)) return false;
-  return true;
-}
-
-std::string describe_choices(const Rule& r) {
-  std::string s = "one of ";
-  for (size_t i = 0; i < r.choices.size(); ++i) s += (i ? ", \"" : "\"") + r.choices[i] + "\"";
-  return s;
-}
-
-class Reader {
- public:
-  Reader(const json& root, std::string origin, std::set<std::string> overridden)
-      : root_(root), origin_(std::move(origin)), overridden_(std::move(overridden)) {}
-
-  std::vector<std::string> errors;
-
-  template <class T>
-  void operator()(const std::string& path, T& field, const Rule& rule) {
-    const json* value = find(path);
-    if (value) read(path, *value, field, rule);
-  }
-
-  // Who gave the value at `path`: the --set that covers it, or "" for the file.
-  std::string override_of(const std::string& path) const {
-    for (const auto& key : overridden_)
-      if (path == key || path.rfind(key + ".", 0) == 0) return key;
-    return "";
-  }
-
-  // "cfg.json: train.lr" or "--set train.lr": where a bad value came from.
-  std::string where(const std::string& path) const {
-    return override_of(path).empty() ? origin_ + ": " + path : "--set " + path;
-  }
-
-  // "cfg.json" or "--set train": who wrote an unknown key.
-  std::string writer_of(const std::string& path) const {
-    const std::string key = override_of(path);
-    return key.empty() ? origin_ : "--set " + key;
-  }
-
- private:
-  const json* find(const std::string& path) const {
-    const auto [section, name] = split_path(path);
-    const auto s = root_.find(section);
-    if (s == root_.end() || !s->is_object()) return nullptr;
-    const auto v = s->find(name);
-    return v == s->end() ? nullptr : &*v;
-  }
-
-  void fail(const std::string& path, const std::string& expected, const json& got) {
-    errors.push_back(where(path) + ": expected " + expected + ", got " + show(got));
-  }
-
-  // Integers: JSON integers, or floats with an integral value (1e3 from --set).
-  template <class T>
-  std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>> read(
-      const std::string& path, const json& v, T& field, const Rule& rule) {
-    const std::string expected = describe_number(rule, true);
-    double as_double = 0;
-    if (v.is_number_integer() || v.is_number_unsigned()) {
-      as_double = v.get<double>();
-    } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
-               v.get<double>() == std::floor(v.get<double>())) {
-      as_double = v.get<double>();
+// The keys inside a section or group ("loss.distill"): leaves, or groups that hold more.
+void check_group(const std::string& prefix, const json& body, const Reader& reader, std::vector<std::string>& errors) {
+  for (const auto& item : body.items()) {
+    const std::string key = prefix + "." + item.key();
+    if (item.key() == kCommentKey || is_leaf(key)) continue;
+    if (!is_group(key)) {
+      errors.push_back(reader.writer_of(key) + ": " + unknown_key_message(key));
+    } else if (!item.value().is_object()) {
+      errors.push_back(reader.where(key) + ": expected an object, got " + show(item.value()));
     } else {
-      return fail(path, expected, v);
-    }
-    if (!within(rule, as_double)) return fail(path, expected, v);
-    // Range of T (or the rule's largest), compared exactly (a double cannot hold 2^64 - 1).
-    const uint64_t largest = rule.largest ? static_cast<uint64_t>(*rule.largest)
-                                          : static_cast<uint64_t>(std::numeric_limits<T>::max());
-    bool fits;
-    if (v.is_number_unsigned()) {
-      fits = v.get<uint64_t>() <= largest;
-    } else if (v.is_number_integer()) {
-      const int64_t i = v.get<int64_t>();
-      fits = i < 0 ? std::is_signed_v<T> && i >= static_cast<int64_t>(std::numeric_limits<T>::min())
-                   : static_cast<uint64_t>(i) <= largest;
-    } else {
-      const long double x = as_double;
-      fits = x >= static_cast<long double>(std::numeric_limits<T>::min()) &&
-             x < static_cast<long double>(largest) + 1.0L;
-    }
-    if (!fits) return fail(path, expected + " of at most " + std::to_string(largest), v);
-    if (v.is_number_unsigned()) field = static_cast<T>(v.get<uint64_t>());
-    else if (v.is_number_integer()) field = static_cast<T>(v.get<int64_t>());
-    else field = static_cast<T>(as_double);
-  }
-
-  void read(const std::string& path, const json& v, double& field, const Rule& rule) {
-    const std::string expected = describe_number(rule, false);
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || !within(rule, v.get<double>()))
-      return fail(path, expected, v);
-    field = v.get<double>();
-  }
-
-  void read(const std::string& path, const json& v, bool& field, const Rule&) {
-    if (!v.is_boolean()) return fail(path, "true or false", v);
-    field = v.get<bool>();
-  }
-
-  void read(const std::string& path, const json& v, std::string& field, const Rule& rule) {
-    if (!rule.choices.empty()) {
-      const bool ok = v.is_string() && std::find(rule.choices.begin(), rule.choices.end(),
-                                                 v.get<std::string>()) != rule.choices.end();
-      if (!ok) return fail(path, describe_choices(rule), v);
-    } else if (!v.is_string() || (rule.non_empty && v.get<std::string>().empty())) {
-      return fail(path, rule.non_empty ? "a non-empty string" : "a string", v);
-    }
-    field = v.get<std::string>();
-  }
-
-  void read(const std::string& path, const json& v, std::optional<std::string>& field,
-            const Rule& rule) {
-    if (v.is_null()) {
-      field.reset();
-    } else if (v.is_string() && !(rule.non_empty && v.get<std::string>().empty())) {
-      field = v.get<std::string>();
-    } else {
-      fail(path, rule.non_empty ? "a non-empty string or null" : "a string or null", v);
+      check_group(key, item.value(), reader, errors);
     }
   }
-
-  // A file name or a non-empty list of file names.
-  void read(const std::string& path, const json& v, std::vector<std::string>& field,
-            const Rule&) {
-    const std::string expected = "a file name or a non-empty list of file names";
-    std::vector<std::string> out;
-    if (v.is_string()) {
-      out.push_back(v.get<std::string>());
-    } else if (v.is_array() && !v.empty()) {
-      for (const auto& item : v) {
-        if (!item.is_string()) return fail(path, expected, v);
-        out.push_back(item.get<std::string>());
-      }
-    } else {
-      return fail(path, expected, v);
-    }
-    for (const auto& name : out)
-      if (name.empty()) return fail(path, expected, v);
-    field = std::move(out);
-  }
-
-  const json& root_;
-  std::string origin_;
-  std::set<std::string> overridden_;
-};
+}
 
 // Unknown keys and sections that are not objects, in the order they appear.
 void check_structure(const json& root, const Reader& reader, std::vector<std::string>& errors) {
@@ -409,11 +237,7 @@ void check_structure(const json& root, const Reader& reader, std::vector<std::st
       errors.push_back(reader.where(section) + ": expected an object, got " + show(body));
       continue;
     }
-    for (const auto& item : body.items()) {
-      const std::string key = section + "." + item.key();
-      if (item.key() == kCommentKey || is_leaf(key)) continue;
-      errors.push_back(reader.writer_of(key) + ": " + unknown_key_message(key));
-    }
+    check_group(section, body, reader, errors);
   }
 }
 
@@ -430,6 +254,30 @@ void check_relations(const Config& c, const std::string& origin, std::vector<std
                      ") must be <= model.max_position (" + std::to_string(a.max_position) +
                      ")");
   }
+  const auto& sources = c.data.train;
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (sources[i].name == sources[j].name)
+        errors.push_back(origin + ": data.train[" + std::to_string(i) + "] and data.train[" + std::to_string(j) +
+                         "] are both named \"" + sources[i].name + "\": give each source a \"name\" of its own");
+  if (c.data.mixing == "mixed")
+    for (const auto& s : sources)
+      if (s.negatives_per_query.value_or(c.data.negatives_per_query) !=
+          sources.front().negatives_per_query.value_or(c.data.negatives_per_query))
+        errors.push_back(origin + ": data.mixing \"mixed\" puts sources in one batch, so they need the same "
+                         "negatives_per_query (source \"" + s.name + "\" has another)");
+  const auto& dims = c.loss.matryoshka_dims;
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i] >= dims[i - 1]) {
+      errors.push_back(origin + ": loss.matryoshka_dims must be descending (largest first), not " +
+                       json(dims).dump());
+      break;
+    }
+  if (!c.loss.matryoshka_weights.empty() && c.loss.matryoshka_weights.size() != dims.size())
+    errors.push_back(origin + ": loss.matryoshka_weights has " + std::to_string(c.loss.matryoshka_weights.size()) +
+                     " weights for " + std::to_string(dims.size()) + " loss.matryoshka_dims");
+  if (c.loss.type == "none" && !(c.loss.distill.weight > 0))
+    errors.push_back(origin + ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
 }
 
 // ---- --set ---------------------------------------------------------------------------------
@@ -442,7 +290,7 @@ std::string apply_override(json& root, const std::string& assignment) {
   }
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
-  if (!is_leaf(key) && !is_section(key)) {
+  if (!is_leaf(key) && !is_section(key) && !is_group(key)) {
     throw ConfigError("--set " + assignment + ": " + unknown_key_message(key));
   }
   // Kept as a string when it is not JSON, the value must still be text that JSON can hold.
@@ -457,13 +305,13 @@ std::string apply_override(json& root, const std::string& assignment) {
   // is still the text the user typed.
   if (is_textual(key) && (value.is_number() || value.is_boolean())) value = text;
 
-  const auto [section, name] = split_path(key);
-  if (name.empty()) {
-    root[section] = std::move(value);
-    return key;
+  json* at = &root;
+  const std::vector<std::string> parts = path_parts(key);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!at->contains(parts[i]) || !(*at)[parts[i]].is_object()) (*at)[parts[i]] = json::object();
+    at = &(*at)[parts[i]];
   }
-  if (!root.contains(section) || !root[section].is_object()) root[section] = json::object();
-  root[section][name] = std::move(value);
+  (*at)[parts.back()] = std::move(value);
   return key;
 }
 
@@ -489,17 +337,40 @@ struct Writer {
   json out = json::object();
   template <class T>
   void operator()(const std::string& path, const T& field, const Rule&) {
-    const auto [section, name] = split_path(path);
-    out[section][name] = to_json_value(field);
+    json* at = &out;
+    for (const auto& part : path_parts(path)) at = &(*at)[part];
+    *at = to_json_value(field);
   }
   template <class T>
   static json to_json_value(const T& v) { return json(v); }
   static json to_json_value(const std::optional<std::string>& v) {
     return v ? json(*v) : json(nullptr);
   }
+  // The plain form as a list of paths, as it is usually written; sources as objects.
+  static json to_json_value(const std::vector<DataSource>& sources) {
+    if (sources.size() == 1 && sources.front().plain()) return json(sources.front().paths);
+    json list = json::array();
+    for (const auto& s : sources) {
+      json o = {{"name", s.name}, {"path", s.paths}, {"weight", s.weight}, {"query_prompt", s.query_prompt},
+                {"passage_prompt", s.passage_prompt}};
+      o["negatives_per_query"] = s.negatives_per_query ? json(*s.negatives_per_query) : json(nullptr);
+      list.push_back(o);
+    }
+    return list;
+  }
 };
 
 }  // namespace
+
+bool DataSource::plain() const {
+  return name == "train" && weight == 1 && query_prompt.empty() && passage_prompt.empty() && !negatives_per_query;
+}
+
+std::vector<std::string> source_paths(const std::vector<DataSource>& sources) {
+  std::vector<std::string> paths;
+  for (const auto& s : sources) paths.insert(paths.end(), s.paths.begin(), s.paths.end());
+  return paths;
+}
 
 Config config_from_json(const nlohmann::json& j, const std::string& origin,
                         const std::vector<std::string>& overrides) {

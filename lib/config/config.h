@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,9 @@ struct ModelConfig {
   double dropout = 0.1;             // both of the architecture's dropouts, pretrained or not
   std::string pooling = "auto";  // auto (model.init's Pooling module, else cls) | cls | mean
   int projection_dim = 128;     // 0 = no projection
+  // Named texts put before inputs ("query" -> "query: "), written into the model folder
+  // (config_sentence_transformers.json) beside those model.init brings; a name here wins.
+  std::map<std::string, std::string> prompts;
 };
 
 struct TokenizerConfig {
@@ -38,8 +42,29 @@ struct TokenizerConfig {
   bool lower_case = true;  // wordpiece only; a vocab folder's tokenizer_config.json wins
 };
 
+// One source of training pairs (data.train). The plain form, a path or a list of paths,
+// is one source named "train"; a list of objects gives each source its own settings.
+struct DataSource {
+  std::string name = "train";      // in the log and metrics.jsonl; the first file's stem by default
+  std::vector<std::string> paths;  // JSONL files, read in order ("path": one or a list)
+  double weight = 1;               // data.mixing "weighted": its share of the steps
+  std::string query_prompt;        // before each query: a prompt's name (model.prompts, or the
+  std::string passage_prompt;      //   init folder's) or the text itself; "" = none
+  std::optional<int> negatives_per_query;  // hard negatives per query; else data.negatives_per_query
+  // Written back as a list of paths: a single source with nothing but paths.
+  bool plain() const;
+};
+
+// Every file of every source, in order.
+std::vector<std::string> source_paths(const std::vector<DataSource>& sources);
+
 struct DataConfig {
-  std::vector<std::string> train = {"data/demo/train.jsonl"};
+  std::vector<DataSource> train = {DataSource{"train", {"data/demo/train.jsonl"}, 1, "", "", std::nullopt}};
+  // How global batches are drawn from several sources (data/batch_plan.h): each from one
+  // source, in proportion to the sources' sizes, to their weights, or in turn; or
+  // "mixed", every batch from all of them.
+  std::string mixing = "proportional";  // proportional | weighted | round_robin | mixed
+  bool dedupe_batches = false;  // no text twice as a query or positive in one global batch
   std::optional<std::string> eval = std::string("data/demo/eval.jsonl");
   bool shuffle = true;
   bool drop_last = true;
@@ -49,10 +74,22 @@ struct DataConfig {
   int64_t max_line_bytes = 1 << 20;
 };
 
+// loss.distill: KL(teacher || student) over each query's scored candidates (the pairs'
+// teacher scores), FlagEmbedding's kl_div; weight 0 = off.
+struct DistillConfig {
+  double weight = 0;
+  double temperature = 1;
+};
+
 struct LossConfig {
-  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce
+  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce | none (distillation alone)
   double temperature = 0.05;
   bool cross_rank_negatives = false;
+  // Matryoshka: the loss summed over the embedding cut to each size (descending);
+  // empty = the whole embedding only. Weights: one per size, 1 each by default.
+  std::vector<int64_t> matryoshka_dims;
+  std::vector<double> matryoshka_weights;
+  DistillConfig distill;
 };
 
 struct TrainConfig {
@@ -85,7 +122,7 @@ struct DistConfig {
 
 struct OutputConfig {
   std::string dir = "runs/demo";
-  int64_t save_every = 200;  // 0 = only at the end
+  int64_t save_every = 200;  // 0 = no checkpoints (final/ is still written)
   int keep_last = 2;
   int64_t log_every = 10;
   int64_t eval_every = 200;  // 0 = only before the first step and at the end

@@ -1,6 +1,7 @@
 #include "data/pair_record.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +62,21 @@ std::string read_score(const json& value, float& out) {
   if (std::fabs(score) > std::numeric_limits<float>::max())
     return "\"score\" " + value.dump() + " is out of range for a float";
   out = static_cast<float>(score);
+  return "";
+}
+
+// A list of `count` scores under `key`, appended to `out`; "" or what is wrong.
+std::string read_scores(const json& value, const char* key, size_t count, const char* of, std::vector<float>& out) {
+  const std::string name = quoted(key);
+  if (!value.is_array()) return name + " must be a list of numbers, got " + value.type_name();
+  if (value.size() != count)
+    return name + " has " + std::to_string(value.size()) + " scores for " + std::to_string(count) + " " + of;
+  for (size_t i = 0; i < value.size(); ++i) {
+    float score = 0;
+    const std::string error = read_score(value[i], score);  // "\"score\" must be ..."
+    if (!error.empty()) return name + "[" + std::to_string(i) + "]" + error.substr(std::strlen("\"score\""));
+    out.push_back(score);
+  }
   return "";
 }
 
@@ -129,6 +145,23 @@ std::string parse_pair_record(std::string_view line, PairRecord& record) {
       error = read_texts(*neg, layout->neg, /*allow_empty_list=*/true, record.neg);
       if (!error.empty()) return tidy(error);
     }
+  }
+
+  const auto pos_scores = object.find("pos_scores"), neg_scores = object.find("neg_scores");
+  const auto label = object.find("label");
+  const bool split_scores = pos_scores != object.end() || neg_scores != object.end();
+  if (split_scores && label != object.end()) return "give teacher scores as \"pos_scores\"/\"neg_scores\" or as \"label\", not both";
+  if (split_scores) {
+    if (pos_scores == object.end() || neg_scores == object.end())
+      return "teacher scores need both \"pos_scores\" and \"neg_scores\" (one per \"pos\" and per \"neg\")";
+    error = read_scores(*pos_scores, "pos_scores", record.pos.size(), "positives", record.teacher_scores);
+    if (error.empty())
+      error = read_scores(*neg_scores, "neg_scores", record.neg.size(), "negatives", record.teacher_scores);
+    if (!error.empty()) return tidy(error);
+  } else if (label != object.end() && !label->is_null()) {
+    error = read_scores(*label, "label", record.pos.size() + record.neg.size(), "candidates (positives, then negatives)",
+                        record.teacher_scores);
+    if (!error.empty()) return tidy(error);
   }
 
   auto score = object.find("score");

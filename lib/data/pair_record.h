@@ -13,6 +13,10 @@ struct PairRecord {
   std::vector<std::string> neg;
   bool has_score = false;
   float score = 0;
+  // A teacher's scores of the candidates, for loss.distill: one per positive, then one per
+  // negative ("pos_scores" and "neg_scores", as FlagEmbedding writes them, or one list
+  // "label", as sentence-transformers' distillation sets do). Empty: none.
+  std::vector<float> teacher_scores;
 };
 
 // Parses `line` into `record`. Returns "" on success, else what is wrong with the line

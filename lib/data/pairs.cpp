@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -91,16 +92,24 @@ struct LineResult {
   std::string error;
   std::vector<int32_t> ids;
   std::vector<int32_t> lengths;
+  std::vector<uint64_t> hashes;  // per sequence
+  std::vector<float> teacher_scores;  // per candidate (positives, negatives), or empty
   int32_t pos_count = 0, neg_count = 0;
   bool has_score = false;
   float score = 0;
+};
+
+// The prompts put before a source's texts as they are tokenized.
+struct Prompts {
+  std::string query, passage;
 };
 
 bool blank(const std::string& line) {
   return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
 }
 
-void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, LineResult& out) {
+void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, const Prompts& prompts,
+                  LineResult& out) {
   if (!line.error.empty()) {
     out.error = line.error;
     return;
@@ -108,28 +117,30 @@ void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, 
   PairRecord record;
   out.error = parse_pair_record(line.text, record);
   if (!out.error.empty()) return;
-  auto add = [&](const std::string& text) {
-    const std::vector<int32_t> ids = tokenizer.encode(text, max_length);
+  auto add = [&](const std::string& prompt, const std::string& text) {
+    const std::vector<int32_t> ids = tokenizer.encode(prompt.empty() ? text : prompt + text, max_length);
     out.ids.insert(out.ids.end(), ids.begin(), ids.end());
     out.lengths.push_back(static_cast<int32_t>(ids.size()));
+    out.hashes.push_back(text_hash(text));
   };
-  add(record.query);
-  for (const auto& text : record.pos) add(text);
-  for (const auto& text : record.neg) add(text);
+  add(prompts.query, record.query);
+  for (const auto& text : record.pos) add(prompts.passage, text);
+  for (const auto& text : record.neg) add(prompts.passage, text);
   out.pos_count = static_cast<int32_t>(record.pos.size());
   out.neg_count = static_cast<int32_t>(record.neg.size());
   out.has_score = record.has_score;
   out.score = record.score;
+  out.teacher_scores = std::move(record.teacher_scores);
 }
 
 // Processes lines[i] into results[i] on up to `threads` threads, each taking one
 // contiguous slice.
 void process_chunk(const std::vector<Line>& lines, const Tokenizer& tokenizer, int max_length,
-                   int threads, std::vector<LineResult>& results) {
+                   const Prompts& prompts, int threads, std::vector<LineResult>& results) {
   results.assign(lines.size(), LineResult());
   const size_t workers = std::max<size_t>(1, std::min<size_t>(threads, lines.size()));
   auto work = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) process_line(lines[i], tokenizer, max_length, results[i]);
+    for (size_t i = begin; i < end; ++i) process_line(lines[i], tokenizer, max_length, prompts, results[i]);
   };
   if (workers == 1) {
     work(0, lines.size());
@@ -167,6 +178,12 @@ class PairLoader {
         max_line_bytes_(max_line_bytes),
         threads_(std::max(1, threads)) {
     data_.tokens.reserve(/*wide=*/tokenizer.vocab_size() > 65536, 0, 0);
+  }
+
+  // The source whose files are read next: its pairs form a SourceRange of their own.
+  void begin_source(const std::string& name, Prompts prompts) {
+    data_.sources.push_back(SourceRange{name, data_.size(), data_.size()});
+    prompts_ = std::move(prompts);
   }
 
   void load_file(const std::string& file) {
@@ -208,15 +225,19 @@ class PairLoader {
 
   PairDataset finish() {
     data_.has_scores = data_.size() > 0 && all_scored_;
+    data_.all_teacher_scored = data_.size() > 0 && all_teacher_scored_;
+    if (!any_teacher_scored_) data_.teacher_scores.clear();
     data_.tokens.shrink_to_fit();
     data_.pairs.shrink_to_fit();
+    data_.text_hashes.shrink_to_fit();
+    data_.teacher_scores.shrink_to_fit();
     return std::move(data_);
   }
 
  private:
   void add_chunk(const std::string& file, const std::vector<Line>& chunk) {
     if (chunk.empty()) return;
-    process_chunk(chunk, tokenizer_, max_length_, threads_, results_);
+    process_chunk(chunk, tokenizer_, max_length_, prompts_, threads_, results_);
     for (size_t i = 0; i < chunk.size(); ++i) {
       LineResult& result = results_[i];
       if (!result.error.empty()) {
@@ -244,8 +265,19 @@ class PairLoader {
       tokens.append(ids, static_cast<size_t>(length));
       ids += length;
     }
+    data_.text_hashes.insert(data_.text_hashes.end(), result.hashes.begin(), result.hashes.end());
+    // Teacher scores: NaN for the query, then the candidates' (NaN where the record has none).
+    const bool scored = !result.teacher_scores.empty();
+    all_teacher_scored_ = all_teacher_scored_ && scored;
+    any_teacher_scored_ = any_teacher_scored_ || scored;
+    data_.teacher_scores.push_back(kNoScore);
+    for (size_t k = 0; k + 1 < result.lengths.size(); ++k)
+      data_.teacher_scores.push_back(scored ? result.teacher_scores[k] : kNoScore);
     data_.pairs.push_back(pair);
+    data_.sources.back().end = data_.size();
   }
+
+  static constexpr float kNoScore = std::numeric_limits<float>::quiet_NaN();
 
   const Tokenizer& tokenizer_;
   const int max_length_;
@@ -253,25 +285,64 @@ class PairLoader {
   const int64_t max_line_bytes_;
   const int threads_;
   PairDataset data_;
-  bool all_scored_ = true;
+  Prompts prompts_;
+  bool all_scored_ = true, all_teacher_scored_ = true, any_teacher_scored_ = false;
   std::vector<LineResult> results_;
 };
 
 }  // namespace
 
+uint64_t text_hash(std::string_view text) {
+  auto space = [](unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the normalized bytes
+  auto add = [&h](unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ull;
+  };
+  bool pending_space = false, started = false;
+  for (unsigned char c : text) {
+    if (space(c)) {
+      pending_space = started;
+      continue;
+    }
+    if (pending_space) add(' ');
+    pending_space = false;
+    started = true;
+    add(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  }
+  // splitmix64's finalizer: FNV's low bits are weak, and masks and buckets use them.
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenizer& tokenizer, int max_length,
+                         bool skip_bad_lines, int threads, int64_t max_line_bytes) {
+  if (sources.empty()) throw DataError("no data sources given");
+  if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
+  PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
+  for (const auto& source : sources) {
+    if (source.files.empty()) throw DataError("data source \"" + source.name + "\": no files given");
+    loader.begin_source(source.name, {source.query_prompt, source.passage_prompt});
+    for (const auto& file : source.files) loader.load_file(file);
+  }
+  return loader.finish();
+}
+
 PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& tokenizer,
                        int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes) {
   if (files.empty()) throw DataError("no data files given");
-  if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
-  PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
-  for (const auto& file : files) loader.load_file(file);
-  return loader.finish();
+  return load_sources({SourceInput{"train", files, "", ""}}, tokenizer, max_length, skip_bad_lines, threads,
+                      max_line_bytes);
 }
 
 PairDataset load_pairs(std::istream& in, const std::string& origin, const Tokenizer& tokenizer,
                        int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes) {
   if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
   PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
+  loader.begin_source("train", {});
   loader.load_stream(in, origin);
   return loader.finish();
 }

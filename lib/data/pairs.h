@@ -13,6 +13,7 @@
 #include <istream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tokenize/tokenizer.h"
@@ -61,14 +62,32 @@ struct PairIndex {
   float score = 0;  // meaningful when the dataset has_scores
 };
 
+// The pairs of one source (data.train): [begin, end) of PairDataset::pairs.
+struct SourceRange {
+  std::string name;
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
 struct PairDataset {
   TokenStore tokens;
   std::vector<PairIndex> pairs;
-  bool has_scores = false;  // every record had a numeric "score"
-  int64_t lines = 0;        // non-empty lines read
-  int64_t skipped = 0;      // bad lines skipped (skip_bad_lines)
+  std::vector<SourceRange> sources;  // in data.train's order, covering every pair
+  // Per sequence: text_hash() of its text (the prompt left out), so that the same text
+  // is known wherever it appears; and the teacher's score of a candidate (NaN for a
+  // query or a record without scores; empty when no record has any).
+  std::vector<uint64_t> text_hashes;
+  std::vector<float> teacher_scores;
+  bool has_scores = false;   // every record had a numeric "score"
+  bool all_teacher_scored = false;  // every record had teacher scores for all its candidates
+  int64_t lines = 0;         // non-empty lines read
+  int64_t skipped = 0;       // bad lines skipped (skip_bad_lines)
   int64_t size() const { return static_cast<int64_t>(pairs.size()); }
 };
+
+// A 64-bit hash of a text's normalized form — ASCII letters lower-cased, runs of
+// whitespace one space, none at either end — so "Paris " and "paris" are one text.
+uint64_t text_hash(std::string_view text);
 
 // The longest line read by default (data.max_line_bytes). A record holds a few texts
 // that are cut to max_length tokens (at most 512, a few KB of text); a longer line is a
@@ -76,7 +95,21 @@ struct PairDataset {
 // read into memory whole. It is a bad line, never held in memory whole.
 inline constexpr int64_t kDefaultMaxLineBytes = 1 << 20;
 
-// Reads and tokenizes the files in order. Throws DataError naming file and line.
+// One source to read: its files, and the prompts (their texts) put before its queries
+// and before its positives and negatives when they are tokenized.
+struct SourceInput {
+  std::string name;
+  std::vector<std::string> files;
+  std::string query_prompt, passage_prompt;
+};
+
+// Reads and tokenizes every source's files in order, into one dataset whose `sources`
+// say which pairs came from which. Throws DataError naming file and line; a source
+// without pairs is an error naming it.
+PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenizer& tokenizer, int max_length,
+                         bool skip_bad_lines, int threads = 2, int64_t max_line_bytes = kDefaultMaxLineBytes);
+
+// One source, "train", of `files` without prompts.
 PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& tokenizer,
                        int max_length, bool skip_bad_lines, int threads = 2,
                        int64_t max_line_bytes = kDefaultMaxLineBytes);

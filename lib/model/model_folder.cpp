@@ -120,11 +120,11 @@ json dense_json(int64_t in_features, int64_t out_features) {
           {"activation_function", kIdentity}};
 }
 
-json sentence_transformers_json() {
+json sentence_transformers_json(const ModelFolderOptions& options) {
   return {{"__version__", {{"sentence_transformers", kSentenceTransformersFormat}}},
           {"model_type", "SentenceTransformer"},
-          {"prompts", json::object()},
-          {"default_prompt_name", nullptr},
+          {"prompts", json(options.prompts)},
+          {"default_prompt_name", options.default_prompt_name ? json(*options.default_prompt_name) : json(nullptr)},
           {"similarity_fn_name", "cosine"}};
 }
 
@@ -478,7 +478,7 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
     save_module(*model->projection, (tmp / "2_Dense" / "model.safetensors").string(), "linear.");
   }
   write_json(tmp / "modules.json", modules_json(static_cast<bool>(model->projection), options.normalize));
-  write_json(tmp / "config_sentence_transformers.json", sentence_transformers_json());
+  write_json(tmp / "config_sentence_transformers.json", sentence_transformers_json(options));
 
   json info = extra;
   info["format"] = "ddp-embed model folder";
@@ -499,6 +499,28 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   fs::remove_all(old);
 }
 
+// config_sentence_transformers.json's "prompts" and "default_prompt_name", when it has them.
+static void read_prompts(ModelFolderLayout& layout, const fs::path& root) {
+  const fs::path file = root / "config_sentence_transformers.json";
+  if (!fs::exists(file)) return;
+  const json config = read_json_object(file);
+  const auto prompts = config.find("prompts");
+  if (prompts != config.end() && !prompts->is_null()) {
+    if (!prompts->is_object()) fail(file, "prompts must be an object of names and texts, not " + prompts->dump());
+    for (const auto& item : prompts->items()) {
+      if (!item.value().is_string())
+        fail(file, "prompts." + item.key() + " must be a string, not " + item.value().dump());
+      layout.prompts[item.key()] = item.value().get<std::string>();
+    }
+  }
+  const auto name = config.find("default_prompt_name");
+  if (name != config.end() && !name->is_null()) {
+    if (!name->is_string() || !layout.prompts.count(name->get<std::string>()))
+      fail(file, "default_prompt_name " + name->dump() + " is not one of its prompts");
+    layout.default_prompt_name = name->get<std::string>();
+  }
+}
+
 ModelFolderLayout read_model_folder_layout(const std::string& dir) {
   const fs::path root(dir);
   if (!fs::is_directory(root))
@@ -512,6 +534,7 @@ ModelFolderLayout read_model_folder_layout(const std::string& dir) {
   else
     fail(root, "not a model folder: it has neither modules.json (a sentence-transformers folder) nor config.json "
                "(a Hugging Face BERT folder: config.json, model.safetensors, vocab.txt)");
+  read_prompts(layout, root);
   return layout;
 }
 

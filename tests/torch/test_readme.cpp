@@ -66,7 +66,7 @@ struct TableRow {
 std::vector<TableRow> config_table(const std::string& text) {
   std::vector<TableRow> rows;
   bool inside = false;
-  const std::regex row(R"(^\| `([a-z_]+\.[a-z_]+)` \| `([^`]*)` \| ([^|]*) \| (.*) \|$)");
+  const std::regex row(R"(^\| `([a-z_]+(?:\.[a-z_]+)+)` \| `([^`]*)` \| ([^|]*) \| (.*) \|$)");
   for (const auto& line : lines_of(text)) {
     if (line == "<!-- config-keys:begin -->") inside = true;
     else if (line == "<!-- config-keys:end -->") inside = false;
@@ -90,11 +90,11 @@ std::vector<TableRow> short_config_table(const std::string& text) {
   return rows;
 }
 
-// {"a": {"b": 1}} -> {"a.b": 1}
+// {"a": {"b": 1, "c": {}}} -> {"a.b": 1, "a.c": {}}: an empty object is a value (model.prompts).
 void flatten(const json& j, const std::string& prefix, std::map<std::string, json>& out) {
   for (const auto& [key, value] : j.items()) {
     const std::string path = prefix.empty() ? key : prefix + "." + key;
-    if (value.is_object()) flatten(value, path, out);
+    if (value.is_object() && !value.empty()) flatten(value, path, out);
     else out[path] = value;
   }
 }

@@ -1,0 +1,217 @@
+#include "config/value_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "config/key_suggest.h"
+
+namespace ddp_embed::config_detail {
+
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const auto dot = path.find('.');
+  if (dot == std::string::npos) return {path, ""};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+// "loss.distill.weight" -> {"loss", "distill", "weight"}: a key's place in the JSON.
+std::vector<std::string> path_parts(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1)
+    parts.push_back(path.substr(start, dot - start));
+  parts.push_back(path.substr(start));
+  return parts;
+}
+
+
+// Compact text of a bad value for messages, cut short when long.
+std::string show(const json& value) {
+  std::string s = value.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+namespace {
+
+std::string number_text(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+std::string describe_number(const Rule& r, bool integer) {
+  const std::string kind = integer ? "integer" : "number";
+  if (r.min && r.max) {
+    return std::string("a ") + kind + " in " + (r.min_open ? "(" : "[") + number_text(*r.min) +
+           ", " + number_text(*r.max) + (r.max_open ? ")" : "]");
+  }
+  if (r.min && *r.min == 0) return (r.min_open ? "a positive " : "a non-negative ") + kind;
+  if (r.min) return "an " + kind + (r.min_open ? " > " : " >= ") + number_text(*r.min);
+  return (integer ? "an " : "a ") + kind;
+}
+
+bool within(const Rule& r, double v) {
+  if (r.min && (r.min_open ? v <= *r.min : v < *r.min)) return false;
+  if (r.max && (r.max_open ? v >= *r.max : v > *r.max)) return false;
+  return true;
+}
+
+std::string describe_choices(const Rule& r) {
+  std::string s = "one of ";
+  for (size_t i = 0; i < r.choices.size(); ++i) s += (i ? ", \"" : "\"") + r.choices[i] + "\"";
+  return s;
+}
+
+
+std::string Reader::override_of(const std::string& path) const {
+  for (const auto& key : overridden_)
+    if (path == key || path.rfind(key + ".", 0) == 0) return key;
+  return "";
+}
+
+std::string Reader::where(const std::string& path) const {
+  return override_of(path).empty() ? origin_ + ": " + path : "--set " + path;
+}
+
+std::string Reader::writer_of(const std::string& path) const {
+  const std::string key = override_of(path);
+  return key.empty() ? origin_ : "--set " + key;
+}
+
+const json* Reader::find(const std::string& path) const {
+  const json* at = &root_;
+  for (const auto& part : path_parts(path)) {
+    if (!at->is_object()) return nullptr;
+    const auto v = at->find(part);
+    if (v == at->end()) return nullptr;
+    at = &*v;
+  }
+  return at;
+}
+
+void Reader::fail(const std::string& path, const std::string& expected, const json& got) {
+  errors.push_back(where(path) + ": expected " + expected + ", got " + show(got));
+}
+
+void Reader::read(const std::string& path, const json& v, double& field, const Rule& rule) {
+  const std::string expected = describe_number(rule, false);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || !within(rule, v.get<double>()))
+    return fail(path, expected, v);
+  field = v.get<double>();
+}
+
+void Reader::read(const std::string& path, const json& v, bool& field, const Rule&) {
+  if (!v.is_boolean()) return fail(path, "true or false", v);
+  field = v.get<bool>();
+}
+
+void Reader::read(const std::string& path, const json& v, std::string& field, const Rule& rule) {
+  if (!rule.choices.empty()) {
+    const bool ok = v.is_string() && std::find(rule.choices.begin(), rule.choices.end(),
+                                               v.get<std::string>()) != rule.choices.end();
+    if (!ok) return fail(path, describe_choices(rule), v);
+  } else if (!v.is_string() || (rule.non_empty && v.get<std::string>().empty())) {
+    return fail(path, rule.non_empty ? "a non-empty string" : "a string", v);
+  }
+  field = v.get<std::string>();
+}
+
+void Reader::read(const std::string& path, const json& v, std::optional<std::string>& field,
+          const Rule& rule) {
+  if (v.is_null()) {
+    field.reset();
+  } else if (v.is_string() && !(rule.non_empty && v.get<std::string>().empty())) {
+    field = v.get<std::string>();
+  } else {
+    fail(path, rule.non_empty ? "a non-empty string or null" : "a string or null", v);
+  }
+}
+
+bool Reader::read_paths(const std::string& path, const json& v, std::vector<std::string>& out) {
+  const std::string expected = "a file name or a non-empty list of file names";
+  out.clear();
+  if (v.is_string()) {
+    out.push_back(v.get<std::string>());
+  } else if (v.is_array() && !v.empty()) {
+    for (const auto& item : v) {
+      if (!item.is_string()) return fail(path, expected, v), false;
+      out.push_back(item.get<std::string>());
+    }
+  } else {
+    return fail(path, expected, v), false;
+  }
+  for (const auto& name : out)
+    if (name.empty()) return fail(path, expected, v), false;
+  return true;
+}
+
+void Reader::read(const std::string& path, const json& v, std::vector<DataSource>& field, const Rule&) {
+  const bool objects = v.is_array() && std::any_of(v.begin(), v.end(), [](const json& x) { return x.is_object(); });
+  if (!objects) {
+    DataSource plain;
+    if (read_paths(path, v, plain.paths)) field = {plain};
+    return;
+  }
+  std::vector<DataSource> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    DataSource source;
+    if (!read_source(at, v[i], source)) return;
+    out.push_back(std::move(source));
+  }
+  field = std::move(out);
+}
+
+bool Reader::read_source(const std::string& at, const json& v, DataSource& source) {
+  static const std::vector<std::string> keys = {"name", "path", "weight", "query_prompt", "passage_prompt",
+                                                "negatives_per_query"};
+  const size_t errors_before = errors.size();
+  if (v.is_string()) {
+    if (!read_paths(at, v, source.paths)) return false;
+  } else if (!v.is_object()) {
+    return fail(at, "a source: an object with \"path\", or a file name", v), false;
+  } else {
+    for (const auto& item : v.items()) {
+      if (item.key() == kCommentKey || std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
+      const std::string near = nearest_key(item.key(), keys);
+      errors.push_back(where(at) + ": unknown key \"" + item.key() + "\"" +
+                       (near.empty() ? " (a source has: name, path, weight, query_prompt, passage_prompt, "
+                                       "negatives_per_query)"
+                                     : " (did you mean \"" + near + "\"?)"));
+    }
+    if (!v.contains("path")) {
+      errors.push_back(where(at) + ": a source needs \"path\" (its JSONL file, or a list of them)");
+    } else {
+      read_paths(at + ".path", v["path"], source.paths);
+    }
+    if (v.contains("name")) read(at + ".name", v["name"], source.name, non_empty());
+    if (v.contains("weight")) read(at + ".weight", v["weight"], source.weight, positive());
+    if (v.contains("query_prompt")) read(at + ".query_prompt", v["query_prompt"], source.query_prompt, any());
+    if (v.contains("passage_prompt")) read(at + ".passage_prompt", v["passage_prompt"], source.passage_prompt, any());
+    if (v.contains("negatives_per_query") && !v["negatives_per_query"].is_null()) {
+      int n = 0;
+      read(at + ".negatives_per_query", v["negatives_per_query"], n, non_negative());
+      source.negatives_per_query = n;
+    }
+  }
+  if (errors.size() != errors_before) return false;
+  if (!v.is_object() || !v.contains("name")) source.name = std::filesystem::path(source.paths.front()).stem().string();
+  return true;
+}
+
+void Reader::read(const std::string& path, const json& v, std::map<std::string, std::string>& field, const Rule&) {
+  const std::string expected = "an object of prompt names and their texts, e.g. {\"query\": \"query: \"}";
+  if (!v.is_object()) return fail(path, expected, v);
+  std::map<std::string, std::string> out;
+  for (const auto& item : v.items()) {
+    if (item.key().empty() || !item.value().is_string()) return fail(path, expected, v);
+    out[item.key()] = item.value().get<std::string>();
+  }
+  field = std::move(out);
+}
+
+}  // namespace ddp_embed::config_detail

@@ -1,0 +1,152 @@
+// The config's values, read from JSON one key at a time (config.cpp's field table drives
+// it): what each key's value must be (a Rule), and the reader that checks it and says
+// what is wrong, where. Private to lib/config.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+
+namespace ddp_embed::config_detail {
+
+using nlohmann::json;
+
+// Keys with this name are notes for humans, accepted anywhere and ignored.
+constexpr const char* kCommentKey = "_comment";
+
+// What a value must be, beyond its JSON type. Numbers: bounds; strings: a closed set.
+struct Rule {
+  std::optional<double> min, max;
+  bool min_open = false, max_open = false;
+  std::vector<std::string> choices;
+  bool non_empty = false;
+  std::optional<int64_t> largest;  // integers: below their type's limit (said as "of at most")
+};
+
+inline Rule any() { return {}; }
+inline Rule positive() { Rule r; r.min = 0; r.min_open = true; return r; }
+// A model's sizes: 32-bit, as in a Hugging Face config.json.
+inline Rule positive_size() { Rule r = positive(); r.largest = std::numeric_limits<int32_t>::max(); return r; }
+inline Rule non_negative() { Rule r; r.min = 0; return r; }
+inline Rule at_least(double v) { Rule r; r.min = v; return r; }
+inline Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
+inline Rule one_of(std::vector<std::string> c) { Rule r; r.choices = std::move(c); return r; }
+inline Rule non_empty() { Rule r; r.non_empty = true; return r; }
+// "train.lr" -> {"train", "lr"}; "loss.distill.weight" -> {"loss", "distill.weight"}.
+std::pair<std::string, std::string> split_path(const std::string& path);
+// "loss.distill.weight" -> {"loss", "distill", "weight"}: a key's place in the JSON.
+std::vector<std::string> path_parts(const std::string& path);
+
+// Compact text of a bad value for messages, cut short when long.
+std::string show(const json& value);
+// "a positive integer", "a number in [0, 1)": what a rule asks of a number.
+std::string describe_number(const Rule& r, bool integer);
+bool within(const Rule& r, double v);
+// "one of \"a\", \"b\"".
+std::string describe_choices(const Rule& r);
+
+// Reads typed config values out of the JSON, collecting an error per bad value (naming
+// where it came from: the file or a --set) instead of stopping at the first.
+class Reader {
+ public:
+  // The keys given by --set, so that errors name them instead of the file.
+  Reader(const json& root, std::string origin, std::set<std::string> overridden)
+      : root_(root), origin_(std::move(origin)), overridden_(std::move(overridden)) {}
+
+  std::vector<std::string> errors;
+
+  // The value at `path` ("loss.distill.weight"), into `field`, if the JSON has one.
+  template <class T>
+  void operator()(const std::string& path, T& field, const Rule& rule) {
+    const json* value = find(path);
+    if (value) read(path, *value, field, rule);
+  }
+
+  // Who gave the value at `path`: the --set that covers it, or "" for the file.
+  std::string override_of(const std::string& path) const;
+  // "cfg.json: train.lr" or "--set train.lr": where a bad value came from.
+  std::string where(const std::string& path) const;
+  // "cfg.json" or "--set train": who wrote an unknown key.
+  std::string writer_of(const std::string& path) const;
+
+ private:
+  const json* find(const std::string& path) const;
+  void fail(const std::string& path, const std::string& expected, const json& got);
+
+  // Integers: JSON integers, or floats with an integral value (1e3 from --set).
+  template <class T>
+  std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>> read(
+      const std::string& path, const json& v, T& field, const Rule& rule) {
+    const std::string expected = describe_number(rule, true);
+    double as_double = 0;
+    if (v.is_number_integer() || v.is_number_unsigned()) {
+      as_double = v.get<double>();
+    } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
+               v.get<double>() == std::floor(v.get<double>())) {
+      as_double = v.get<double>();
+    } else {
+      return fail(path, expected, v);
+    }
+    if (!within(rule, as_double)) return fail(path, expected, v);
+    // Range of T (or the rule's largest), compared exactly (a double cannot hold 2^64 - 1).
+    const uint64_t largest = rule.largest ? static_cast<uint64_t>(*rule.largest)
+                                          : static_cast<uint64_t>(std::numeric_limits<T>::max());
+    bool fits;
+    if (v.is_number_unsigned()) {
+      fits = v.get<uint64_t>() <= largest;
+    } else if (v.is_number_integer()) {
+      const int64_t i = v.get<int64_t>();
+      fits = i < 0 ? std::is_signed_v<T> && i >= static_cast<int64_t>(std::numeric_limits<T>::min())
+                   : static_cast<uint64_t>(i) <= largest;
+    } else {
+      const long double x = as_double;
+      fits = x >= static_cast<long double>(std::numeric_limits<T>::min()) &&
+             x < static_cast<long double>(largest) + 1.0L;
+    }
+    if (!fits) return fail(path, expected + " of at most " + std::to_string(largest), v);
+    if (v.is_number_unsigned()) field = static_cast<T>(v.get<uint64_t>());
+    else if (v.is_number_integer()) field = static_cast<T>(v.get<int64_t>());
+    else field = static_cast<T>(as_double);
+  }
+
+  // A list of numbers, each satisfying `rule` ([] = none).
+  template <class T>
+  void read(const std::string& path, const json& v, std::vector<T>& field, const Rule& rule) {
+    if (!v.is_array()) return fail(path, "a list of " + describe_number(rule, std::is_integral_v<T>) + "s", v);
+    std::vector<T> out(v.size());
+    const size_t errors_before = errors.size();
+    for (size_t i = 0; i < v.size(); ++i) read(path + "[" + std::to_string(i) + "]", v[i], out[i], rule);
+    if (errors.size() == errors_before) field = std::move(out);
+  }
+
+  void read(const std::string& path, const json& v, double& field, const Rule& rule);
+  void read(const std::string& path, const json& v, bool& field, const Rule& rule);
+  void read(const std::string& path, const json& v, std::string& field, const Rule& rule);
+  void read(const std::string& path, const json& v, std::optional<std::string>& field, const Rule& rule);
+  // model.prompts: {"name": "text", ...}.
+  void read(const std::string& path, const json& v, std::map<std::string, std::string>& field, const Rule& rule);
+  // data.train: a path or a list of paths (one source, "train"), or a list of sources,
+  // each an object {"path", "name", "weight", "query_prompt", "passage_prompt",
+  // "negatives_per_query"} or a path (a source of its own).
+  void read(const std::string& path, const json& v, std::vector<DataSource>& field, const Rule& rule);
+  bool read_source(const std::string& at, const json& v, DataSource& source);
+  // A file name or a non-empty list of file names.
+  bool read_paths(const std::string& path, const json& v, std::vector<std::string>& out);
+
+  const json& root_;
+  std::string origin_;
+  std::set<std::string> overridden_;
+};
+
+}  // namespace ddp_embed::config_detail
