@@ -120,4 +120,42 @@ phase == 2 {
   id = $3 $1
   split_name = (hash(id, 7) % 1000 < EVAL_PERMILLE) ? "eval" : "train"
   printf "%s\t%010d\t%s\t%s\t{\"query\": %s, \"pos\": %s}\n", split_name, hash(id, 11), pos, query, json_string(query), json_string(pos)
+  if (split_name == "train") usage_examples($0, w_cnt, pos)
+}
+
+# The second source, "examples": each quoted usage example of a training synset with the
+# synset's words blanked out ("she took the ___ to work") → the same words as its
+# definition pair. Printed as "examples" records; the example must lose at least one word
+# to a blank, keep 3 words or more, and share no stem with the positives elsewhere.
+function usage_examples(line, w_cnt, pos,    g, p, ex, n, i, j, k, t, np, blanked, left, text, word, nw, w, hit) {
+  p = index(line, " | ")
+  if (p == 0) return
+  g = substr(line, p + 3)
+  nw = 0
+  delete synwords
+  for (k = 0; k < w_cnt; k++) {
+    word = tolower($(5 + 2 * k))
+    gsub(/_/, " ", word)
+    nw += words(word, wtok)
+    for (i = 1; i <= length(wtok); i++) if (length(wtok[i]) >= 3) synwords[wtok[i]] = 1
+    delete wtok
+  }
+  np = words(pos, ptok)
+  while (match(g, /"[^"]*"/)) {
+    ex = tolower(substr(g, RSTART + 1, RLENGTH - 2))
+    g = substr(g, RSTART + RLENGTH)
+    n = words(ex, etok)
+    blanked = 0; left = 0; text = ""
+    for (i = 1; i <= n; i++) {
+      t = etok[i]
+      hit = 0
+      for (w in synwords) if (same_stem(t, w)) { hit = 1; break }
+      for (j = 1; j <= np && !hit; j++) if (length(ptok[j]) >= 3 && same_stem(t, ptok[j])) hit = 1
+      if (hit) { t = "___"; blanked++ } else left++
+      text = text (i > 1 ? " " : "") t
+    }
+    delete etok
+    if (blanked == 0 || left < 3) continue
+    printf "examples\t%010d\t%s\t%s\t{\"query\": %s, \"pos\": %s}\n", hash(id text, 13), pos, text, json_string(text), json_string(pos)
+  }
 }

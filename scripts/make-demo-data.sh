@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Makes the demo training data: data/demo/train.jsonl and data/demo/eval.jsonl.
+# Makes the demo training data: data/demo/train.jsonl, data/demo/examples.jsonl (a second
+# source: usage examples with the word blanked, for several-source recipes) and
+# data/demo/eval.jsonl.
 #
 # Source: WordNet 3.0 (Debian package `wordnet-base`, /usr/share/wordnet/data.noun and
 # data.verb; data.adj and data.adv only for word counts). License: the WordNet 3.0
@@ -64,12 +66,19 @@ awk -F'\t' '$1 == "train"' "$tmp/pairs.tsv" | sort -t"$(printf '\t')" -k2,2 -k3 
 # The license asks that its notice travel with every copy of the data.
 awk '/^  [0-9]+ / { sub(/^  [0-9]+ /, ""); sub(/ +$/, ""); print }' "$wordnet/data.noun" \
   > "$tmp/LICENSE-WordNet.txt"
+# The second source: usage examples of training synsets with their words blanked, shuffled
+# by hash (a few examples repeat in WordNet; one copy of each is kept).
+awk -F'\t' '$1 == "examples"' "$tmp/pairs.tsv" | sort -t"$(printf '\t')" -k2,2 -k3 \
+  | awk -F'\t' '!($5 in seen) { seen[$5]; print }' > "$tmp/examples.tsv"
 cut -f5 "$tmp/eval.tsv" > "$tmp/eval.jsonl"
 cut -f5 "$tmp/train.tsv" > "$tmp/train.jsonl"
+cut -f5 "$tmp/examples.tsv" > "$tmp/examples.jsonl"
 # Replace the outputs only when complete.
 mv "$tmp/eval.jsonl" "$out/eval.jsonl"
 mv "$tmp/train.jsonl" "$out/train.jsonl"
+mv "$tmp/examples.jsonl" "$out/examples.jsonl"
 mv "$tmp/LICENSE-WordNet.txt" "$out/LICENSE-WordNet.txt"
 
 echo "make-demo-data: $(wc -l < "$out/train.jsonl") train pairs -> $out/train.jsonl," \
+     "$(wc -l < "$out/examples.jsonl") usage-example pairs -> $out/examples.jsonl," \
      "$(wc -l < "$out/eval.jsonl") eval pairs -> $out/eval.jsonl (WordNet 3.0, $wordnet)"
