@@ -31,6 +31,7 @@ packages=(
   cmake g++ make pkg-config
   libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
   libsentencepiece-dev
+  zlib1g-dev              # gzip-compressed training files
   wordnet-base            # source of the demo and test pairs (scripts/make-demo-data.sh)
   python3 python3-venv    # the reference environment (part 3)
   iproute2                # ip netns: the test hosts of the multi-node tests (tests/multihost)

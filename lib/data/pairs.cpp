@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/input_files.h"
 #include "data/pair_record.h"
 
 namespace ddp_embed {
@@ -186,11 +187,8 @@ class PairLoader {
     prompts_ = std::move(prompts);
   }
 
-  void load_file(const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw DataError("cannot open " + file + ": " + std::strerror(errno));
-    load_stream(in, file);
-  }
+  // A JSONL file, plain or gzip-compressed.
+  void load_file(const std::string& file) { load_stream(*open_input_file(file), file); }
 
   void load_stream(std::istream& in, const std::string& file) {
     const int64_t pairs_before = data_.size(), skipped_before = data_.skipped;
@@ -326,7 +324,7 @@ PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenize
   for (const auto& source : sources) {
     if (source.files.empty()) throw DataError("data source \"" + source.name + "\": no files given");
     loader.begin_source(source.name, {source.query_prompt, source.passage_prompt});
-    for (const auto& file : source.files) loader.load_file(file);
+    for (const auto& file : expand_input_paths(source.files)) loader.load_file(file);
   }
   return loader.finish();
 }

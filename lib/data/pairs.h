@@ -95,8 +95,9 @@ uint64_t text_hash(std::string_view text);
 // read into memory whole. It is a bad line, never held in memory whole.
 inline constexpr int64_t kDefaultMaxLineBytes = 1 << 20;
 
-// One source to read: its files, and the prompts (their texts) put before its queries
-// and before its positives and negatives when they are tokenized.
+// One source to read: its files (paths or glob patterns, plain or .gz: data/input_files.h),
+// and the prompts (their texts) put before its queries and before its positives and
+// negatives when they are tokenized.
 struct SourceInput {
   std::string name;
   std::vector<std::string> files;

@@ -1,0 +1,100 @@
+#include "data/input_files.h"
+
+#include <glob.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <streambuf>
+
+#include "data/pairs.h"
+
+namespace ddp_embed {
+namespace {
+
+// A read-only streambuf over zlib's gz* functions (which also read a file of several
+// gzip members, as `cat a.gz b.gz` makes, and plain files).
+class GzipBuffer : public std::streambuf {
+ public:
+  explicit GzipBuffer(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    if (!file_) throw DataError("cannot open " + path + ": " + std::strerror(errno ? errno : ENOMEM));
+    gzbuffer(file_, 1 << 18);
+  }
+  ~GzipBuffer() override { gzclose(file_); }
+
+ protected:
+  int_type underflow() override {
+    const int n = gzread(file_, buffer_, sizeof(buffer_));
+    if (n < 0 || (n == 0 && !gzeof(file_))) {
+      int code = 0;
+      const char* what = gzerror(file_, &code);
+      throw DataError(path_ + ": cannot decompress (" + (what ? what : "zlib error") +
+                      "): a cut or corrupt .gz file?");
+    }
+    if (n == 0) {
+      // gzeof after a member whose stream ended early: zlib says so in gzerror.
+      int code = 0;
+      gzerror(file_, &code);
+      if (code != Z_OK && code != Z_BUF_ERROR) throw DataError(path_ + ": cannot decompress");
+      if (code == Z_BUF_ERROR) throw DataError(path_ + ": the compressed data ends early (a cut .gz file?)");
+      return traits_type::eof();
+    }
+    setg(buffer_, buffer_, buffer_ + n);
+    return traits_type::to_int_type(buffer_[0]);
+  }
+
+ private:
+  std::string path_;
+  gzFile file_;
+  char buffer_[1 << 16];
+};
+
+class GzipStream : public std::istream {
+ public:
+  explicit GzipStream(const std::string& path) : std::istream(nullptr), buffer_(path) {
+    rdbuf(&buffer_);
+    exceptions(std::ios::badbit);  // the buffer's DataError reaches the reader
+  }
+
+ private:
+  GzipBuffer buffer_;
+};
+
+bool starts_with_gzip_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[2] = {0, 0};
+  in.read(magic, 2);
+  return in.gcount() == 2 && static_cast<unsigned char>(magic[0]) == 0x1f &&
+         static_cast<unsigned char>(magic[1]) == 0x8b;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_input_paths(const std::vector<std::string>& patterns) {
+  std::vector<std::string> out;
+  for (const auto& pattern : patterns) {
+    if (pattern.find_first_of("*?[") == std::string::npos) {
+      out.push_back(pattern);
+      continue;
+    }
+    glob_t found{};
+    const int rc = glob(pattern.c_str(), 0, nullptr, &found);
+    std::vector<std::string> matches(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+    globfree(&found);
+    if (rc != 0 || matches.empty()) throw DataError("no file matches " + pattern);
+    std::sort(matches.begin(), matches.end());
+    out.insert(out.end(), matches.begin(), matches.end());
+  }
+  return out;
+}
+
+std::unique_ptr<std::istream> open_input_file(const std::string& path) {
+  if (starts_with_gzip_magic(path)) return std::make_unique<GzipStream>(path);
+  auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
+  if (!*in) throw DataError("cannot open " + path + ": " + std::strerror(errno));
+  return in;
+}
+
+}  // namespace ddp_embed
