@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "data/sampler.h"
+
 namespace ddp_embed {
 
 EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequences, bool pin) {
@@ -58,14 +60,14 @@ void move_to(PairBatch& batch, const c10::Device& device) {
 }
 
 BatchLoader::BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank,
-                         int accum_steps, int negatives_per_query, uint64_t seed,
+                         int accum_steps, std::vector<int> negatives_per_source, uint64_t seed,
                          int64_t start_epoch, int64_t start_step, int64_t total_steps,
                          bool pin, size_t prefetch)
     : data_(data),
       plan_(plan),
       rank_(rank),
       accum_(accum_steps),
-      negatives_(negatives_per_query),
+      negatives_(std::move(negatives_per_source)),
       seed_(seed),
       pin_(pin),
       epoch_(start_epoch),
@@ -94,9 +96,12 @@ void BatchLoader::run() {
       StepBatches step;
       step.epoch = epoch_;
       step.step_in_epoch = step_;
+      step.source = plan_.source_of(epoch_, step_);
+      if (step.source >= 0) step.source_name = plan_.sources()[size_t(step.source)].name;
+      const int negatives = negatives_.at(size_t(std::max(step.source, 0)));
       for (int a = 0; a < accum_; ++a)
         step.micro.push_back(make_pair_batch(data_, plan_.micro_batch(epoch_, step_, a, rank_),
-                                             epoch_, seed_, negatives_, pin_));
+                                             epoch_, seed_, negatives, pin_));
       if (++step_ == plan_.steps_per_epoch()) {
         step_ = 0;
         ++epoch_;

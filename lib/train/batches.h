@@ -1,11 +1,12 @@
 // Micro-batches as tensors, built on a background thread.
 //
-// The loader walks the BatchPlan from a start position, picks each pair's positive for
-// the epoch (seeded, so the choice does not depend on the world size), collects hard
-// negatives, pads each batch only to its own longest sequence, and keeps a few steps
-// ready in a bounded queue: the training thread never waits on data. For a GPU the
-// tensors are made in pinned (page-locked) memory, so that the copies to the device can
-// be asynchronous (non_blocking) and overlap the GPU's work.
+// The loader walks the batch plan (data/batch_plan.h) from a start position, picks each
+// pair's positive for the epoch (seeded, so the choice does not depend on the world
+// size), collects the hard negatives its source asks for, pads each batch only to its
+// own longest sequence, and keeps a few steps ready in a bounded queue: the training
+// thread never waits on data. For a GPU the tensors are made in pinned (page-locked)
+// memory, so that the copies to the device can be asynchronous (non_blocking) and
+// overlap the GPU's work.
 #pragma once
 
 #include <condition_variable>
@@ -13,11 +14,12 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "data/pairs.h"
-#include "data/sampler.h"
+#include "data/batch_plan.h"
 #include "model/embedder.h"
 
 namespace ddp_embed {
@@ -35,6 +37,8 @@ struct PairBatch {
 // The micro-batches of one optimizer step, for this rank.
 struct StepBatches {
   int64_t epoch = 0, step_in_epoch = 0;
+  int source = -1;          // the plan's source of the global batch; -1 with data.mixing mixed
+  std::string source_name;  // its name, "" with mixed
   std::vector<PairBatch> micro;  // grad_accum_steps of them
 };
 
@@ -48,9 +52,10 @@ void move_to(PairBatch& batch, const c10::Device& device);
 class BatchLoader {
  public:
   // Produces `total_steps` steps starting at (start_epoch, start_step); `pin`: in pinned
-  // memory, for a GPU.
+  // memory, for a GPU. negatives_per_source: hard negatives per query for each of the
+  // plan's sources (with mixed, the first one's count is used).
   BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank, int accum_steps,
-              int negatives_per_query, uint64_t seed, int64_t start_epoch,
+              std::vector<int> negatives_per_source, uint64_t seed, int64_t start_epoch,
               int64_t start_step, int64_t total_steps, bool pin = false, size_t prefetch = 4);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
@@ -65,7 +70,8 @@ class BatchLoader {
 
   const PairDataset& data_;
   const BatchPlan& plan_;
-  int rank_, accum_, negatives_;
+  int rank_, accum_;
+  std::vector<int> negatives_;
   uint64_t seed_;
   bool pin_;
   int64_t epoch_, step_, remaining_;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "data/batch_plan.h"
 #include "data/sampler.h"
 #include "model/loss.h"
 #include "train/batches.h"

@@ -196,6 +196,28 @@ Inputs load_inputs(const Config& cfg, const Worker& w) {
   return in;
 }
 
+BatchPlan make_batch_plan(const Config& cfg, const PairDataset& train, int world_size) {
+  std::vector<double> weights;
+  for (const DataSource& s : cfg.data.train) weights.push_back(s.weight);
+  PlanSettings settings;
+  settings.global_batch = cfg.train.batch_size;
+  settings.world_size = world_size;
+  settings.accum_steps = cfg.train.grad_accum_steps;
+  settings.shuffle = cfg.data.shuffle;
+  settings.drop_last = cfg.data.drop_last;
+  settings.seed = cfg.train.seed;
+  settings.mixing = parse_mixing(cfg.data.mixing);
+  std::optional<PairKeys> keys;
+  if (cfg.data.dedupe_batches) keys = query_and_positive_keys(train);
+  return BatchPlan(plan_sources(train.sources, weights), settings, std::move(keys));
+}
+
+std::vector<int> negatives_per_source(const Config& cfg) {
+  std::vector<int> out;
+  for (const DataSource& s : cfg.data.train) out.push_back(s.negatives_per_query.value_or(cfg.data.negatives_per_query));
+  return out;
+}
+
 Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int64_t total_steps,
                       int64_t micro_batch) {
   ProcessGroup& pg = *w.pg;
@@ -237,7 +259,7 @@ TrainPosition resume(const Config& cfg, ProcessGroup& pg, Trainee& t) {
         spdlog::info("resumed from {} (step {}, epoch {}, batch {} of the epoch){}", c, pos.step, pos.epoch,
                      pos.step_in_epoch,
                      saved_world != pg.world_size()
-                         ? fmt::format("; it was written at world size {}, now {}: the sampler re-shards by "
+                         ? fmt::format("; it was written at world size {}, now {}: the batch plan re-shards by "
                                        "global batch position", saved_world, pg.world_size())
                          : "");
         break;

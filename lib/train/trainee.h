@@ -13,6 +13,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "data/batch_plan.h"
 #include "data/pairs.h"
 #include "model/embedder.h"
 #include "model/model_folder.h"
@@ -34,6 +35,12 @@ struct Inputs {
 };
 
 Inputs load_inputs(const Config& cfg, const Worker& w);
+
+// The batch plan of the training pairs (data.train's sources, data.mixing,
+// data.dedupe_batches, the global batch): every step's source and pairs.
+BatchPlan make_batch_plan(const Config& cfg, const PairDataset& train, int world_size);
+// Hard negatives per query for each source: its own negatives_per_query, else data's.
+std::vector<int> negatives_per_source(const Config& cfg);
 
 // The model being trained and what updates it, identical on every rank.
 struct Trainee {

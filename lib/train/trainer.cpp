@@ -18,7 +18,7 @@
 #include <exception>
 #include <functional>
 
-#include "data/sampler.h"
+#include "data/batch_plan.h"
 #include "model/model_folder.h"
 #include "optim/lr_schedule.h"
 #include "report/metrics_plot.h"
@@ -71,6 +71,16 @@ void write_run_figure(const std::string& output_dir) {
   }
 }
 
+// metrics.jsonl's "source" (the source of the window's last step) and "steps_per_source"
+// (each source's steps up to `pos`, over the whole run). Derived from the plan, which
+// knows every step's source, so a resumed run counts exactly as an uninterrupted one.
+nlohmann::json source_counts(const BatchPlan& plan, const TrainPosition& pos, const StepBatches& last) {
+  const std::vector<int64_t> counts = plan.steps_per_source(pos.epoch, pos.step_in_epoch);
+  nlohmann::json per_source = nlohmann::json::object();
+  for (size_t s = 0; s < counts.size(); ++s) per_source[plan.sources()[s].name] = counts[s];
+  return {{"source", last.source_name}, {"steps_per_source", per_source}};
+}
+
 // Runs an action when its scope is left by an exception (not when left normally).
 class OnException {
  public:
@@ -116,8 +126,8 @@ int run_training(const Config& cfg) {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
   Inputs in = load_inputs(cfg, w);
-  const BatchPlan plan(in.train.size(), cfg.train.batch_size, pg.world_size(), cfg.train.grad_accum_steps,
-                       cfg.data.shuffle, cfg.data.drop_last, cfg.train.seed);
+  const BatchPlan plan = make_batch_plan(cfg, in.train, pg.world_size());
+  for (const std::string& line : plan.describe()) spdlog::info("{}", line);
   const int64_t total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : plan.steps_per_epoch() * cfg.train.epochs;
   Trainee t = build_trainee(cfg, w, in, total_steps, plan.micro_batch_size());
   TrainPosition pos = resume(cfg, pg, t);
@@ -135,7 +145,7 @@ int run_training(const Config& cfg) {
   StepContext step_context{cfg, w, t, {cfg.loss.type, cfg.loss.temperature},
                            t.data_parallel->candidate_exchange(cfg.loss.cross_rank_negatives), faults.get()};
   t.model->train();
-  BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps, cfg.data.negatives_per_query,
+  BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps, negatives_per_source(cfg),
                      cfg.train.seed, pos.epoch, pos.step_in_epoch, total_steps - pos.step, /*pin=*/w.device.is_cuda());
   LogWindow window(w.device);
   const int64_t first_step = pos.step;
@@ -183,10 +193,13 @@ int run_training(const Config& cfg) {
       if (t.loss_scaler.enabled()) line["loss_scale"] = t.loss_scaler.scale();
       // The first line also says how long start-up took (process start → first step).
       if (pos.step - first_step == window_steps) line["startup_s"] = startup_s;
+      if (plan.batches_have_sources()) line.update(source_counts(plan, pos, batches));
       record.write_metrics(line);
       show_progress_now();  // before the log line, which draws the status line again below it
-      spdlog::info("step {}/{} loss {:.4f} lr {:.2e} grad_norm {:.3f} | {:.1f} pairs/s {:.0f} tok/s {:.0f} ms/step "
-                   "| ETA {}", pos.step, total_steps, logged_loss, lr, step.update.grad_norm,
+      // With several sources the line names the source of its step.
+      const std::string source = plan.sources().size() > 1 && batches.source >= 0 ? " [" + batches.source_name + "]" : "";
+      spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} | {:.1f} pairs/s {:.0f} tok/s {:.0f} ms/step "
+                   "| ETA {}", pos.step, total_steps, source, logged_loss, lr, step.update.grad_norm,
                    double(line["pairs_per_s"]), double(line["tokens_per_s"]), double(line["step_ms"]),
                    format_duration(step_times.eta_seconds(total_steps - pos.step)));
     }

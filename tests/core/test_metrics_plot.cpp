@@ -93,6 +93,20 @@ TEST(MetricsHistory, NullIsNaNAndOtherValuesAreNotSeries) {
   EXPECT_EQ(h.find("flag"), nullptr);
 }
 
+// Several sources: each training line names its source and the steps per source, a
+// string and an object; neither is a series, and the figure is drawn as without them.
+TEST(MetricsHistory, SourceKeysAreReadOverAndDrawnAround) {
+  const std::string text =
+      "{\"step\":1,\"loss\":1.0,\"lr\":0.1,\"pairs_per_s\":30,\"source\":\"nli\",\"steps_per_source\":{\"nli\":1,\"qa\":0}}\n"
+      "{\"step\":2,\"loss\":0.8,\"lr\":0.1,\"pairs_per_s\":31,\"source\":\"qa\",\"steps_per_source\":{\"nli\":1,\"qa\":1}}\n";
+  const MetricsHistory h = parse(text);
+  EXPECT_EQ(h.training_steps, 2u);
+  EXPECT_EQ(h.find("source"), nullptr);
+  EXPECT_EQ(h.find("steps_per_source"), nullptr);
+  const auto doc = checked(render_metrics_svg(h));
+  EXPECT_EQ(series_points(doc, "loss").size(), 2u);
+}
+
 TEST(MetricsHistory, ALineThatIsNotJsonNamesFileAndLine) {
   try {
     parse("{\"step\":1,\"loss\":1.0}\n{\"step\":2,\"loss\":0.9}\n{\"step\":3,\"lo", "runs/x/metrics.jsonl");
