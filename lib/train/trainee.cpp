@@ -86,10 +86,13 @@ std::string prompt_text(const std::string& value, const std::map<std::string, st
   return it == prompts.end() ? value : it->second;
 }
 
+// Distillation needs the teacher's scores on every training pair: a pair without them
+// is an error naming its file and line when the data is read, not a NaN loss later.
 std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std::string, std::string>& prompts) {
   std::vector<SourceInput> out;
   for (const auto& s : cfg.data.train)
-    out.push_back({s.name, s.paths, prompt_text(s.query_prompt, prompts), prompt_text(s.passage_prompt, prompts)});
+    out.push_back({s.name, s.paths, prompt_text(s.query_prompt, prompts), prompt_text(s.passage_prompt, prompts),
+                   cfg.loss.distill.weight > 0});
   return out;
 }
 
@@ -177,6 +180,7 @@ Inputs load_inputs(const Config& cfg, const Worker& w) {
     SourceInput eval = training_sources(cfg, in.prompts).front();
     eval.name = "eval";
     eval.files = {*cfg.data.eval};
+    eval.require_teacher_scores = false;  // evaluation never reads them
     in.eval = load_sources({eval}, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
                            cfg.data.max_line_bytes);
   }
