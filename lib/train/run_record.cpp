@@ -31,7 +31,8 @@ RunRecord::RunRecord(const Config& cfg, Worker& w, Trainee& t, const Inputs& in,
 void RunRecord::evaluate(int64_t step) {
   if (!in_.eval) return;
   const auto t0 = Clock::now();
-  auto m = ddp_embed::evaluate(t_.model, *in_.eval, *w_.pg, kEvalBatch, w_.device);
+  // With loss.matryoshka_dims, every smaller size too ("d64/recall@10").
+  auto m = ddp_embed::evaluate(t_.model, *in_.eval, *w_.pg, kEvalBatch, w_.device, "", cfg_.loss.matryoshka_dims);
   nlohmann::json line = {{"step", step}};
   std::string text;
   for (auto& [k, v] : m) {
