@@ -142,6 +142,24 @@ std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double w
   return {decay, no_decay};
 }
 
+// loss.matryoshka_dims against the embedding the model gives: a size beyond it is an
+// error now, not at the first step; a largest size below it leaves the whole embedding
+// untrained (sentence-transformers warns the same).
+void check_matryoshka_dims(const Config& cfg, const SentenceEmbedder& model) {
+  const auto& dims = cfg.loss.matryoshka_dims;
+  if (dims.empty()) return;
+  const int64_t size = model->embedding_dim();
+  const std::string whence = cfg.model.projection_dim > 0 ? "model.projection_dim" : "the model's hidden size";
+  for (int64_t d : dims)
+    if (d > size)
+      throw std::runtime_error("loss.matryoshka_dims: " + std::to_string(d) + " is larger than the embedding size " +
+                               std::to_string(size) + " (" + whence + "): every size must be at most " +
+                               std::to_string(size));
+  if (dims.front() < size)
+    spdlog::warn("loss.matryoshka_dims {} leaves out the whole embedding ({} values): it is not trained as a whole; "
+                 "put {} first to train it", nlohmann::json(dims).dump(), size, size);
+}
+
 LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
   if (precision != Precision::Fp16) return LossScaler();
   return LossScaler(t.loss_scale_init, t.loss_scale_growth_interval);
@@ -204,6 +222,7 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
                       int64_t micro_batch) {
   ProcessGroup& pg = *w.pg;
   SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
+  check_matryoshka_dims(cfg, model);
   model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));

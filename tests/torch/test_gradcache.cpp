@@ -86,7 +86,7 @@ Step gradcache_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, 
 Step plain_step(SentenceEmbedder& model, const PairBatch& b, const LossSettings& loss) {
   model->zero_grad();
   at::manual_seed(99);
-  const at::Tensor l = model->forward(b.query, b.pos, b.neg, loss);
+  const at::Tensor l = model->forward(b.query, b.pos, b.neg, loss, {}, b.labels).loss;
   l.backward();
   return result(model, l);
 }
@@ -108,8 +108,9 @@ Step chunked_graph_step(SentenceEmbedder& model, const PairBatch& b, int64_t chu
     }
     parts.push_back(at::cat(pieces));
   }
-  const at::Tensor l =
-      SentenceEmbedderImpl::loss_of_embeddings(parts[0], parts[1], parts.size() > 2 ? parts[2] : at::Tensor(), loss);
+  const at::Tensor l = SentenceEmbedderImpl::loss_of_embeddings(parts[0], parts[1],
+                                                                parts.size() > 2 ? parts[2] : at::Tensor(), loss, {},
+                                                                b.labels).loss;
   l.backward();
   return result(model, l);
 }
