@@ -100,16 +100,18 @@ struct LineResult {
   float score = 0;
 };
 
-// The prompts put before a source's texts as they are tokenized.
-struct Prompts {
-  std::string query, passage;
+// How a source's lines are read: the prompts put before its texts as they are
+// tokenized, and whether each pair must carry teacher scores.
+struct SourceRules {
+  std::string query_prompt, passage_prompt;
+  bool require_teacher_scores = false;
 };
 
 bool blank(const std::string& line) {
   return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
 }
 
-void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, const Prompts& prompts,
+void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, const SourceRules& rules,
                   LineResult& out) {
   if (!line.error.empty()) {
     out.error = line.error;
@@ -118,15 +120,21 @@ void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, 
   PairRecord record;
   out.error = parse_pair_record(line.text, record);
   if (!out.error.empty()) return;
+  if (rules.require_teacher_scores && record.teacher_scores.empty()) {
+    out.error = "loss.distill needs teacher scores on every pair (loss.distill.weight > 0), and this one has none: "
+                "give \"pos_scores\" and \"neg_scores\" (one per positive, one per negative) or \"label\" (one per "
+                "positive, then one per negative)";
+    return;
+  }
   auto add = [&](const std::string& prompt, const std::string& text) {
     const std::vector<int32_t> ids = tokenizer.encode(prompt.empty() ? text : prompt + text, max_length);
     out.ids.insert(out.ids.end(), ids.begin(), ids.end());
     out.lengths.push_back(static_cast<int32_t>(ids.size()));
     out.hashes.push_back(text_hash(text));
   };
-  add(prompts.query, record.query);
-  for (const auto& text : record.pos) add(prompts.passage, text);
-  for (const auto& text : record.neg) add(prompts.passage, text);
+  add(rules.query_prompt, record.query);
+  for (const auto& text : record.pos) add(rules.passage_prompt, text);
+  for (const auto& text : record.neg) add(rules.passage_prompt, text);
   out.pos_count = static_cast<int32_t>(record.pos.size());
   out.neg_count = static_cast<int32_t>(record.neg.size());
   out.has_score = record.has_score;
@@ -137,11 +145,11 @@ void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, 
 // Processes lines[i] into results[i] on up to `threads` threads, each taking one
 // contiguous slice.
 void process_chunk(const std::vector<Line>& lines, const Tokenizer& tokenizer, int max_length,
-                   const Prompts& prompts, int threads, std::vector<LineResult>& results) {
+                   const SourceRules& rules, int threads, std::vector<LineResult>& results) {
   results.assign(lines.size(), LineResult());
   const size_t workers = std::max<size_t>(1, std::min<size_t>(threads, lines.size()));
   auto work = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) process_line(lines[i], tokenizer, max_length, prompts, results[i]);
+    for (size_t i = begin; i < end; ++i) process_line(lines[i], tokenizer, max_length, rules, results[i]);
   };
   if (workers == 1) {
     work(0, lines.size());
@@ -182,9 +190,9 @@ class PairLoader {
   }
 
   // The source whose files are read next: its pairs form a SourceRange of their own.
-  void begin_source(const std::string& name, Prompts prompts) {
+  void begin_source(const std::string& name, SourceRules rules) {
     data_.sources.push_back(SourceRange{name, data_.size(), data_.size()});
-    prompts_ = std::move(prompts);
+    rules_ = std::move(rules);
   }
 
   // A JSONL file, plain or gzip-compressed.
@@ -235,7 +243,7 @@ class PairLoader {
  private:
   void add_chunk(const std::string& file, const std::vector<Line>& chunk) {
     if (chunk.empty()) return;
-    process_chunk(chunk, tokenizer_, max_length_, prompts_, threads_, results_);
+    process_chunk(chunk, tokenizer_, max_length_, rules_, threads_, results_);
     for (size_t i = 0; i < chunk.size(); ++i) {
       LineResult& result = results_[i];
       if (!result.error.empty()) {
@@ -283,7 +291,7 @@ class PairLoader {
   const int64_t max_line_bytes_;
   const int threads_;
   PairDataset data_;
-  Prompts prompts_;
+  SourceRules rules_;
   bool all_scored_ = true, all_teacher_scored_ = true, any_teacher_scored_ = false;
   std::vector<LineResult> results_;
 };
@@ -323,7 +331,7 @@ PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenize
   PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
   for (const auto& source : sources) {
     if (source.files.empty()) throw DataError("data source \"" + source.name + "\": no files given");
-    loader.begin_source(source.name, {source.query_prompt, source.passage_prompt});
+    loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores});
     for (const auto& file : expand_input_paths(source.files)) loader.load_file(file);
   }
   return loader.finish();
@@ -332,7 +340,7 @@ PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenize
 PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& tokenizer,
                        int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes) {
   if (files.empty()) throw DataError("no data files given");
-  return load_sources({SourceInput{"train", files, "", ""}}, tokenizer, max_length, skip_bad_lines, threads,
+  return load_sources({SourceInput{"train", files, "", "", false}}, tokenizer, max_length, skip_bad_lines, threads,
                       max_line_bytes);
 }
 

@@ -98,10 +98,13 @@ inline constexpr int64_t kDefaultMaxLineBytes = 1 << 20;
 // One source to read: its files (paths or glob patterns, plain or .gz: data/input_files.h),
 // and the prompts (their texts) put before its queries and before its positives and
 // negatives when they are tokenized.
+// require_teacher_scores (loss.distill.weight > 0): a pair without teacher scores is a
+// bad line, "FILE:LINE: loss.distill needs teacher scores ...".
 struct SourceInput {
   std::string name;
   std::vector<std::string> files;
   std::string query_prompt, passage_prompt;
+  bool require_teacher_scores = false;
 };
 
 // Reads and tokenizes every source's files in order, into one dataset whose `sources`

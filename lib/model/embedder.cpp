@@ -48,9 +48,9 @@ at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
   return projection ? projection(e) : e;
 }
 
-at::Tensor SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos,
-                                         const EncoderInput& neg, const LossSettings& loss,
-                                         const CandidateExchange& exchange) {
+PairLoss SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
+                                       const LossSettings& loss, const CandidateExchange& exchange,
+                                       const CandidateLabels& labels) {
   check_input(query, "query");
   check_input(pos, "pos");
   if (pos.ids.size(0) != query.ids.size(0))
@@ -82,22 +82,14 @@ at::Tensor SentenceEmbedderImpl::forward(const EncoderInput& query, const Encode
     for (const auto& p : parts) embedded.push_back(embed(p));
   }
 
-  return loss_of_embeddings(embedded[0], embedded[1], neg.defined() ? embedded[2] : at::Tensor(), loss, exchange);
+  return loss_of_embeddings(embedded[0], embedded[1], neg.defined() ? embedded[2] : at::Tensor(), loss, exchange,
+                            labels);
 }
 
-at::Tensor SentenceEmbedderImpl::loss_of_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg,
-                                                    const LossSettings& loss, const CandidateExchange& exchange) {
-  at::Tensor candidates = neg.defined() ? at::cat({pos, neg}) : pos;
-  int64_t positive_offset = 0;
-  if (exchange.all_gather) {
-    const int64_t local = candidates.size(0);
-    candidates = exchange.all_gather(candidates);
-    if (candidates.dim() != 2 || candidates.size(0) % local != 0 || candidates.size(0) < (exchange.rank + 1) * local)
-      throw std::runtime_error("all_gather of " + std::to_string(local) + " candidates returned " +
-                               std::to_string(candidates.size(0)) + " rows for rank " + std::to_string(exchange.rank));
-    positive_offset = exchange.rank * local;
-  }
-  return contrastive_loss(q, candidates, positive_offset, loss.type, loss.temperature);
+PairLoss SentenceEmbedderImpl::loss_of_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg,
+                                                  const LossSettings& loss, const CandidateExchange& exchange,
+                                                  const CandidateLabels& labels) {
+  return pair_loss(q, pos, neg, labels, loss, exchange);
 }
 
 at::Tensor SentenceEmbedderImpl::encode_batch(const EncoderInput& input) {

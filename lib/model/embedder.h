@@ -42,16 +42,18 @@ class SentenceEmbedderImpl : public torch::nn::Module {
 
   // The training loss for a micro-batch of pairs: embeds queries, positives and (if
   // neg.defined()) hard negatives, which join the positives as further candidates for
-  // every query; with `exchange`, gathers the candidates of all ranks first. Returns the
-  // scalar contrastive_loss() (fp32).
-  at::Tensor forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
-                     const LossSettings& loss, const CandidateExchange& exchange = {});
+  // every query, and returns pair_loss() of them (model/loss.h): with `exchange` the
+  // candidates of all ranks, with `labels` the same-text mask and the teacher's scores.
+  PairLoss forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
+                   const LossSettings& loss, const CandidateExchange& exchange = {},
+                   const CandidateLabels& labels = {});
 
   // forward's second half: the loss of embedded queries [n, D], positives [n, D] and
-  // hard negatives ([k*n, D], or undefined). GradCache (train/gradcache.h) calls it on
-  // embeddings computed beforehand.
-  static at::Tensor loss_of_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg,
-                                       const LossSettings& loss, const CandidateExchange& exchange = {});
+  // hard negatives ([k, D], or undefined). GradCache (train/gradcache.h) calls it on
+  // embeddings computed beforehand, so every loss feature reaches it too.
+  static PairLoss loss_of_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg,
+                                     const LossSettings& loss, const CandidateExchange& exchange = {},
+                                     const CandidateLabels& labels = {});
 
   // Embeddings for inference: eval mode (no dropout) and no autograd, the previous mode
   // restored afterwards. Not normalized.

@@ -1,7 +1,10 @@
 #include "model/loss.h"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "compat/torch_compat.h"
 
@@ -17,12 +20,157 @@ std::string sizes_text(const at::Tensor& t) {
   return s + "]";
 }
 
+// fp32 (or fp64 when every input is) whatever autocast would do: similarities divided by
+// a small temperature and their exponentials do not survive half precision.
+at::ScalarType loss_dtype(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == at::kDouble && b.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---- pair_loss's parts --------------------------------------------------------------------
+
+// The (size, weight) pairs the loss is summed over: loss.matryoshka_*, or the whole
+// embedding once.
+std::vector<std::pair<int64_t, double>> matryoshka_sizes(const LossSettings& s, int64_t dim) {
+  if (s.matryoshka_dims.empty()) return {{dim, 1.0}};
+  if (!s.matryoshka_weights.empty() && s.matryoshka_weights.size() != s.matryoshka_dims.size())
+    throw std::invalid_argument("loss.matryoshka_weights has " + std::to_string(s.matryoshka_weights.size()) +
+                                " weights for " + std::to_string(s.matryoshka_dims.size()) + " loss.matryoshka_dims");
+  std::vector<std::pair<int64_t, double>> sizes;
+  for (size_t i = 0; i < s.matryoshka_dims.size(); ++i) {
+    const int64_t d = s.matryoshka_dims[i];
+    if (d <= 0 || d > dim)
+      throw std::invalid_argument("loss.matryoshka_dims: " + std::to_string(d) +
+                                  (d <= 0 ? " is not a size" : " is larger than the embedding size " + std::to_string(dim)));
+    sizes.emplace_back(d, s.matryoshka_weights.empty() ? 1.0 : s.matryoshka_weights[i]);
+  }
+  return sizes;
+}
+
+// The candidates every query of this rank is compared with: its own [positives; hard
+// negatives], or every rank's, each rank's block of `local` rows in rank order.
+struct Candidates {
+  at::Tensor rows;    // [M, D]
+  at::Tensor hashes;  // int64 [M], or undefined
+  int64_t positive_offset = 0, ranks = 1, local = 0;
+};
+
+Candidates gather_candidates(const at::Tensor& local, const at::Tensor& hashes, const CandidateExchange& exchange) {
+  Candidates c{local, hashes, 0, 1, local.size(0)};
+  if (!exchange.all_gather) return c;
+  c.rows = exchange.all_gather(local);
+  const int64_t m = c.rows.dim() == 2 ? c.rows.size(0) : -1;
+  if (m < 0 || m % c.local != 0 || m < (exchange.rank + 1) * c.local)
+    throw std::runtime_error("all_gather of " + std::to_string(c.local) + " candidates returned " +
+                             std::to_string(m) + " rows for rank " + std::to_string(exchange.rank));
+  c.ranks = m / c.local;
+  c.positive_offset = exchange.rank * c.local;
+  if (hashes.defined()) {
+    // The mask needs the other ranks' texts too: a duplicate is as likely there as here.
+    if (!exchange.all_gather_ids) throw std::logic_error("cross-rank negatives with text hashes need all_gather_ids");
+    c.hashes = exchange.all_gather_ids(hashes);
+    if (c.hashes.dim() != 1 || c.hashes.size(0) != m)
+      throw std::runtime_error("all_gather_ids of " + std::to_string(c.local) + " text hashes returned " +
+                               sizes_text(c.hashes) + ", not [" + std::to_string(m) + "]");
+  }
+  return c;
+}
+
+// Which candidates share the text of a query's positive, from the candidates' hashes.
+struct SameText {
+  at::Tensor masked;  // bool [n, M]: this rank's queries
+  at::Tensor pairs;   // pairwise_sigmoid's divisor: the unmasked pairs of every rank's queries / ranks
+};
+
+SameText same_text(const Candidates& c, int64_t n, bool count_pairs) {
+  const at::Tensor& h = c.hashes;
+  const auto longs = at::TensorOptions().dtype(at::kLong).device(h.device());
+  const at::Tensor own = at::arange(c.positive_offset, c.positive_offset + n, longs);
+  SameText out;
+  out.masked = h.index_select(0, own).unsqueeze(1) == h.unsqueeze(0);
+  out.masked.scatter_(1, own.unsqueeze(1), false);  // the positive itself stays
+  if (!count_pairs) return out;
+  // pairwise_sigmoid's mean runs over the unmasked pairs of the whole exchange: with W
+  // ranks each rank's share of the loss is its sum divided by (that count / W), so that
+  // the mean over ranks, and the averaged gradient, are those of one process holding
+  // every rank's queries. Every rank's positives are known here (rank r's at rows
+  // r * local + i); a positive whose text appears c times among the candidates masks
+  // c - 1 of them.
+  const int64_t m = h.size(0);
+  at::Tensor counts, inverse;
+  std::tie(std::ignore, inverse, counts) = at::_unique2(h, /*sorted=*/true, /*return_inverse=*/true,
+                                                        /*return_counts=*/true);
+  const at::Tensor copies = counts.index_select(0, inverse.reshape({-1}));  // [M]: of each candidate's text
+  const at::Tensor positives =
+      (at::arange(c.ranks, longs) * c.local).unsqueeze(1) + at::arange(n, longs).unsqueeze(0);  // [W, n]
+  const at::Tensor masked_everywhere = (copies.index_select(0, positives.reshape({-1})) - 1).sum();
+  out.pairs = (double(c.ranks * n * (m - 1)) - masked_everywhere.to(at::kDouble)) / double(c.ranks);
+  return out;
+}
+
+void check_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels) {
+  if (q.dim() != 2 || pos.dim() != 2 || q.sizes() != pos.sizes() || q.size(0) == 0)
+    throw std::invalid_argument("pair_loss needs queries and positives of one [n, D] shape, got " + sizes_text(q) +
+                                " and " + sizes_text(pos));
+  if (neg.defined() && (neg.dim() != 2 || neg.size(1) != q.size(1)))
+    throw std::invalid_argument("pair_loss: hard negatives " + sizes_text(neg) + " for queries " + sizes_text(q));
+  const int64_t rows = pos.size(0) + (neg.defined() ? neg.size(0) : 0);
+  if (labels.hashes.defined() && (labels.hashes.dim() != 1 || labels.hashes.size(0) != rows))
+    throw std::invalid_argument("pair_loss: text hashes " + sizes_text(labels.hashes) + " for " +
+                                std::to_string(rows) + " candidates");
+}
+
 }  // namespace
 
 bool is_known_loss_type(const std::string& type) { return type == "pairwise_sigmoid" || type == "infonce"; }
 
+PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels,
+                   const LossSettings& settings, const CandidateExchange& exchange) {
+  check_embeddings(q, pos, neg, labels);
+  const bool contrastive = settings.type != "none", distill = settings.distill_weight > 0;
+  if (!contrastive && !distill)
+    throw std::invalid_argument("loss.type \"none\" without loss.distill.weight > 0 leaves no loss to train on");
+  if (distill && !labels.teacher_scores.defined())
+    throw std::invalid_argument("loss.distill.weight > 0 but the batch carries no teacher scores");
+  const auto sizes = matryoshka_sizes(settings, q.size(1));
+  const int64_t n = q.size(0);
+  const at::Tensor local = neg.defined() ? at::cat({pos, neg}) : pos;
+
+  PairLoss out;
+  out.masked = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(q.device()));
+  // The candidates and the mask are the same at every size: gathered and compared once.
+  Candidates candidates;
+  SameText same;
+  if (contrastive) {
+    candidates = gather_candidates(local, labels.hashes, exchange);
+    if (candidates.hashes.defined()) {
+      same = same_text(candidates, n, settings.type == "pairwise_sigmoid");
+      out.masked = same.masked.sum();
+    }
+  }
+  // Each size cuts the embeddings to their first d values; the cosines re-normalize the
+  // cut (sentence-transformers' MatryoshkaLoss does the same).
+  for (const auto& [d, weight] : sizes) {
+    at::Tensor term;
+    if (contrastive)
+      term = contrastive_loss(q.narrow(1, 0, d), candidates.rows.narrow(1, 0, d), candidates.positive_offset,
+                              settings.type, settings.temperature, same.masked, same.pairs);
+    if (distill) {
+      const at::Tensor kd = settings.distill_weight * distillation_loss(q.narrow(1, 0, d), local.narrow(1, 0, d),
+                                                                       labels.groups, labels.teacher_scores,
+                                                                       settings.temperature,
+                                                                       settings.distill_temperature);
+      term = term.defined() ? term + kd : kd;
+    }
+    out.loss = out.loss.defined() ? out.loss + weight * term : weight * term;
+  }
+  return out;
+}
+
 at::Tensor contrastive_loss(const at::Tensor& q, const at::Tensor& candidates, int64_t positive_offset,
-                            const std::string& type, double temperature) {
+                            const std::string& type, double temperature, const at::Tensor& masked,
+                            const at::Tensor& pairs) {
   if (!is_known_loss_type(type))
     throw std::invalid_argument("unknown loss type \"" + type + "\" (pairwise_sigmoid | infonce)");
   if (!(temperature > 0) || !std::isfinite(temperature))
@@ -38,25 +186,64 @@ at::Tensor contrastive_loss(const at::Tensor& q, const at::Tensor& candidates, i
                                 std::to_string(num_candidates) + " candidates");
   if (type == "pairwise_sigmoid" && num_candidates < 2)
     throw std::invalid_argument("pairwise_sigmoid needs at least one negative (2 candidates)");
+  if (masked.defined() && (masked.scalar_type() != at::kBool || masked.dim() != 2 || masked.size(0) != batch ||
+                           masked.size(1) != num_candidates))
+    throw std::invalid_argument("contrastive_loss: a mask " + sizes_text(masked) + " for " + std::to_string(batch) +
+                                " queries and " + std::to_string(num_candidates) + " candidates (bool needed)");
 
-  // fp32 (or fp64) whatever autocast would do: similarities divided by a small
-  // temperature and their exponentials do not survive half precision.
   compat::NoAutocast no_autocast;
-  const at::ScalarType dtype =
-      q.scalar_type() == at::kDouble && candidates.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::ScalarType dtype = loss_dtype(q, candidates);
   const at::Tensor s =
       at::matmul(normalize_rows(q.to(dtype)), normalize_rows(candidates.to(dtype)).t()) / temperature;  // [B, M]
   const at::Tensor positives =
       at::arange(positive_offset, positive_offset + batch, at::TensorOptions().dtype(at::kLong).device(s.device()))
           .unsqueeze(1);  // [B, 1]
 
-  if (type == "infonce") return -at::log_softmax(s, 1).gather(1, positives).mean();
+  if (type == "infonce") {
+    // A masked candidate is out of the softmax: exp(-inf) = 0. The positive never is, so
+    // every row keeps a finite entry.
+    const at::Tensor logits = masked.defined() ? s.masked_fill(masked, -kInf) : s;
+    return -at::log_softmax(logits, 1).gather(1, positives).mean();
+  }
 
   // softplus(s_ij - s_iP(i)) = -log sigmoid(d_ij); the positive's own column is
-  // softplus(0) and is zeroed out of the sum rather than masked with a huge value.
+  // softplus(0) and is zeroed out of the sum rather than masked with a huge value, and
+  // so are the masked pairs.
   const at::Tensor terms = at::softplus(s - s.gather(1, positives));
-  const at::Tensor negatives = at::ones_like(s).scatter_(1, positives, 0.0);
-  return (terms * negatives).sum() / static_cast<double>(batch * (num_candidates - 1));
+  at::Tensor negatives = at::ones_like(s).scatter_(1, positives, 0.0);
+  if (masked.defined()) negatives.masked_fill_(masked, 0.0);
+  const at::Tensor sum = (terms * negatives).sum();
+  if (pairs.defined()) return sum / pairs.to(dtype).clamp_min(1);
+  if (masked.defined()) return sum / negatives.sum().clamp_min(1);  // every pair masked: 0, not 0/0
+  return sum / static_cast<double>(batch * (num_candidates - 1));
+}
+
+at::Tensor distillation_loss(const at::Tensor& q, const at::Tensor& candidates, const at::Tensor& groups,
+                             const at::Tensor& teacher_scores, double temperature, double teacher_temperature) {
+  if (!(temperature > 0) || !(teacher_temperature > 0))
+    throw std::invalid_argument("distillation needs positive temperatures");
+  const int64_t n = q.dim() == 2 ? q.size(0) : -1;
+  if (n <= 0 || candidates.dim() != 2 || candidates.size(1) != q.size(1) || !groups.defined() || groups.dim() != 2 ||
+      groups.size(0) != n || groups.size(1) < 1 || groups.scalar_type() != at::kLong || !teacher_scores.defined() ||
+      teacher_scores.sizes() != groups.sizes())
+    throw std::invalid_argument("distillation_loss needs q [n, D], candidates [m, D], groups int64 [n, G] and "
+                                "teacher scores [n, G], got " + sizes_text(q) + ", " + sizes_text(candidates) + ", " +
+                                sizes_text(groups) + ", " + sizes_text(teacher_scores));
+
+  compat::NoAutocast no_autocast;
+  const at::ScalarType dtype = loss_dtype(q, candidates);
+  const at::Tensor valid = groups >= 0;  // [n, G]
+  const at::Tensor rows = groups.clamp_min(0).reshape({-1});
+  // The student's scores of each query's own candidates: cos / temperature, [n, G].
+  const at::Tensor c = normalize_rows(candidates.to(dtype)).index_select(0, rows).view({n, groups.size(1), -1});
+  const at::Tensor student = at::matmul(c, normalize_rows(q.to(dtype)).unsqueeze(2)).squeeze(2) / temperature;
+  const at::Tensor log_student = at::log_softmax(student.masked_fill(~valid, -kInf), 1);
+  const at::Tensor teacher =
+      at::softmax((teacher_scores.to(dtype) / teacher_temperature).masked_fill(~valid, -kInf), 1).detach();
+  // An entry past a query's last candidate has teacher 0 and student -inf: left out
+  // (0 * -inf would be NaN).
+  const at::Tensor cross = at::where(valid, teacher * log_student, at::zeros({}, student.options()));
+  return -cross.sum(1).mean();
 }
 
 }  // namespace ddp_embed

@@ -1,44 +1,125 @@
-// The contrastive losses computed inside the model's forward (loss.type in
-// docs/config.md): one function for in-batch, cross-rank and hard negatives.
+// The losses computed inside the model's forward (loss.* in docs/config.md), read
+// top-down:
+//
+//   pair_loss           the training loss of a micro-batch of embedded pairs: the
+//                       candidates of every rank gathered, the same-text ones masked, then
+//                       the contrastive and distillation terms at each Matryoshka size
+//   contrastive_loss    each query against every candidate, its positive the right one
+//   distillation_loss   a teacher's scores over each query's own scored candidates
+//
+// Everything here sees embeddings only: the model embeds, the data-parallel seam
+// (parallel/data_parallel.h) lends the gathers, the batch loader (train/batches.h)
+// fills the labels.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 
 namespace ddp_embed {
 
 struct LossSettings {
-  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce (contrastive_loss below)
+  LossSettings() = default;
+  // The contrastive loss alone: {"infonce", 0.05}.
+  LossSettings(std::string type_, double temperature_) : type(std::move(type_)), temperature(temperature_) {}
+
+  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce | none (no contrastive term)
   double temperature = 0.05;
+  // Matryoshka: the loss at each of these sizes (descending, each <= the embedding size),
+  // weighted and summed; empty = the whole embedding, weight 1. Weights: one per size,
+  // empty = 1 each.
+  std::vector<int64_t> matryoshka_dims;
+  std::vector<double> matryoshka_weights;
+  double distill_weight = 0;       // > 0: add that many times distillation_loss()
+  double distill_temperature = 1;  // the teacher's scores are divided by it
 };
 
 // Cross-rank negatives: when all_gather is set, the loss compares each query with the
 // candidates (positives, then hard negatives) of every rank. all_gather maps this rank's
-// [n, D] to [world * n, D], the ranks' blocks in rank order, differentiable (the
-// data-parallel seam provides it: parallel/data_parallel.h); every rank must have the
-// same n. The local positives then start at row rank * n.
+// [n, D] to [world * n, D], the ranks' blocks in rank order, differentiable;
+// all_gather_ids does the same for the candidates' int64 text hashes [n], without
+// gradient. The data-parallel seam provides both (parallel/data_parallel.h); every rank
+// must have the same n. The local positives then start at row rank * n.
 struct CandidateExchange {
   std::function<at::Tensor(const at::Tensor&)> all_gather;
+  std::function<at::Tensor(const at::Tensor&)> all_gather_ids;
   int64_t rank = 0;
 };
 
+// What the loss knows of a micro-batch's candidates besides their embeddings. A
+// candidate's row is its place in [positives; hard negatives]: query i's positive is row
+// i, the hard negatives follow the n positives.
+struct CandidateLabels {
+  // int64 [n + k]: each candidate's text hash (data/pairs.h text_hash, its bits). A
+  // candidate with the hash of query i's positive is left out of query i's negatives.
+  // Undefined: nothing is masked.
+  at::Tensor hashes;
+  // Distillation. groups, int64 [n, G]: query i's scored candidates, its positive's row
+  // (i) then its own hard negatives' rows, -1 after the last (a query with fewer
+  // negatives); teacher_scores, float [n, G]: the teacher's score of each (NaN at -1).
+  // Undefined: the data has no teacher scores.
+  at::Tensor groups;
+  at::Tensor teacher_scores;
+};
+
+struct PairLoss {
+  at::Tensor loss;    // scalar, fp32 (fp64 for fp64 embeddings)
+  at::Tensor masked;  // int64 scalar: (query, candidate) pairs of this rank's queries masked
+};
+
+// The training loss of embedded queries q [n, D], positives [n, D] and hard negatives
+// ([k, D], or undefined). With S the Matryoshka sizes and weights (the whole embedding,
+// weight 1, when there are none), each embedding cut to its first d values:
+//
+//   loss = sum over (d, w) in S of  w * ( contrastive_loss(q_d, candidates_d)
+//                                        + distill_weight * distillation_loss(q_d, ...) )
+//
+// candidates = this rank's [positives; hard negatives], or every rank's gathered
+// (`exchange`). The mask (labels.hashes) leaves candidate j out of query i's negatives
+// when j has the text of i's positive P(i), j != P(i): another pair's positive, or a hard
+// negative, with the same normalized text. pairwise_sigmoid's mean is over the pairs
+// that remain among every rank's queries (so that W ranks train what one process would
+// on the same global batch). Throws std::invalid_argument for bad settings (a size
+// larger than D, distillation without teacher scores) or shapes.
+PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels,
+                   const LossSettings& settings, const CandidateExchange& exchange = {});
+
 // Query i's positive is candidates[positive_offset + i]; every other row of
-// `candidates` is one of its negatives. This covers
+// `candidates` is one of its negatives, unless `masked` (bool [B, M], optional) is set
+// at (i, j). This covers
 //   in-batch negatives:   candidates = p [B, D], offset 0;
 //   cross-rank negatives: candidates = all ranks' p gathered in rank order, offset rank * B;
 //   hard negatives:       further rows (after the positives, or after each rank's block).
-// With s_ij = cos(q_i, c_j) / temperature and P(i) = positive_offset + i:
-//   "pairwise_sigmoid": mean over i and j != P(i) of softplus(s_ij - s_iP(i))
-//                       (= -log sigmoid(d_ij), d_ij = s_iP(i) - s_ij, without underflow);
-//   "infonce":          mean over i of cross-entropy(softmax(s_i), P(i)).
-// Cosines use x / max(|x|, 1e-12), so a zero vector gives cos 0, not NaN. Everything
-// runs in fp32 (fp64 for fp64 inputs), with autocast off, whatever q's dtype. Returns a
-// scalar. Throws std::invalid_argument for bad shapes, offsets, type or temperature.
+// With s_ij = cos(q_i, c_j) / temperature, P(i) = positive_offset + i, N(i) = the j !=
+// P(i) not masked:
+//   "pairwise_sigmoid": sum over i and j in N(i) of softplus(s_ij - s_iP(i)), divided by
+//                       `pairs` (a scalar tensor; undefined = the number of (i, j in
+//                       N(i)), i.e. the mean) (softplus(-d) = -log sigmoid(d), without
+//                       underflow);
+//   "infonce":          mean over i of cross-entropy(softmax over {P(i)} ∪ N(i) of s_i, P(i)).
+// P(i) itself is never masked. Cosines use x / max(|x|, 1e-12), so a
+// zero vector gives cos 0, not NaN. Everything runs in fp32 (fp64 for fp64 inputs),
+// with autocast off, whatever q's dtype. Returns a scalar. Throws std::invalid_argument
+// for bad shapes, offsets, type or temperature.
 at::Tensor contrastive_loss(const at::Tensor& q /*[B, D]*/, const at::Tensor& candidates /*[M, D]*/,
-                            int64_t positive_offset, const std::string& type, double temperature);
+                            int64_t positive_offset, const std::string& type, double temperature,
+                            const at::Tensor& masked = {}, const at::Tensor& pairs = {});
+
+// FlagEmbedding's "kl_div" distillation: with student_ij = cos(q_i, c_groups[i][j]) /
+// temperature and teacher_ij = softmax_j(teacher_scores_ij / teacher_temperature), over
+// the valid entries of row i (groups >= 0),
+//   mean over i of  - sum_j teacher_ij * log_softmax_j(student_i)
+// — the cross-entropy of the student's distribution under the teacher's, which is
+// KL(teacher || student) plus the teacher's entropy: the same gradient, a value larger
+// by that constant. `candidates` are this rank's [positives; hard negatives] rows.
+// fp32 (fp64 for fp64 inputs), autocast off. Throws std::invalid_argument for bad shapes.
+at::Tensor distillation_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
+                             const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/,
+                             double temperature, double teacher_temperature);
 
 // Whether `type` names a loss contrastive_loss() knows.
 bool is_known_loss_type(const std::string& type);

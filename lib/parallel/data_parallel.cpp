@@ -73,7 +73,10 @@ double DataParallel::finish_micro_step(int index, int count) {
 CandidateExchange DataParallel::candidate_exchange(bool wanted) const {
   if (!wanted || pg_.world_size() == 1) return {};
   ProcessGroup* pg = &pg_;
-  return {[pg](const at::Tensor& x) { return all_gather_with_grad(*pg, x); }, pg_.rank()};
+  // The candidates' text hashes go along without gradient: the loss masks duplicates
+  // among every rank's candidates (model/loss.h).
+  return {[pg](const at::Tensor& x) { return all_gather_with_grad(*pg, x); },
+          [pg](const at::Tensor& ids) { return pg->all_gather(ids); }, pg_.rank()};
 }
 
 }  // namespace ddp_embed

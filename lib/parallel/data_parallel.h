@@ -5,7 +5,7 @@
 //   DataParallel dp(*model, optimizer, pg, cfg.dist);   // logs how gradients and state lie
 //   for micro-step a of A:
 //     auto hold = dp.prepare_micro_step(a, A);          // accumulate only, or sync in backward
-//     loss = model->forward(batch, dp.candidate_exchange(cross_rank)); loss.backward();
+//     loss = model->forward(batch, dp.candidate_exchange(cross_rank)).loss; loss.backward();
 //     wait_ms += dp.finish_micro_step(a, A);            // the averaged gradients are in place
 //   update_parameters(optimizer, ...);                  // norm, clipping, AdamW: over all ranks
 //
@@ -55,8 +55,9 @@ class DataParallel {
   // and returns the milliseconds spent waiting (communication backward did not hide).
   double finish_micro_step(int index, int count);
 
-  // Cross-rank negatives: the differentiable all-gather of every rank's candidates, or
-  // no exchange when `wanted` is false or there is one rank.
+  // Cross-rank negatives: the differentiable all-gather of every rank's candidates and
+  // the plain one of their text hashes, or no exchange when `wanted` is false or there
+  // is one rank.
   CandidateExchange candidate_exchange(bool wanted) const;
 
  private:

@@ -1,6 +1,7 @@
 #include "train/batches.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "data/sampler.h"
 
@@ -23,9 +24,46 @@ EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequen
   return {ids, mask};
 }
 
+namespace {
+
+// The loss's labels of a batch (model/loss.h CandidateLabels): the text hash of every
+// candidate, positives then negatives; with teacher scores in the data, each query's
+// group (its positive's row, then its own negatives' rows, -1 after the last) and the
+// teacher's score of each, read for the very sequences taken.
+CandidateLabels candidate_labels(const PairDataset& data, const std::vector<int64_t>& positives,
+                                 const std::vector<int64_t>& negatives, const std::vector<int>& taken, bool pin) {
+  CandidateLabels labels;
+  const auto options = torch::TensorOptions().pinned_memory(pin);
+  const int64_t n = int64_t(positives.size()), k = int64_t(negatives.size());
+  labels.hashes = torch::empty({n + k}, options.dtype(torch::kInt64));
+  auto* hash = labels.hashes.data_ptr<int64_t>();
+  for (const auto* seqs : {&positives, &negatives})
+    for (auto s : *seqs) *hash++ = static_cast<int64_t>(data.text_hashes[size_t(s)]);  // the same bits
+  if (data.teacher_scores.empty()) return labels;
+
+  const int64_t group = 1 + (taken.empty() ? 0 : *std::max_element(taken.begin(), taken.end()));
+  labels.groups = torch::full({n, group}, int64_t{-1}, options.dtype(torch::kInt64));
+  labels.teacher_scores = torch::full({n, group}, std::nanf(""), options.dtype(torch::kFloat));
+  auto* rows = labels.groups.data_ptr<int64_t>();
+  auto* scores = labels.teacher_scores.data_ptr<float>();
+  int64_t next_negative = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    rows[i * group] = i;
+    scores[i * group] = data.teacher_scores[size_t(positives[size_t(i)])];
+    for (int j = 0; j < taken[size_t(i)]; ++j, ++next_negative) {
+      rows[i * group + 1 + j] = n + next_negative;
+      scores[i * group + 1 + j] = data.teacher_scores[size_t(negatives[size_t(next_negative)])];
+    }
+  }
+  return labels;
+}
+
+}  // namespace
+
 PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& indices,
                           int64_t epoch, uint64_t seed, int negatives_per_query, bool pin) {
   std::vector<int64_t> queries, positives, negatives;
+  std::vector<int> taken;  // hard negatives of each query
   queries.reserve(indices.size());
   positives.reserve(indices.size());
   for (auto i : indices) {
@@ -40,12 +78,14 @@ PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& i
     const int take = std::min<int>(negatives_per_query, p.neg_count);
     const uint64_t start = p.neg_count > 0 ? mix_hash(seed + 1, uint64_t(epoch), uint64_t(i)) % uint64_t(p.neg_count) : 0;
     for (int k = 0; k < take; ++k) negatives.push_back(p.neg_begin + int64_t((start + k) % p.neg_count));
+    taken.push_back(take);
   }
   PairBatch batch;
   batch.indices = indices;
   batch.query = collate(data.tokens, queries, pin);
   batch.pos = collate(data.tokens, positives, pin);
   if (!negatives.empty()) batch.neg = collate(data.tokens, negatives, pin);
+  batch.labels = candidate_labels(data, positives, negatives, taken, pin);
   for (const auto* seqs : {&queries, &positives, &negatives})
     for (auto s : *seqs) batch.real_tokens += data.tokens.length(s);
   return batch;
@@ -57,6 +97,8 @@ void move_to(PairBatch& batch, const c10::Device& device) {
     in->ids = in->ids.to(device, /*non_blocking=*/true);
     in->mask = in->mask.to(device, /*non_blocking=*/true);
   }
+  for (at::Tensor* t : {&batch.labels.hashes, &batch.labels.groups, &batch.labels.teacher_scores})
+    if (t->defined()) *t = t->to(device, /*non_blocking=*/true);
 }
 
 BatchLoader::BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank,

@@ -30,6 +30,10 @@ EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequen
 
 struct PairBatch {
   EncoderInput query, pos, neg;  // neg undefined without hard negatives
+  // The candidates' text hashes (always) and, when the data has them, the teacher's
+  // scores of each query's positive and hard negatives, aligned with the texts taken
+  // (model/loss.h says how the loss reads them).
+  CandidateLabels labels;
   int64_t real_tokens = 0;     // query + positive (+ negative) tokens, padding excluded
   std::vector<int64_t> indices;  // the pairs' positions in the dataset
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "eval/metrics.h"
 #include "train/batches.h"
 
@@ -50,18 +52,11 @@ std::pair<at::Tensor, at::Tensor> embed_pairs(SentenceEmbedder& model, const Pai
   return {q, p};
 }
 
-std::map<std::string, double> evaluate(SentenceEmbedder& model, const PairDataset& data, ProcessGroup& pg,
-                                       int64_t batch_size, c10::Device device, const std::string& task) {
-  const std::string kind = task.empty() ? (data.has_scores ? "sts" : "retrieval") : task;
-  if (kind != "retrieval" && kind != "sts")
-    throw std::invalid_argument("unknown evaluation task '" + kind + "' (expected retrieval or sts)");
-  if (kind == "sts" && !data.has_scores)
-    throw std::invalid_argument("the sts task needs a numeric \"score\" on every pair");
+namespace {
 
-  auto [q, p] = embed_pairs(model, data, pg, batch_size, device);
-  q = q / q.norm(2, 1, true).clamp_min(1e-12);
-  p = p / p.norm(2, 1, true).clamp_min(1e-12);
-
+// The metrics of one embedding of the queries and positives (unit rows, CPU, fp32).
+std::map<std::string, double> metrics_of(const at::Tensor& q, const at::Tensor& p, const PairDataset& data,
+                                         const std::string& kind) {
   if (kind == "sts") {
     at::Tensor cos = (q * p).sum(1).to(at::kDouble).contiguous();
     std::vector<double> predicted(cos.data_ptr<double>(), cos.data_ptr<double>() + cos.numel());
@@ -81,6 +76,31 @@ std::map<std::string, double> evaluate(SentenceEmbedder& model, const PairDatase
     for (int64_t i = 0; i < rows; ++i) ranks[size_t(b + i)] = pessimistic_rank(s + i * n, n, b + i);
   }
   return retrieval_metrics_from_ranks(ranks).to_map();
+}
+
+at::Tensor unit_rows(const at::Tensor& x) { return (x / x.norm(2, 1, true).clamp_min(1e-12)).contiguous(); }
+
+}  // namespace
+
+std::map<std::string, double> evaluate(SentenceEmbedder& model, const PairDataset& data, ProcessGroup& pg,
+                                       int64_t batch_size, c10::Device device, const std::string& task,
+                                       const std::vector<int64_t>& sizes) {
+  const std::string kind = task.empty() ? (data.has_scores ? "sts" : "retrieval") : task;
+  if (kind != "retrieval" && kind != "sts")
+    throw std::invalid_argument("unknown evaluation task '" + kind + "' (expected retrieval or sts)");
+  if (kind == "sts" && !data.has_scores)
+    throw std::invalid_argument("the sts task needs a numeric \"score\" on every pair");
+
+  const auto [q, p] = embed_pairs(model, data, pg, batch_size, device);
+  std::map<std::string, double> out = metrics_of(unit_rows(q), unit_rows(p), data, kind);
+  // The smaller Matryoshka sizes: the same embeddings, cut and re-normalized.
+  for (int64_t d : sizes) {
+    if (d >= q.size(1)) continue;  // the whole embedding: the metrics above
+    const std::string prefix = fmt::format("d{}/", d);
+    for (const auto& [name, value] : metrics_of(unit_rows(q.narrow(1, 0, d)), unit_rows(p.narrow(1, 0, d)), data, kind))
+      out[prefix + name] = value;
+  }
+  return out;
 }
 
 }  // namespace ddp_embed

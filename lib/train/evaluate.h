@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "data/pairs.h"
 #include "parallel/process_group.h"
@@ -23,8 +24,12 @@ std::pair<at::Tensor, at::Tensor> embed_pairs(SentenceEmbedder& model, const Pai
                                               ProcessGroup& pg, int64_t batch_size, c10::Device device);
 
 // task: "retrieval", "sts" or "" (sts when the data has scores, else retrieval).
-// Returns the metric names of metrics.jsonl without the "eval/" prefix.
+// Returns the metric names of metrics.jsonl without the "eval/" prefix. `sizes` (the
+// Matryoshka sizes, loss.matryoshka_dims): the metrics of the embeddings cut to each size
+// smaller than the whole too, named "d<size>/<metric>" ("d64/recall@10"), each cut
+// re-normalized as sentence-transformers' truncate_dim and cosine similarity do.
 std::map<std::string, double> evaluate(SentenceEmbedder& model, const PairDataset& data, ProcessGroup& pg,
-                                       int64_t batch_size, c10::Device device, const std::string& task = "");
+                                       int64_t batch_size, c10::Device device, const std::string& task = "",
+                                       const std::vector<int64_t>& sizes = {});
 
 }  // namespace ddp_embed

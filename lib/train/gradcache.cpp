@@ -29,7 +29,7 @@ struct Chunk {
 at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& batch, const GradCacheSettings& settings,
                                       const LossSettings& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
-                                      const LossScaler& scaler, DataParallel* dp) {
+                                      const LossScaler& scaler, DataParallel* dp, at::Tensor* masked) {
   std::vector<const EncoderInput*> parts = {&batch.query, &batch.pos};
   if (batch.neg.defined()) parts.push_back(&batch.neg);
 
@@ -56,8 +56,10 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
   at::Tensor prepared;
   {
     AutocastScope autocast(settings.precision, settings.device);
-    prepared = prepare_loss(SentenceEmbedderImpl::loss_of_embeddings(
-        embedded[0], embedded[1], embedded.size() > 2 ? embedded[2] : at::Tensor(), loss, exchange));
+    const PairLoss pair = SentenceEmbedderImpl::loss_of_embeddings(
+        embedded[0], embedded[1], embedded.size() > 2 ? embedded[2] : at::Tensor(), loss, exchange, batch.labels);
+    prepared = prepare_loss(pair.loss);
+    if (masked) *masked += pair.masked;
   }
   scaler.scale_loss(prepared).backward();
 

@@ -5,7 +5,8 @@
 //   1. embed   every sequence, `chunk` at a time, with autograd off; keep the embeddings
 //              ([n, D], a few KB) and, per chunk, the state of the device's generator;
 //   2. loss    the loss of the whole micro-batch on the kept embeddings, as leaves (with
-//              cross-rank and hard negatives, exactly as forward computes it), and by
+//              cross-rank and hard negatives, masks, Matryoshka sizes and distillation:
+//              exactly as forward computes it), and by
 //              backward its gradient with respect to every embedding;
 //   3. replay  each chunk again with autograd on, its generator state restored (the same
 //              dropout masks as in pass 1), and backpropagate its rows of that gradient
@@ -37,10 +38,11 @@ struct GradCacheSettings {
 // Runs the three passes on `batch` (already on the device). `prepare_loss` maps the
 // micro-batch's loss to the one whose gradient is accumulated (the trainer divides by the
 // accumulation steps there); `scaler` scales it for backward (fp16). `dp` may be null
-// (no gradient sync). Returns the prepared loss, detached.
+// (no gradient sync). Returns the prepared loss, detached; adds the number of masked
+// same-text candidates (PairLoss::masked) to `*masked` when given.
 at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& batch, const GradCacheSettings& settings,
                                       const LossSettings& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
-                                      const LossScaler& scaler, DataParallel* dp);
+                                      const LossScaler& scaler, DataParallel* dp, at::Tensor* masked = nullptr);
 
 }  // namespace ddp_embed

@@ -31,7 +31,8 @@ RunRecord::RunRecord(const Config& cfg, Worker& w, Trainee& t, const Inputs& in,
 void RunRecord::evaluate(int64_t step) {
   if (!in_.eval) return;
   const auto t0 = Clock::now();
-  auto m = ddp_embed::evaluate(t_.model, *in_.eval, *w_.pg, kEvalBatch, w_.device);
+  // With loss.matryoshka_dims, every smaller size too ("d64/recall@10").
+  auto m = ddp_embed::evaluate(t_.model, *in_.eval, *w_.pg, kEvalBatch, w_.device, "", cfg_.loss.matryoshka_dims);
   nlohmann::json line = {{"step", step}};
   std::string text;
   for (auto& [k, v] : m) {
@@ -55,17 +56,22 @@ void RunRecord::checkpoint(const TrainPosition& p) {
 }
 
 LogWindow::LogWindow(const c10::Device& device)
-    : loss_(at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device))) {}
+    : loss_(at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device))),
+      masked_(at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device))) {}
 
 void LogWindow::add(const StepOutcome& s) {
   loss_ += s.loss;
+  if (s.masked.defined()) masked_ += s.masked;
   tokens_ += s.real_tokens;
   wait_ms_ += s.comm_wait_ms;
   ++steps_;
 }
 
 nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
-  at::Tensor sums = at::tensor({loss_.item<double>(), tokens_}, at::kDouble).to(pg.device());
+  // One all-reduce for everything the line sums over the ranks. Each rank counted the
+  // masked candidates of its own queries: the sum is the global batch's.
+  at::Tensor sums =
+      at::tensor({loss_.item<double>(), tokens_, double(masked_.item<int64_t>())}, at::kDouble).to(pg.device());
   pg.allreduce_sum_(sums);
   sums = sums.cpu();
   const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
@@ -73,8 +79,10 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
                          {"pairs_per_s", double(global_batch * steps_) / seconds},
                          {"tokens_per_s", sums[1].item<double>() / seconds},
                          {"step_ms", 1000 * seconds / double(steps_)},
-                         {"comm_wait_ms", wait_ms_ / double(steps_)}};
+                         {"comm_wait_ms", wait_ms_ / double(steps_)},
+                         {"masked_negatives", sums[2].item<double>() / double(steps_)}};
   loss_.zero_();
+  masked_.zero_();
   tokens_ = wait_ms_ = 0;
   steps_ = 0;
   restart_clock();

@@ -54,12 +54,13 @@ class LogWindow {
   // Evaluation and checkpoint pauses are not training time.
   void restart_clock() { start_ = std::chrono::steady_clock::now(); }
 
-  // The metrics line of the window, over all ranks (the mean loss, global real tokens),
-  // and a fresh window. Every rank calls it: it holds one all-reduce.
+  // The metrics line of the window, over all ranks (the mean loss, global real tokens,
+  // the masked same-text candidates of the global batch per step), and a fresh window.
+  // Every rank calls it: it holds one all-reduce.
   nlohmann::json close(ProcessGroup& pg, int64_t global_batch);
 
  private:
-  at::Tensor loss_;
+  at::Tensor loss_, masked_;  // on the device: read on log steps only
   double tokens_ = 0, wait_ms_ = 0;
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

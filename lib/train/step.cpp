@@ -7,6 +7,17 @@
 
 namespace ddp_embed {
 
+LossSettings loss_settings(const LossConfig& loss) {
+  LossSettings s;
+  s.type = loss.type;
+  s.temperature = loss.temperature;
+  s.matryoshka_dims = loss.matryoshka_dims;
+  s.matryoshka_weights = loss.matryoshka_weights;
+  s.distill_weight = loss.distill.weight;
+  s.distill_temperature = loss.distill.temperature;
+  return s;
+}
+
 StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, double lr) {
   const int accum = c.cfg.train.grad_accum_steps;
   DataParallel& dp = *c.t.data_parallel;
@@ -14,6 +25,7 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
   torch::manual_seed(mix_hash(c.cfg.train.seed, uint64_t(c.w.pg->rank()), uint64_t(step)));
   StepOutcome out;
   out.loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(c.w.device));
+  out.masked = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(c.w.device));
   for (int a = 0; a < accum; ++a) {
     PairBatch& b = batches.micro[size_t(a)];
     if (c.faults) c.faults->on_micro_batch(step + 1, c.w.pg->rank(), b.indices);
@@ -27,11 +39,13 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
     at::Tensor loss;
     if (c.cfg.train.gradcache_chunk > 0) {
       loss = gradcache_forward_backward(c.t.model, b, {c.cfg.train.gradcache_chunk, c.w.precision, c.w.device}, c.loss,
-                                        c.exchange, prepare_loss, c.t.loss_scaler, &dp);
+                                        c.exchange, prepare_loss, c.t.loss_scaler, &dp, &out.masked);
     } else {
       {
         AutocastScope autocast(c.w.precision, c.w.device);  // the forward only; backward runs outside it
-        loss = prepare_loss(c.t.model->forward(b.query, b.pos, b.neg, c.loss, c.exchange));
+        const PairLoss pair = c.t.model->forward(b.query, b.pos, b.neg, c.loss, c.exchange, b.labels);
+        loss = prepare_loss(pair.loss);
+        out.masked += pair.masked;
       }
       c.t.loss_scaler.scale_loss(loss).backward();
     }

@@ -29,8 +29,12 @@ struct StepContext {
   const FaultInjection* faults;  // null outside the tests
 };
 
+// The loss settings of the run (the config's loss section, as model/loss.h takes them).
+LossSettings loss_settings(const LossConfig& loss);
+
 struct StepOutcome {
   at::Tensor loss;  // the step's loss on this rank, summed on the device (double)
+  at::Tensor masked;  // same-text candidates masked out of this rank's queries' negatives (int64, device)
   UpdateOutcome update;
   double real_tokens = 0;
   double comm_wait_ms = 0;

@@ -86,10 +86,13 @@ std::string prompt_text(const std::string& value, const std::map<std::string, st
   return it == prompts.end() ? value : it->second;
 }
 
+// Distillation needs the teacher's scores on every training pair: a pair without them
+// is an error naming its file and line when the data is read, not a NaN loss later.
 std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std::string, std::string>& prompts) {
   std::vector<SourceInput> out;
   for (const auto& s : cfg.data.train)
-    out.push_back({s.name, s.paths, prompt_text(s.query_prompt, prompts), prompt_text(s.passage_prompt, prompts)});
+    out.push_back({s.name, s.paths, prompt_text(s.query_prompt, prompts), prompt_text(s.passage_prompt, prompts),
+                   cfg.loss.distill.weight > 0});
   return out;
 }
 
@@ -139,6 +142,24 @@ std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double w
   return {decay, no_decay};
 }
 
+// loss.matryoshka_dims against the embedding the model gives: a size beyond it is an
+// error now, not at the first step; a largest size below it leaves the whole embedding
+// untrained (sentence-transformers warns the same).
+void check_matryoshka_dims(const Config& cfg, const SentenceEmbedder& model) {
+  const auto& dims = cfg.loss.matryoshka_dims;
+  if (dims.empty()) return;
+  const int64_t size = model->embedding_dim();
+  const std::string whence = cfg.model.projection_dim > 0 ? "model.projection_dim" : "the model's hidden size";
+  for (int64_t d : dims)
+    if (d > size)
+      throw std::runtime_error("loss.matryoshka_dims: " + std::to_string(d) + " is larger than the embedding size " +
+                               std::to_string(size) + " (" + whence + "): every size must be at most " +
+                               std::to_string(size));
+  if (dims.front() < size)
+    spdlog::warn("loss.matryoshka_dims {} leaves out the whole embedding ({} values): it is not trained as a whole; "
+                 "put {} first to train it", nlohmann::json(dims).dump(), size, size);
+}
+
 LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
   if (precision != Precision::Fp16) return LossScaler();
   return LossScaler(t.loss_scale_init, t.loss_scale_growth_interval);
@@ -177,6 +198,7 @@ Inputs load_inputs(const Config& cfg, const Worker& w) {
     SourceInput eval = training_sources(cfg, in.prompts).front();
     eval.name = "eval";
     eval.files = {*cfg.data.eval};
+    eval.require_teacher_scores = false;  // evaluation never reads them
     in.eval = load_sources({eval}, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
                            cfg.data.max_line_bytes);
   }
@@ -222,6 +244,7 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
                       int64_t micro_batch) {
   ProcessGroup& pg = *w.pg;
   SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
+  check_matryoshka_dims(cfg, model);
   model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));

@@ -142,7 +142,7 @@ int run_training(const Config& cfg) {
   spdlog::info("start-up took {:.2f}s; training", startup_s);
 
   const std::unique_ptr<FaultInjection> faults = FaultInjection::from_env(w.env.restart_count);
-  StepContext step_context{cfg, w, t, {cfg.loss.type, cfg.loss.temperature},
+  StepContext step_context{cfg, w, t, loss_settings(cfg.loss),
                            t.data_parallel->candidate_exchange(cfg.loss.cross_rank_negatives), faults.get()};
   t.model->train();
   BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps, negatives_per_source(cfg),
@@ -198,8 +198,9 @@ int run_training(const Config& cfg) {
       show_progress_now();  // before the log line, which draws the status line again below it
       // With several sources the line names the source of its step.
       const std::string source = plan.sources().size() > 1 && batches.source >= 0 ? " [" + batches.source_name + "]" : "";
-      spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} | {:.1f} pairs/s {:.0f} tok/s {:.0f} ms/step "
-                   "| ETA {}", pos.step, total_steps, source, logged_loss, lr, step.update.grad_norm,
+      spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} masked {:g} | {:.1f} pairs/s {:.0f} tok/s "
+                   "{:.0f} ms/step | ETA {}", pos.step, total_steps, source, logged_loss, lr, step.update.grad_norm,
+                   double(line["masked_negatives"]),
                    double(line["pairs_per_s"]), double(line["tokens_per_s"]), double(line["step_ms"]),
                    format_duration(step_times.eta_seconds(total_steps - pos.step)));
     }

@@ -411,7 +411,7 @@ TEST(SentenceEmbedder, GradientReachesEveryParameter) {
     SentenceEmbedder model(small_config(), 16, pooling);
     model->train();
     const auto q = random_batch(6, 12, 300), p = random_batch(6, 12, 300), n = random_batch(4, 10, 300);
-    const at::Tensor loss = model->forward(q, p, n, LossSettings{"pairwise_sigmoid", 0.05});
+    const at::Tensor loss = model->forward(q, p, n, LossSettings{"pairwise_sigmoid", 0.05}).loss;
     loss.backward();
     for (const auto& param : model->named_parameters()) {
       ASSERT_TRUE(param.value().grad().defined()) << param.key();
@@ -431,7 +431,7 @@ TEST(SentenceEmbedder, ClsShortcutGivesTheSameLossAndGradients) {
   SentenceEmbedder model(small_config(), 16, Pooling::Cls);
   model->eval();
   const auto q = random_batch(4, 10, 300), p = random_batch(4, 11, 300);
-  const at::Tensor fast = model->forward(q, p, {}, LossSettings{});
+  const at::Tensor fast = model->forward(q, p, {}, LossSettings{}).loss;
   fast.backward();
   std::map<std::string, at::Tensor> fast_grads;
   for (const auto& param : model->named_parameters()) {
@@ -462,20 +462,20 @@ TEST(SentenceEmbedder, ForwardIsTheLossOfItsEmbeddings) {
 
   // In-batch, with positives of the same and of a different padded length.
   const double want = contrastive_loss(eq, ep, 0, "infonce", 0.1).item<double>();
-  EXPECT_NEAR(model->forward(q, p, {}, settings).item<double>(), want, 1e-5);
+  EXPECT_NEAR(model->forward(q, p, {}, settings).loss.item<double>(), want, 1e-5);
   const EncoderInput p_longer{at::cat({p.ids, at::zeros({5, 3}, at::kLong)}, 1),
                               at::cat({p.mask, at::zeros({5, 3}, at::kLong)}, 1)};
-  EXPECT_NEAR(model->forward(q, p_longer, {}, settings).item<double>(), want, 1e-5);
+  EXPECT_NEAR(model->forward(q, p_longer, {}, settings).loss.item<double>(), want, 1e-5);
 
   // Hard negatives join the candidates.
   const double with_neg = contrastive_loss(eq, at::cat({ep, en}), 0, "infonce", 0.1).item<double>();
-  EXPECT_NEAR(model->forward(q, p, n, settings).item<double>(), with_neg, 1e-5);
+  EXPECT_NEAR(model->forward(q, p, n, settings).loss.item<double>(), with_neg, 1e-5);
 
   // Cross-rank: as rank 1 of 2, with rank 0's candidates in front.
   const at::Tensor rank0 = at::randn({8, 16});
-  CandidateExchange exchange{[&](const at::Tensor& local) { return at::cat({rank0, local}); }, 1};
+  CandidateExchange exchange{[&](const at::Tensor& local) { return at::cat({rank0, local}); }, {}, 1};
   const double gathered = contrastive_loss(eq, at::cat({rank0, ep, en}), 8, "infonce", 0.1).item<double>();
-  EXPECT_NEAR(model->forward(q, p, n, settings, exchange).item<double>(), gathered, 1e-5);
+  EXPECT_NEAR(model->forward(q, p, n, settings, exchange).loss.item<double>(), gathered, 1e-5);
 }
 
 TEST(SentenceEmbedder, EncodeBatchIsEvalModeWithoutGradient) {

@@ -58,7 +58,7 @@ Step train_step(SentenceEmbedder& model, std::optional<bool> checkpointing, Prec
   {
     AutocastScope autocast(precision, device);
     if (!one_call) {
-      loss = model->forward(q, p, {}, LossSettings{"pairwise_sigmoid", 0.05});
+      loss = model->forward(q, p, {}, LossSettings{"pairwise_sigmoid", 0.05}).loss;
     } else {
       const at::Tensor e = model->embed({at::cat({q.ids, p.ids}), at::cat({q.mask, p.mask})});
       loss = contrastive_loss(e.narrow(0, 0, 6), e.narrow(0, 6, 6), 0, "pairwise_sigmoid", 0.05);

@@ -1,6 +1,6 @@
 // GradCache (train/gradcache.h) against an independent truth: the loss and every
 // parameter gradient of the plain step on the same weights, the whole micro-batch in one
-// autograd graph.
+// autograd graph — also with Matryoshka sizes, same-text masks and distillation.
 //   - Without dropout the truth is model->forward, the trainer's plain step.
 //   - With dropout the plain step draws other masks (one draw per part and layer, not per
 //     chunk), so the truth is the micro-batch embedded chunk by chunk, as GradCache's
@@ -46,6 +46,31 @@ PairBatch pair_batch(int64_t n, bool hard_negatives) {
   return b;
 }
 
+// The labels of a batch with duplicates (n >= 6): pair 3's positive has pair 0's text,
+// and with hard negatives pair 1's negative has pair 5's positive's text; with hard
+// negatives each query's group is its positive and its negative, scored by a teacher.
+void add_labels(PairBatch& b, int64_t n) {
+  const int64_t rows = b.neg.defined() ? 2 * n : n;
+  b.labels.hashes = at::arange(1000, 1000 + rows, at::kLong);
+  b.labels.hashes[3] = 1000;
+  if (b.neg.defined()) {
+    b.labels.hashes[n + 1] = 1005;
+    b.labels.groups = at::stack({at::arange(n, at::kLong), at::arange(n, 2 * n, at::kLong)}, 1);
+    b.labels.teacher_scores = at::randn({n, 2}) * 3;
+  }
+}
+
+// The recipe cases: Matryoshka sizes, the duplicates masked and, with hard negatives,
+// distillation, on top of `type`.
+LossSettings loss_settings_of(const std::string& type, bool recipe, bool hard_negatives) {
+  LossSettings s{type, 0.05};
+  if (!recipe) return s;
+  s.matryoshka_dims = {16, 8, 4};
+  s.matryoshka_weights = {1, 0.5, 0.25};
+  if (hard_negatives) s.distill_weight = 0.7;
+  return s;
+}
+
 SentenceEmbedder make_model(double dropout, Pooling pooling) {
   BertConfig c;
   c.vocab_size = 200;
@@ -86,7 +111,7 @@ Step gradcache_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, 
 Step plain_step(SentenceEmbedder& model, const PairBatch& b, const LossSettings& loss) {
   model->zero_grad();
   at::manual_seed(99);
-  const at::Tensor l = model->forward(b.query, b.pos, b.neg, loss);
+  const at::Tensor l = model->forward(b.query, b.pos, b.neg, loss, {}, b.labels).loss;
   l.backward();
   return result(model, l);
 }
@@ -108,8 +133,9 @@ Step chunked_graph_step(SentenceEmbedder& model, const PairBatch& b, int64_t chu
     }
     parts.push_back(at::cat(pieces));
   }
-  const at::Tensor l =
-      SentenceEmbedderImpl::loss_of_embeddings(parts[0], parts[1], parts.size() > 2 ? parts[2] : at::Tensor(), loss);
+  const at::Tensor l = SentenceEmbedderImpl::loss_of_embeddings(parts[0], parts[1],
+                                                                parts.size() > 2 ? parts[2] : at::Tensor(), loss, {},
+                                                                b.labels).loss;
   l.backward();
   return result(model, l);
 }
@@ -138,6 +164,7 @@ struct GradCacheCase {
   Pooling pooling;
   bool hard_negatives;
   int64_t chunk;
+  bool recipe = false;  // Matryoshka, masks, distillation (loss_settings_of)
 };
 
 class GradCacheEquivalence : public ::testing::TestWithParam<GradCacheCase> {};
@@ -145,8 +172,9 @@ class GradCacheEquivalence : public ::testing::TestWithParam<GradCacheCase> {};
 TEST_P(GradCacheEquivalence, WithoutDropoutItIsThePlainStep) {
   const GradCacheCase c = GetParam();
   SentenceEmbedder model = make_model(0.0, c.pooling);
-  const PairBatch b = pair_batch(10, c.hard_negatives);
-  const LossSettings loss{c.loss, 0.05};
+  PairBatch b = pair_batch(10, c.hard_negatives);
+  if (c.recipe) add_labels(b, 10);
+  const LossSettings loss = loss_settings_of(c.loss, c.recipe, c.hard_negatives);
   const Step plain = plain_step(model, b, loss);
   const Step cached = gradcache_step(model, b, c.chunk, loss);
   expect_same_step(plain, cached, 1e-5);
@@ -156,8 +184,9 @@ TEST_P(GradCacheEquivalence, WithoutDropoutItIsThePlainStep) {
 TEST_P(GradCacheEquivalence, WithDropoutItIsTheWholeGraphOfTheSameMasks) {
   const GradCacheCase c = GetParam();
   SentenceEmbedder model = make_model(0.1, c.pooling);
-  const PairBatch b = pair_batch(10, c.hard_negatives);
-  const LossSettings loss{c.loss, 0.05};
+  PairBatch b = pair_batch(10, c.hard_negatives);
+  if (c.recipe) add_labels(b, 10);
+  const LossSettings loss = loss_settings_of(c.loss, c.recipe, c.hard_negatives);
   const Step truth = chunked_graph_step(model, b, c.chunk, loss);
   const Step cached = gradcache_step(model, b, c.chunk, loss);
   expect_same_step(truth, cached, 1e-5);
@@ -175,11 +204,15 @@ INSTANTIATE_TEST_SUITE_P(
                       GradCacheCase{"infonce", Pooling::Mean, false, 3},
                       GradCacheCase{"infonce", Pooling::Cls, true, 4},
                       GradCacheCase{"pairwise_sigmoid", Pooling::Mean, true, 1},
-                      GradCacheCase{"infonce", Pooling::Mean, true, 64}),  // one chunk holds the micro-batch
+                      GradCacheCase{"infonce", Pooling::Mean, true, 64},  // one chunk holds the micro-batch
+                      GradCacheCase{"infonce", Pooling::Mean, true, 3, true},
+                      GradCacheCase{"pairwise_sigmoid", Pooling::Cls, false, 4, true},
+                      GradCacheCase{"none", Pooling::Cls, true, 4, true}),  // distillation alone
     [](const auto& info) {
       const GradCacheCase& c = info.param;
       return std::string(c.loss) + "_" + (c.pooling == Pooling::Cls ? "cls" : "mean") +
-             (c.hard_negatives ? "_hardneg" : "") + "_chunk" + std::to_string(c.chunk);
+             (c.hard_negatives ? "_hardneg" : "") + "_chunk" + std::to_string(c.chunk) +
+             (c.recipe ? "_matryoshka_masks" + std::string(c.hard_negatives ? "_distill" : "") : "");
     });
 
 // ---- real runs ---------------------------------------------------------------------------

@@ -1,9 +1,18 @@
-// contrastive_loss against the peers' own loss code on the same embeddings, values and
-// gradients: sentence-transformers' MultipleNegativesRankingLoss (its class, run by
-// scripts/python/loss_reference.py in the project's .venv) for "infonce" — in-batch, with
-// hard negatives, and across ranks — and the seeds' pairwise sigmoid loss for
-// "pairwise_sigmoid". This is what makes the benchmark's comparison (scripts/bench-vs-st.sh)
-// one of equal recipes: temperature 0.05 is MNRL's scale 20.
+// Our losses against the peers' own loss code on the same embeddings, values and
+// gradients (scripts/python/loss_reference.py, run once in the project's .venv):
+//   - sentence-transformers' MultipleNegativesRankingLoss (its class) for "infonce" — in
+//     batch, with hard negatives, and across ranks — and the seeds' pairwise sigmoid loss
+//     for "pairwise_sigmoid". This is what makes the benchmark's comparison
+//     (scripts/bench-vs-st.sh) one of equal recipes: temperature 0.05 is MNRL's scale 20;
+//   - sentence-transformers' MatryoshkaLoss around MNRL for loss.matryoshka_*, with hard
+//     negatives and across ranks;
+//   - FlagEmbedding's kl_div distillation (its formula, transcribed function by function)
+//     for loss.distill, with and without the contrastive term, with ragged groups;
+//   - the same-text mask written from its definition, on a global batch of three ranks
+//     with duplicates within and across ranks: the ranks' losses, each computed as the
+//     trainer would with the other ranks' candidates gathered, average to the loss one
+//     process would compute on the whole batch; and everything at once on one rank.
+// In double precision the differences are rounding: they are printed ("max |diff|").
 #include "e2e_support.h"
 #include "model/loss.h"
 #include "model/weights.h"
@@ -14,7 +23,10 @@ using namespace ddp_embed;
 namespace {
 
 constexpr int64_t kBatch = 6, kDim = 12, kRanks = 3, kRank = 1;
-constexpr double kTemperature = 0.05;
+constexpr double kTemperature = 0.05, kTeacherTemperature = 2.0, kDistillWeight = 0.3;
+const std::vector<int64_t> kDims = {12, 6, 3};
+const std::vector<double> kWeights = {1.0, 0.5, 0.25};
+const auto kF64 = at::TensorOptions().dtype(at::kDouble);
 
 at::Tensor find(const NamedTensors& tensors, const std::string& name) {
   for (const auto& [n, t] : tensors)
@@ -28,7 +40,7 @@ struct Ours {
   at::Tensor grad_q, grad_candidates;
 };
 
-// Our loss and its gradients on double inputs (the peers' run in double too).
+// contrastive_loss and its gradients on double inputs (the peers' run in double too).
 Ours ours(const at::Tensor& q, const at::Tensor& candidates, int64_t offset, const std::string& type) {
   at::Tensor lq = q.clone().requires_grad_(true), lc = candidates.clone().requires_grad_(true);
   at::Tensor loss = contrastive_loss(lq, lc, offset, type, kTemperature);
@@ -36,16 +48,81 @@ Ours ours(const at::Tensor& q, const at::Tensor& candidates, int64_t offset, con
   return {loss.item<double>(), lq.grad(), lc.grad()};
 }
 
+struct OursPair {
+  double loss;
+  at::Tensor grad_q, grad_p, grad_n;
+};
+
+// pair_loss (the trainer's loss) and its gradients at q, p and n.
+OursPair ours_pair(const at::Tensor& q, const at::Tensor& p, const at::Tensor& n, const CandidateLabels& labels,
+                   const LossSettings& s) {
+  at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true),
+             ln = n.defined() ? n.clone().requires_grad_(true) : at::Tensor();
+  const at::Tensor loss = pair_loss(lq, lp, ln, labels, s).loss;
+  loss.backward();
+  return {loss.item<double>(), lq.grad(), lp.grad(), ln.defined() ? ln.grad() : at::Tensor()};
+}
+
 void expect_close(const at::Tensor& ours, const at::Tensor& theirs, const std::string& what) {
   ASSERT_TRUE(theirs.defined()) << what;
   ASSERT_EQ(ours.sizes(), theirs.sizes()) << what;
   const double diff = (ours - theirs).abs().max().item<double>();
   EXPECT_LT(diff, 1e-10 * (1 + theirs.abs().max().item<double>())) << what << ": max abs difference " << diff;
+  std::printf("max |diff| %-40s %.3g\n", what.c_str(), diff);
+}
+
+void expect_loss(double ours, const NamedTensors& theirs, const std::string& name) {
+  const double want = find(theirs, name + ".loss").item<double>();
+  EXPECT_NEAR(ours, want, 1e-12 * (1 + std::fabs(want))) << name;
+  std::printf("max |diff| %-40s %.3g (loss %.6f)\n", (name + ".loss").c_str(), std::fabs(ours - want), want);
+}
+
+LossSettings settings(const std::string& type) {
+  LossSettings s;
+  s.type = type;
+  s.temperature = kTemperature;
+  return s;
+}
+
+// ---- the inputs ---------------------------------------------------------------------------
+
+// The global batch with duplicates: kRanks ranks of kBatch pairs, each with one hard
+// negative; rank r's candidates are its block [p_r; n_r] of dc, rows r * 2B .. .
+struct Duplicates {
+  at::Tensor dq, dc, dhash, dpos;
+};
+
+Duplicates duplicates() {
+  const int64_t block = 2 * kBatch;
+  Duplicates d;
+  d.dq = at::randn({kRanks * kBatch, kDim}, kF64);
+  // Each rank's positives and negatives near its queries.
+  d.dc = d.dq.reshape({kRanks, 1, kBatch, kDim}).expand({kRanks, 2, kBatch, kDim}).reshape({-1, kDim}) +
+         2.0 * at::randn({kRanks * block, kDim}, kF64);
+  d.dhash = at::arange(100, 100 + kRanks * block, at::kLong);
+  // The same text has the same embedding, as it would in training without dropout.
+  auto same = [&](int64_t row, int64_t like) {
+    d.dhash[row] = d.dhash[like].item<int64_t>();
+    d.dc[row].copy_(d.dc[like]);
+  };
+  auto pos = [&](int64_t r, int64_t i) { return r * block + i; };
+  auto neg = [&](int64_t r, int64_t i) { return r * block + kBatch + i; };
+  same(pos(0, 3), pos(0, 0));  // a positive repeated within a rank
+  same(neg(0, 1), pos(0, 4));  // a hard negative that is another pair's positive
+  same(pos(2, 5), pos(1, 2));  // a positive repeated on another rank
+  same(neg(2, 0), pos(0, 0));  // another rank's hard negative with the text of two positives
+  same(neg(1, 4), pos(1, 4));  // a hard negative with its own query's positive's text
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < kRanks; ++r)
+    for (int64_t i = 0; i < kBatch; ++i) rows.push_back(pos(r, i));
+  d.dpos = at::tensor(rows, at::kLong);
+  return d;
 }
 
 // The inputs, and the peers' losses on them: Python runs once for the whole suite.
 struct Case {
-  at::Tensor q, p, n, all_p;
+  at::Tensor q, p, n, all_p, ch, teacher, rc, rgroups, rteacher, hash1;
+  Duplicates dup;
   NamedTensors theirs;
   std::string error;  // Python failed: every test fails with its output
 };
@@ -56,17 +133,49 @@ const Case& the_case() {
     // Positives and hard negatives near their queries, with enough noise that at
     // temperature 0.05 the losses are neither saturated nor uniform.
     at::manual_seed(11);
-    const auto f64 = at::TensorOptions().dtype(at::kDouble);
-    c.q = at::randn({kBatch, kDim}, f64);
-    c.p = c.q + 2.0 * at::randn({kBatch, kDim}, f64);
-    c.n = c.q + 2.5 * at::randn({kBatch, kDim}, f64);
-    c.all_p = at::randn({kRanks * kBatch, kDim}, f64);
+    c.q = at::randn({kBatch, kDim}, kF64);
+    c.p = c.q + 2.0 * at::randn({kBatch, kDim}, kF64);
+    c.n = c.q + 2.5 * at::randn({kBatch, kDim}, kF64);
+    c.all_p = at::randn({kRanks * kBatch, kDim}, kF64);
     c.all_p.narrow(0, kRank * kBatch, kBatch).copy_(c.p);
+    // Every rank's [positives; hard negatives], this rank's block being [p; n].
+    c.ch = at::randn({kRanks * 2 * kBatch, kDim}, kF64);
+    c.ch.narrow(0, kRank * 2 * kBatch, 2 * kBatch).copy_(at::cat({c.p, c.n}));
+    // A teacher's scores of each query's positive and negative: some agree with the
+    // student's cosines, some do not.
+    c.teacher = 3.0 * at::randn({kBatch, 2}, kF64);
+    // Ragged groups: queries with 2, 0, 3, 1, 1, 0 hard negatives (7 rows after p).
+    c.rc = at::cat({c.p, c.q.repeat({2, 1}).narrow(0, 0, 7) + 2.0 * at::randn({7, kDim}, kF64)});
+    const std::vector<int64_t> counts = {2, 0, 3, 1, 1, 0};
+    c.rgroups = at::full({kBatch, 4}, int64_t{-1}, at::kLong);
+    c.rteacher = at::full({kBatch, 4}, std::nan(""), kF64);
+    for (int64_t i = 0, next = kBatch; i < kBatch; ++i) {
+      c.rgroups[i][0] = i;
+      c.rteacher[i][0] = 2.0 + 0.5 * double(i);
+      for (int64_t j = 1; j <= counts[size_t(i)]; ++j, ++next) {
+        c.rgroups[i][j] = next;
+        c.rteacher[i][j] = double(j) - 1.5 * double(i % 2);
+      }
+    }
+    // One rank's text hashes with duplicates: positive 2 repeats positive 0's text,
+    // negative 4 is positive 1's text, negative 5 its own positive's.
+    c.hash1 = at::arange(0, 2 * kBatch, at::kLong);
+    c.hash1[2] = 0;
+    c.hash1[kBatch + 4] = 1;
+    c.hash1[kBatch + 5] = 5;
+    c.dup = duplicates();
 
     const fs::path dir = fresh_dir("loss-reference");
     const std::string in = (dir / "in.safetensors").string(), out = (dir / "out.safetensors").string();
-    save_tensors(in, {{"q", c.q}, {"p", c.p}, {"n", c.n}, {"c", c.all_p},
-                      {"rank", at::tensor(double(kRank), f64)}, {"temperature", at::tensor(kTemperature, f64)}});
+    save_tensors(in, {{"q", c.q}, {"p", c.p}, {"n", c.n}, {"c", c.all_p}, {"ch", c.ch},
+                      {"rank", at::tensor(double(kRank), kF64)}, {"ranks", at::tensor(double(kRanks), kF64)},
+                      {"temperature", at::tensor(kTemperature, kF64)},
+                      {"dims", at::tensor(kDims, at::kLong)}, {"weights", at::tensor(kWeights, kF64)},
+                      {"teacher", c.teacher}, {"teacher_temperature", at::tensor(kTeacherTemperature, kF64)},
+                      {"distill_weight", at::tensor(kDistillWeight, kF64)},
+                      {"rc", c.rc}, {"rgroups", c.rgroups}, {"rteacher", c.rteacher},
+                      {"dq", c.dup.dq}, {"dc", c.dup.dc}, {"dhash", c.dup.dhash}, {"dpos", c.dup.dpos},
+                      {"hash1", c.hash1}});
     const auto r = run(std::string(DDP_EMBED_PYTHON) + " " + kSrc + "/scripts/python/loss_reference.py " + in + " " + out);
     if (r.exit_code != 0) {
       c.error = r.output;
@@ -86,36 +195,196 @@ class PeerLosses : public ::testing::Test {
   const NamedTensors& theirs = c.theirs;
 };
 
+}  // namespace
+
+// ---- sentence-transformers' MNRL and the seeds' loss ---------------------------------------
+
 TEST_F(PeerLosses, InfoNceIsMultipleNegativesRankingLoss) {
   const Ours o = ours(q, p, 0, "infonce");
-  EXPECT_NEAR(o.loss, find(theirs, "mnrl.loss").item<double>(), 1e-12);
+  expect_loss(o.loss, theirs, "mnrl");
   EXPECT_GT(o.loss, 0.1);  // not a saturated case where every loss is ~0
-  expect_close(o.grad_q, find(theirs, "mnrl.grad_q"), "dloss/dq");
-  expect_close(o.grad_candidates, find(theirs, "mnrl.grad_p"), "dloss/dp");
+  expect_close(o.grad_q, find(theirs, "mnrl.grad_q"), "mnrl dloss/dq");
+  expect_close(o.grad_candidates, find(theirs, "mnrl.grad_p"), "mnrl dloss/dp");
 }
 
 TEST_F(PeerLosses, InfoNceWithHardNegativesIsMnrlOnTriplets) {
   const Ours o = ours(q, at::cat({p, n}), 0, "infonce");
-  EXPECT_NEAR(o.loss, find(theirs, "mnrl_hard.loss").item<double>(), 1e-12);
-  expect_close(o.grad_q, find(theirs, "mnrl_hard.grad_q"), "dloss/dq");
+  expect_loss(o.loss, theirs, "mnrl_hard");
+  expect_close(o.grad_q, find(theirs, "mnrl_hard.grad_q"), "mnrl_hard dloss/dq");
   expect_close(o.grad_candidates, at::cat({find(theirs, "mnrl_hard.grad_p"), find(theirs, "mnrl_hard.grad_n")}),
-               "dloss/d[p; n]");
+               "mnrl_hard dloss/d[p; n]");
 }
 
 TEST_F(PeerLosses, CrossRankNegativesAreMnrlGatheredAcrossDevices) {
   const Ours o = ours(q, all_p, kRank * kBatch, "infonce");
-  EXPECT_NEAR(o.loss, find(theirs, "mnrl_gathered.loss").item<double>(), 1e-12);
-  expect_close(o.grad_q, find(theirs, "mnrl_gathered.grad_q"), "dloss/dq");
-  expect_close(o.grad_candidates, find(theirs, "mnrl_gathered.grad_c"), "dloss/d(all ranks' p)");
+  expect_loss(o.loss, theirs, "mnrl_gathered");
+  expect_close(o.grad_q, find(theirs, "mnrl_gathered.grad_q"), "mnrl_gathered dloss/dq");
+  expect_close(o.grad_candidates, find(theirs, "mnrl_gathered.grad_c"), "mnrl_gathered dloss/d(all p)");
   // More candidates than in-batch alone: a different (larger) loss.
   EXPECT_GT(o.loss, ours(q, p, 0, "infonce").loss);
 }
 
 TEST_F(PeerLosses, PairwiseSigmoidIsTheSeedsLoss) {
   const Ours o = ours(q, p, 0, "pairwise_sigmoid");
-  EXPECT_NEAR(o.loss, find(theirs, "seeds.loss").item<double>(), 1e-12);
-  expect_close(o.grad_q, find(theirs, "seeds.grad_q"), "dloss/dq");
-  expect_close(o.grad_candidates, find(theirs, "seeds.grad_p"), "dloss/dp");
+  expect_loss(o.loss, theirs, "seeds");
+  expect_close(o.grad_q, find(theirs, "seeds.grad_q"), "seeds dloss/dq");
+  expect_close(o.grad_candidates, find(theirs, "seeds.grad_p"), "seeds dloss/dp");
+}
+
+// ---- Matryoshka: sentence-transformers' MatryoshkaLoss(MNRL) -----------------------------
+
+TEST_F(PeerLosses, MatryoshkaIsSentenceTransformersMatryoshkaLoss) {
+  LossSettings s = settings("infonce");
+  s.matryoshka_dims = kDims;
+  s.matryoshka_weights = kWeights;
+  const OursPair o = ours_pair(q, p, {}, {}, s);
+  expect_loss(o.loss, theirs, "matryoshka");
+  expect_close(o.grad_q, find(theirs, "matryoshka.grad_q"), "matryoshka dloss/dq");
+  expect_close(o.grad_p, find(theirs, "matryoshka.grad_p"), "matryoshka dloss/dp");
+  // The smaller sizes count: the whole embedding alone gives another loss.
+  EXPECT_GT(std::fabs(o.loss - ours_pair(q, p, {}, {}, settings("infonce")).loss), 0.01);
+
+  const OursPair h = ours_pair(q, p, n, {}, s);
+  expect_loss(h.loss, theirs, "matryoshka_hard");
+  expect_close(h.grad_q, find(theirs, "matryoshka_hard.grad_q"), "matryoshka_hard dloss/dq");
+  expect_close(h.grad_p, find(theirs, "matryoshka_hard.grad_p"), "matryoshka_hard dloss/dp");
+  expect_close(h.grad_n, find(theirs, "matryoshka_hard.grad_n"), "matryoshka_hard dloss/dn");
+}
+
+TEST_F(PeerLosses, MatryoshkaAcrossRanksIsMatryoshkaLossOnTheGatheredCandidates) {
+  LossSettings s = settings("infonce");
+  s.matryoshka_dims = kDims;
+  s.matryoshka_weights = kWeights;
+  // Rank kRank of kRanks: the other ranks' blocks of ch, this rank's own [p; n] between.
+  const int64_t block = 2 * kBatch;
+  at::Tensor ch = c.ch.clone().requires_grad_(true);
+  at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true), ln = n.clone().requires_grad_(true);
+  CandidateExchange exchange{[&](const at::Tensor& local) {
+                               return at::cat({ch.narrow(0, 0, kRank * block), local,
+                                               ch.narrow(0, (kRank + 1) * block, (kRanks - kRank - 1) * block)});
+                             },
+                             {}, kRank};
+  const at::Tensor loss = pair_loss(lq, lp, ln, {}, s, exchange).loss;
+  loss.backward();
+  expect_loss(loss.item<double>(), theirs, "matryoshka_gathered");
+  expect_close(lq.grad(), find(theirs, "matryoshka_gathered.grad_q"), "matryoshka_gathered dloss/dq");
+  // This rank's rows reach the loss through p and n, the others' through ch.
+  at::Tensor grad_ch = ch.grad().clone();
+  grad_ch.narrow(0, kRank * block, block).copy_(at::cat({lp.grad(), ln.grad()}));
+  expect_close(grad_ch, find(theirs, "matryoshka_gathered.grad_ch"), "matryoshka_gathered dloss/d(all candidates)");
+}
+
+// ---- distillation: FlagEmbedding's kl_div --------------------------------------------------
+
+TEST_F(PeerLosses, InfoNcePlusDistillationIsFlagEmbeddingsKlDivRecipe) {
+  // Query i's group: its positive (row i) and its hard negative (row B + i), as
+  // FlagEmbedding groups [p_i, n_i].
+  CandidateLabels labels;
+  labels.groups = at::stack({at::arange(kBatch, at::kLong), at::arange(kBatch, 2 * kBatch, at::kLong)}, 1);
+  labels.teacher_scores = c.teacher;
+  LossSettings s = settings("infonce");
+  s.distill_weight = 1;  // FlagEmbedding adds kl_div and the cross-entropy unweighted
+  const OursPair o = ours_pair(q, p, n, labels, s);
+  expect_loss(o.loss, theirs, "flag");
+  expect_close(o.grad_q, find(theirs, "flag.grad_q"), "flag dloss/dq");
+  expect_close(o.grad_p, find(theirs, "flag.grad_p"), "flag dloss/dp");
+  expect_close(o.grad_n, find(theirs, "flag.grad_n"), "flag dloss/dn");
+
+  // Distillation alone (loss.type none), weighted, with a teacher temperature.
+  s.type = "none";
+  s.distill_weight = kDistillWeight;
+  s.distill_temperature = kTeacherTemperature;
+  const OursPair kd = ours_pair(q, p, n, labels, s);
+  expect_loss(kd.loss, theirs, "flag_kd");
+  expect_close(kd.grad_q, find(theirs, "flag_kd.grad_q"), "flag_kd dloss/dq");
+  expect_close(kd.grad_p, find(theirs, "flag_kd.grad_p"), "flag_kd dloss/dp");
+  expect_close(kd.grad_n, find(theirs, "flag_kd.grad_n"), "flag_kd dloss/dn");
+}
+
+TEST_F(PeerLosses, DistillationOverRaggedGroupsIsTheFormulaQueryByQuery) {
+  LossSettings s = settings("none");
+  s.distill_weight = kDistillWeight;
+  s.distill_temperature = kTeacherTemperature;
+  const OursPair o =
+      ours_pair(q, c.rc.narrow(0, 0, kBatch), c.rc.narrow(0, kBatch, 7), CandidateLabels{{}, c.rgroups, c.rteacher}, s);
+  expect_loss(o.loss, theirs, "ragged_kd");
+  expect_close(o.grad_q, find(theirs, "ragged_kd.grad_q"), "ragged_kd dloss/dq");
+  expect_close(at::cat({o.grad_p, o.grad_n}), find(theirs, "ragged_kd.grad_c"), "ragged_kd dloss/d[p; n]");
+}
+
+// ---- the same-text mask ------------------------------------------------------------------
+
+namespace {
+
+struct GlobalStep {
+  double loss = 0;  // the mean of the ranks' losses
+  int64_t masked = 0;
+  at::Tensor grad_dq, grad_dc;  // the sum over ranks of d(loss_r / W)
+};
+
+// Each rank's pair_loss as the trainer computes it, the other ranks' candidates and text
+// hashes "gathered" from the global tensors (so their gradients land there too, as the
+// all-gather's backward sends them), averaged over the ranks as data parallelism does.
+GlobalStep ranks_of(const Duplicates& d, const LossSettings& s, bool with_hashes) {
+  const int64_t block = 2 * kBatch;
+  at::Tensor dq = d.dq.clone().requires_grad_(true), dc = d.dc.clone().requires_grad_(true);
+  GlobalStep g;
+  for (int64_t r = 0; r < kRanks; ++r) {
+    CandidateExchange exchange{[&](const at::Tensor& local) {
+                                 return at::cat({dc.narrow(0, 0, r * block), local,
+                                                 dc.narrow(0, (r + 1) * block, (kRanks - r - 1) * block)});
+                               },
+                               [&](const at::Tensor& ids) {
+                                 EXPECT_TRUE(ids.equal(d.dhash.narrow(0, r * block, block)));
+                                 return d.dhash;
+                               },
+                               r};
+    CandidateLabels labels;
+    if (with_hashes) labels.hashes = d.dhash.narrow(0, r * block, block);
+    const PairLoss l = pair_loss(dq.narrow(0, r * kBatch, kBatch), dc.narrow(0, r * block, kBatch),
+                                 dc.narrow(0, r * block + kBatch, kBatch), labels, s, exchange);
+    (l.loss / double(kRanks)).backward();
+    g.loss += l.loss.item<double>() / double(kRanks);
+    g.masked += l.masked.item<int64_t>();
+  }
+  g.grad_dq = dq.grad();
+  g.grad_dc = dc.grad();
+  return g;
 }
 
 }  // namespace
+
+TEST_F(PeerLosses, MaskedDuplicatesAcrossRanksGiveTheWholeBatchsMaskedLoss) {
+  for (const char* type : {"infonce", "pairwise_sigmoid"}) {
+    SCOPED_TRACE(type);
+    const std::string name = std::string("masked_") + (std::string(type) == "infonce" ? "infonce" : "sigmoid");
+    const GlobalStep g = ranks_of(c.dup, settings(type), true);
+    expect_loss(g.loss, theirs, name);
+    expect_close(g.grad_dq, find(theirs, name + ".grad_dq"), name + " dloss/d(queries)");
+    expect_close(g.grad_dc, find(theirs, name + ".grad_dc"), name + " dloss/d(candidates)");
+    // Counted by hand from duplicates(): queries (0,0) and (0,3) mask the 2 others of
+    // {pos(0,0), pos(0,3), neg(2,0)}; (0,4) masks neg(0,1); (1,2) and (2,5) mask each
+    // other's positive; (1,4) masks its own negative.
+    EXPECT_EQ(g.masked, 2 * 2 + 1 + 2 + 1);
+    // The masks matter: without them the loss is another, by far more than the
+    // tolerance above (8 of the 630 pairs of pairwise_sigmoid's mean: 0.5% of it).
+    EXPECT_GT(std::fabs(ranks_of(c.dup, settings(type), false).loss - g.loss), 1e-3 * g.loss) << type;
+  }
+}
+
+TEST_F(PeerLosses, MatryoshkaMasksAndDistillationTogetherAreTheirSum) {
+  CandidateLabels labels;
+  labels.hashes = c.hash1;
+  labels.groups = at::stack({at::arange(kBatch, at::kLong), at::arange(kBatch, 2 * kBatch, at::kLong)}, 1);
+  labels.teacher_scores = c.teacher;
+  LossSettings s = settings("infonce");
+  s.matryoshka_dims = kDims;
+  s.matryoshka_weights = kWeights;
+  s.distill_weight = kDistillWeight;
+  s.distill_temperature = kTeacherTemperature;
+  const OursPair o = ours_pair(q, p, n, labels, s);
+  expect_loss(o.loss, theirs, "recipe");
+  expect_close(o.grad_q, find(theirs, "recipe.grad_q"), "recipe dloss/dq");
+  expect_close(o.grad_p, find(theirs, "recipe.grad_p"), "recipe dloss/dp");
+  expect_close(o.grad_n, find(theirs, "recipe.grad_n"), "recipe dloss/dn");
+}
