@@ -73,7 +73,9 @@ TEST(PairLabels, HashesAndTeacherScoresFollowTheTextsTaken) {
         // The score is the one of the text in that row: its hash says which text it is.
         EXPECT_EQ(uint64_t(l.hashes[row].item<int64_t>()), text_hash(text)) << "epoch " << epoch << " row " << row;
         // Rows: the positives first, then each query's negatives in order.
-        if (j > 0) EXPECT_GE(row, 3);
+        if (j > 0) {
+          EXPECT_GE(row, 3);
+        }
         if (i == 0 && j == 0) positives_seen.insert(text);
         if (i == 0 && j == 1) first_negatives_seen.insert(text);
       }
