@@ -107,6 +107,7 @@ class BatchPlan {
 
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   int64_t micro_batch_size() const { return micro_batch_; }
+  int world_size() const { return settings_.world_size; }
   const std::vector<PlanSource>& sources() const { return sources_; }
   Mixing mixing() const { return settings_.mixing; }
   // Whether each global batch comes from one source (every mode but mixed).

@@ -49,29 +49,37 @@ std::vector<std::pair<int64_t, double>> matryoshka_sizes(const LossSettings& s, 
 }
 
 // The candidates every query of this rank is compared with: its own [positives; hard
-// negatives], or every rank's, each rank's block of `local` rows in rank order.
+// negatives], or every rank's, each rank's block in rank order.
 struct Candidates {
-  at::Tensor rows;    // [M, D]
-  at::Tensor hashes;  // int64 [M], or undefined
-  int64_t positive_offset = 0, ranks = 1, local = 0;
+  at::Tensor rows;                // [M, D]
+  at::Tensor hashes;              // int64 [M], or undefined
+  int64_t positive_offset = 0;    // where this rank's positives start
+  std::vector<int64_t> starts{0};  // every rank's first row (its positives come first)
 };
 
-Candidates gather_candidates(const at::Tensor& local, const at::Tensor& hashes, const CandidateExchange& exchange) {
-  Candidates c{local, hashes, 0, 1, local.size(0)};
+Candidates gather_candidates(const at::Tensor& local, const at::Tensor& hashes, const std::vector<int64_t>& rank_rows,
+                             const CandidateExchange& exchange) {
+  Candidates c{local, hashes, 0, {0}};
   if (!exchange.all_gather) return c;
-  c.rows = exchange.all_gather(local);
-  const int64_t m = c.rows.dim() == 2 ? c.rows.size(0) : -1;
-  if (m < 0 || m % c.local != 0 || m < (exchange.rank + 1) * c.local)
-    throw std::runtime_error("all_gather of " + std::to_string(c.local) + " candidates returned " +
-                             std::to_string(m) + " rows for rank " + std::to_string(exchange.rank));
-  c.ranks = m / c.local;
-  c.positive_offset = exchange.rank * c.local;
+  c.rows = exchange.all_gather(local, rank_rows);
+  const int64_t m = c.rows.dim() == 2 ? c.rows.size(0) : -1, n = local.size(0);
+  // Every rank's block: as rank_rows says, else all of this rank's size.
+  std::vector<int64_t> rows = rank_rows;
+  if (rows.empty() && m > 0 && m % n == 0) rows.assign(size_t(m / n), n);
+  int64_t total = 0;
+  for (int64_t r : rows) total += r;
+  if (m < 0 || total != m || exchange.rank >= int64_t(rows.size()) || rows[size_t(exchange.rank)] != n)
+    throw std::runtime_error("all_gather of " + std::to_string(n) + " candidates returned " + std::to_string(m) +
+                             " rows for rank " + std::to_string(exchange.rank));
+  c.starts.clear();
+  for (int64_t r = 0, start = 0; r < int64_t(rows.size()); start += rows[size_t(r)], ++r) c.starts.push_back(start);
+  c.positive_offset = c.starts[size_t(exchange.rank)];
   if (hashes.defined()) {
     // The mask needs the other ranks' texts too: a duplicate is as likely there as here.
     if (!exchange.all_gather_ids) throw std::logic_error("cross-rank negatives with text hashes need all_gather_ids");
-    c.hashes = exchange.all_gather_ids(hashes);
+    c.hashes = exchange.all_gather_ids(hashes, rank_rows);
     if (c.hashes.dim() != 1 || c.hashes.size(0) != m)
-      throw std::runtime_error("all_gather_ids of " + std::to_string(c.local) + " text hashes returned " +
+      throw std::runtime_error("all_gather_ids of " + std::to_string(n) + " text hashes returned " +
                                sizes_text(c.hashes) + ", not [" + std::to_string(m) + "]");
   }
   return c;
@@ -95,17 +103,17 @@ SameText same_text(const Candidates& c, int64_t n, bool count_pairs) {
   // ranks each rank's share of the loss is its sum divided by (that count / W), so that
   // the mean over ranks, and the averaged gradient, are those of one process holding
   // every rank's queries. Every rank's positives are known here (rank r's at rows
-  // r * local + i); a positive whose text appears c times among the candidates masks
+  // starts[r] + i); a positive whose text appears c times among the candidates masks
   // c - 1 of them.
-  const int64_t m = h.size(0);
+  const int64_t m = h.size(0), ranks = int64_t(c.starts.size());
   at::Tensor counts, inverse;
   std::tie(std::ignore, inverse, counts) = at::_unique2(h, /*sorted=*/true, /*return_inverse=*/true,
                                                         /*return_counts=*/true);
   const at::Tensor copies = counts.index_select(0, inverse.reshape({-1}));  // [M]: of each candidate's text
-  const at::Tensor positives =
-      (at::arange(c.ranks, longs) * c.local).unsqueeze(1) + at::arange(n, longs).unsqueeze(0);  // [W, n]
+  const at::Tensor positives = at::tensor(c.starts, at::kLong).to(h.device()).unsqueeze(1) +
+                               at::arange(n, longs).unsqueeze(0);  // [W, n]
   const at::Tensor masked_everywhere = (copies.index_select(0, positives.reshape({-1})) - 1).sum();
-  out.pairs = (double(c.ranks * n * (m - 1)) - masked_everywhere.to(at::kDouble)) / double(c.ranks);
+  out.pairs = (double(ranks * n * (m - 1)) - masked_everywhere.to(at::kDouble)) / double(ranks);
   return out;
 }
 
@@ -143,7 +151,7 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
   Candidates candidates;
   SameText same;
   if (contrastive) {
-    candidates = gather_candidates(local, labels.hashes, exchange);
+    candidates = gather_candidates(local, labels.hashes, labels.rank_rows, exchange);
     if (candidates.hashes.defined()) {
       same = same_text(candidates, n, settings.type == "pairwise_sigmoid");
       out.masked = same.masked.sum();

@@ -40,13 +40,17 @@ struct LossSettings {
 
 // Cross-rank negatives: when all_gather is set, the loss compares each query with the
 // candidates (positives, then hard negatives) of every rank. all_gather maps this rank's
-// [n, D] to [world * n, D], the ranks' blocks in rank order, differentiable;
-// all_gather_ids does the same for the candidates' int64 text hashes [n], without
-// gradient. The data-parallel seam provides both (parallel/data_parallel.h); every rank
-// must have the same n. The local positives then start at row rank * n.
+// [n_r, D] to [sum of n_r, D], the ranks' blocks in rank order, differentiable;
+// all_gather_ids does the same for the candidates' int64 text hashes [n_r], without
+// gradient. `rows` is every rank's n_r (CandidateLabels::rank_rows: the same list on
+// every rank; empty when all are equal) — ranks hold as many positives but may hold
+// different numbers of hard negatives (a pair with fewer than negatives_per_query). The
+// data-parallel seam provides both (parallel/data_parallel.h). This rank's positives then
+// start at the sum of the earlier ranks' rows.
 struct CandidateExchange {
-  std::function<at::Tensor(const at::Tensor&)> all_gather;
-  std::function<at::Tensor(const at::Tensor&)> all_gather_ids;
+  using Gather = std::function<at::Tensor(const at::Tensor&, const std::vector<int64_t>& rows)>;
+  Gather all_gather;
+  Gather all_gather_ids;
   int64_t rank = 0;
 };
 
@@ -64,6 +68,9 @@ struct CandidateLabels {
   // Undefined: the data has no teacher scores.
   at::Tensor groups;
   at::Tensor teacher_scores;
+  // Cross-rank negatives: every rank's candidate rows this micro-batch, in rank order
+  // (the batch plan tells every rank every rank's pairs); empty: all equal.
+  std::vector<int64_t> rank_rows;
 };
 
 struct PairLoss {

@@ -75,8 +75,9 @@ CandidateExchange DataParallel::candidate_exchange(bool wanted) const {
   ProcessGroup* pg = &pg_;
   // The candidates' text hashes go along without gradient: the loss masks duplicates
   // among every rank's candidates (model/loss.h).
-  return {[pg](const at::Tensor& x) { return all_gather_with_grad(*pg, x); },
-          [pg](const at::Tensor& ids) { return pg->all_gather(ids); }, pg_.rank()};
+  return {[pg](const at::Tensor& x, const std::vector<int64_t>& rows) { return all_gather_with_grad(*pg, x, rows); },
+          [pg](const at::Tensor& ids, const std::vector<int64_t>& rows) { return pg->all_gather_rows(ids, rows); },
+          pg_.rank()};
 }
 
 }  // namespace ddp_embed

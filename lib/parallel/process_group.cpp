@@ -405,6 +405,24 @@ ProcessGroup::VarsizeGather ProcessGroup::all_gather_varsize(const at::Tensor& t
   return g;
 }
 
+at::Tensor ProcessGroup::all_gather_rows(const at::Tensor& t, const std::vector<int64_t>& rows) {
+  const bool equal = std::all_of(rows.begin(), rows.end(), [&](int64_t r) { return r == t.size(0); });
+  if (!impl_->distributed() || rows.empty() || equal) return all_gather(t);
+  if (int(rows.size()) != impl_->world || rows[size_t(impl_->rank)] != t.size(0))
+    throw DistError("all_gather_rows: rank " + std::to_string(impl_->rank) + " holds " + std::to_string(t.size(0)) +
+                    " rows, but the row counts say otherwise");
+  // Pad to the longest, gather, keep each rank's real rows.
+  const int64_t longest = *std::max_element(rows.begin(), rows.end());
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  shape[0] = longest;
+  at::Tensor padded = at::zeros(shape, t.options());
+  if (t.size(0) > 0) padded.narrow(0, 0, t.size(0)).copy_(t);
+  const at::Tensor gathered = all_gather(padded);
+  std::vector<at::Tensor> parts;
+  for (int r = 0; r < impl_->world; ++r) parts.push_back(gathered.narrow(0, r * longest, rows[size_t(r)]));
+  return at::cat(parts, 0);
+}
+
 void ProcessGroup::barrier() {
   if (!impl_->distributed()) return;
   issue("barrier", true, [&] {

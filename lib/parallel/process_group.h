@@ -98,6 +98,9 @@ class ProcessGroup {
     std::vector<int64_t> counts;  // rows contributed by each rank
   };
   VarsizeGather all_gather_varsize(const at::Tensor& t);
+  // The same when every rank already knows every rank's row count (`rows`, in rank
+  // order; this rank's must be t's): no counts are exchanged. Empty `rows`: all_gather.
+  at::Tensor all_gather_rows(const at::Tensor& t, const std::vector<int64_t>& rows);
   void barrier();
   // The ranks whose value differs from rank 0's, the same answer on every rank (empty:
   // all agree). One all-gather of 8 bytes a rank.
@@ -123,12 +126,12 @@ class ProcessGroup {
   std::unique_ptr<Impl> impl_;
 };
 
-// Differentiable all-gather: [B, D] on each rank -> [W*B, D]. Backward all-reduces (SUM)
-// the incoming [W*B, D] gradient and returns this rank's [B, D] slice, so gradients of
-// every rank's loss reach the rank that produced the rows. Every rank must run the
-// backward through it (its loss must depend on the result). autograd_gather.cpp says why
-// that backward is right.
-at::Tensor all_gather_with_grad(ProcessGroup& pg, const at::Tensor& x);
+// Differentiable all-gather: [B, D] on each rank -> [W*B, D] (or, with `rows`, every
+// rank's row count known to all, [sum of rows, D]). Backward all-reduces (SUM) the
+// incoming gradient and returns this rank's slice, so gradients of every rank's loss
+// reach the rank that produced the rows. Every rank must run the backward through it (its
+// loss must depend on the result). autograd_gather.cpp says why that backward is right.
+at::Tensor all_gather_with_grad(ProcessGroup& pg, const at::Tensor& x, const std::vector<int64_t>& rows = {});
 
 // A 64-bit hash of the tensors' bytes (values, dtypes, shapes), e.g. to check with
 // check_same() that every rank starts from the same parameters.

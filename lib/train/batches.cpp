@@ -127,6 +127,22 @@ BatchLoader::~BatchLoader() {
   thread_.join();
 }
 
+std::vector<int64_t> BatchLoader::rank_candidate_rows(int accum, int negatives) const {
+  // Each rank's micro-batch of this accumulation step gives its pairs' positives and up
+  // to `negatives` hard negatives each: every rank can count every rank's rows from the
+  // plan, so cross-rank negatives need no exchange of counts.
+  const int world = plan_.world_size();
+  if (world == 1) return {};
+  std::vector<int64_t> rows;
+  for (int r = 0; r < world; ++r) {
+    int64_t count = 0;
+    for (int64_t i : plan_.micro_batch(epoch_, step_, accum, r))
+      count += 1 + std::min<int64_t>(negatives, data_.pairs[size_t(i)].neg_count);
+    rows.push_back(count);
+  }
+  return rows;
+}
+
 void BatchLoader::run() {
   try {
     while (true) {
@@ -141,9 +157,11 @@ void BatchLoader::run() {
       step.source = plan_.source_of(epoch_, step_);
       if (step.source >= 0) step.source_name = plan_.sources()[size_t(step.source)].name;
       const int negatives = negatives_.at(size_t(std::max(step.source, 0)));
-      for (int a = 0; a < accum_; ++a)
+      for (int a = 0; a < accum_; ++a) {
         step.micro.push_back(make_pair_batch(data_, plan_.micro_batch(epoch_, step_, a, rank_),
                                              epoch_, seed_, negatives, pin_));
+        step.micro.back().labels.rank_rows = rank_candidate_rows(a, negatives);
+      }
       if (++step_ == plan_.steps_per_epoch()) {
         step_ = 0;
         ++epoch_;

@@ -71,6 +71,9 @@ class BatchLoader {
 
  private:
   void run();
+  // Every rank's candidate rows (positives and hard negatives) at accumulation step
+  // `accum` of the step being built (CandidateLabels::rank_rows).
+  std::vector<int64_t> rank_candidate_rows(int accum, int negatives) const;
 
   const PairDataset& data_;
   const BatchPlan& plan_;

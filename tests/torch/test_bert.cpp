@@ -473,7 +473,7 @@ TEST(SentenceEmbedder, ForwardIsTheLossOfItsEmbeddings) {
 
   // Cross-rank: as rank 1 of 2, with rank 0's candidates in front.
   const at::Tensor rank0 = at::randn({8, 16});
-  CandidateExchange exchange{[&](const at::Tensor& local) { return at::cat({rank0, local}); }, {}, 1};
+  CandidateExchange exchange{[&](const at::Tensor& local, const std::vector<int64_t>&) { return at::cat({rank0, local}); }, {}, 1};
   const double gathered = contrastive_loss(eq, at::cat({rank0, ep, en}), 8, "infonce", 0.1).item<double>();
   EXPECT_NEAR(model->forward(q, p, n, settings, exchange).loss.item<double>(), gathered, 1e-5);
 }

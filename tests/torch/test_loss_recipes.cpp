@@ -127,6 +127,39 @@ TEST(SameTextMask, TwoWorkersWithDuplicatesAcrossRanksTrainWhatOneWorkerTrains) 
   }
 }
 
+// Pairs with fewer hard negatives than data.negatives_per_query give their micro-batch
+// fewer candidate rows: with the file order, rank 0's half has 2 negatives a pair, rank 1's
+// 1 or none, and the cross-rank gather joins blocks of different sizes (each rank counts
+// every rank's rows from the batch plan).
+TEST(SameTextMask, RanksWithDifferentNumbersOfHardNegativesTrainWhatOneWorkerTrains) {
+  const fs::path one = fresh_dir("ragged1"), two = fresh_dir("ragged2");
+  const fs::path data = one / "ragged.jsonl";
+  {
+    std::ofstream out(data);
+    for (int64_t i = 0; i < kNumPairs; ++i) {
+      json negatives = json::array();
+      const int64_t count = i < kNumPairs / 2 ? 2 : i % 2;
+      for (int64_t k = 0; k < count; ++k) negatives.push_back(kPairs[(i + 3 + 5 * k) % kNumPairs].pos);
+      out << json{{"query", kPairs[i].query}, {"pos", kPairs[i].pos}, {"neg", negatives}}.dump() << "\n";
+    }
+  }
+  for (const char* type : {"pairwise_sigmoid", "infonce"}) {
+    SCOPED_TRACE(type);
+    json c1 = duplicates_config(one, data, type), c2 = duplicates_config(two, data, type);
+    for (json* c : {&c1, &c2}) {
+      (*c)["data"]["negatives_per_query"] = 2;
+      (*c)["data"]["shuffle"] = false;
+    }
+    RunResult r1 = train(one, c1, 1);
+    ASSERT_EQ(r1.exit_code, 0) << r1.output;
+    RunResult r2 = train(two, c2, 2);
+    ASSERT_EQ(r2.exit_code, 0) << r2.output;
+    expect_runs_agree(one, two);
+    fs::remove_all(one / "out");
+    fs::remove_all(two / "out");
+  }
+}
+
 // ---- everything at once ------------------------------------------------------------------
 
 namespace {

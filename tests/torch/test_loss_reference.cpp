@@ -259,7 +259,7 @@ TEST_F(PeerLosses, MatryoshkaAcrossRanksIsMatryoshkaLossOnTheGatheredCandidates)
   const int64_t block = 2 * kBatch;
   at::Tensor ch = c.ch.clone().requires_grad_(true);
   at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true), ln = n.clone().requires_grad_(true);
-  CandidateExchange exchange{[&](const at::Tensor& local) {
+  CandidateExchange exchange{[&](const at::Tensor& local, const std::vector<int64_t>&) {
                                return at::cat({ch.narrow(0, 0, kRank * block), local,
                                                ch.narrow(0, (kRank + 1) * block, (kRanks - kRank - 1) * block)});
                              },
@@ -306,7 +306,7 @@ TEST_F(PeerLosses, DistillationOverRaggedGroupsIsTheFormulaQueryByQuery) {
   s.distill_weight = kDistillWeight;
   s.distill_temperature = kTeacherTemperature;
   const OursPair o =
-      ours_pair(q, c.rc.narrow(0, 0, kBatch), c.rc.narrow(0, kBatch, 7), CandidateLabels{{}, c.rgroups, c.rteacher}, s);
+      ours_pair(q, c.rc.narrow(0, 0, kBatch), c.rc.narrow(0, kBatch, 7), CandidateLabels{{}, c.rgroups, c.rteacher, {}}, s);
   expect_loss(o.loss, theirs, "ragged_kd");
   expect_close(o.grad_q, find(theirs, "ragged_kd.grad_q"), "ragged_kd dloss/dq");
   expect_close(at::cat({o.grad_p, o.grad_n}), find(theirs, "ragged_kd.grad_c"), "ragged_kd dloss/d[p; n]");
@@ -330,11 +330,11 @@ GlobalStep ranks_of(const Duplicates& d, const LossSettings& s, bool with_hashes
   at::Tensor dq = d.dq.clone().requires_grad_(true), dc = d.dc.clone().requires_grad_(true);
   GlobalStep g;
   for (int64_t r = 0; r < kRanks; ++r) {
-    CandidateExchange exchange{[&](const at::Tensor& local) {
+    CandidateExchange exchange{[&](const at::Tensor& local, const std::vector<int64_t>&) {
                                  return at::cat({dc.narrow(0, 0, r * block), local,
                                                  dc.narrow(0, (r + 1) * block, (kRanks - r - 1) * block)});
                                },
-                               [&](const at::Tensor& ids) {
+                               [&](const at::Tensor& ids, const std::vector<int64_t>&) {
                                  EXPECT_TRUE(ids.equal(d.dhash.narrow(0, r * block, block)));
                                  return d.dhash;
                                },
