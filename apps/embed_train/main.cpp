@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,23 @@
 #include "util/malloc_tuning.h"
 
 namespace {
+
+// An option whose value goes into `target` only when it is given: CLI11 2.1 has no
+// std::optional options.
+template <class T>
+struct OptionalValue {
+  T value{};
+  CLI::Option* option = nullptr;
+  void into(std::optional<T>& target) const {
+    if (option->count() > 0) target = value;
+  }
+};
+
+template <class T>
+CLI::Option* add_optional(CLI::App* app, const std::string& name, OptionalValue<T>& v, const std::string& help) {
+  v.option = app->add_option(name, v.value, help);
+  return v.option;
+}
 
 bool is_subcommand(const char* arg) {
   for (const char* name : {"train", "encode", "eval", "tokenize", "tokenizer", "plot"})
@@ -70,6 +88,12 @@ int main(int argc, char** argv) {
                      "cls or mean (default: the folder's Pooling module; cls for plain Hugging Face folders)");
   encode->add_flag("--normalize", enc.normalize,
                    "L2-normalize the embeddings (always done for a folder with a Normalize module)");
+  OptionalValue<std::string> enc_prompt_name, enc_prompt;
+  auto* prompt_name_option = add_optional(encode, "--prompt-name", enc_prompt_name,
+                                          "put the folder's prompt of this name before each sentence (default: the "
+                                          "folder's default_prompt_name, if any)");
+  add_optional(encode, "--prompt", enc_prompt, "put this text before each sentence (\"\": none)")
+      ->excludes(prompt_name_option);
 
   auto* eval = app.add_subcommand("eval", "evaluate a model on a JSONL pair file");
   ddp_embed::EvalOptions ev;
@@ -129,7 +153,11 @@ int main(int argc, char** argv) {
       return ddp_embed::run_training(config);
     }
     ddp_embed::init_console_log();
-    if (*encode) return ddp_embed::run_encode(enc);
+    if (*encode) {
+      enc_prompt_name.into(enc.prompt_name);
+      enc_prompt.into(enc.prompt);
+      return ddp_embed::run_encode(enc);
+    }
     if (*eval) return ddp_embed::run_eval(ev);
     if (*tokenize) return ddp_embed::run_tokenize(tk);
     if (*tok) {
