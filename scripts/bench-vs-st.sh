@@ -11,9 +11,13 @@
 #   ours-xrank  ours + cross-rank negatives (each query also sees every rank's positives)
 #   ours-hn     ours + each row's first hard negative ("neg"; data.negatives_per_query=1)
 #   st-hn       st with the same hard negatives (MNRL on anchor, positive, negative)
-# The -hn systems need a TRAIN with negatives, e.g. mined with the pretrained model:
-#   .venv/bin/python scripts/python/mine_negatives.py --data data/demo/train.jsonl --limit 8000 \
-#     --out runs/demo-hard-negatives.jsonl
+# The -hn systems need a TRAIN with negatives, e.g. mined with the pretrained model (MODEL
+# below) from the first 8000 demo pairs against all positives of the file:
+#   head -8000 data/demo/train.jsonl > runs/first-8000.jsonl
+#   .venv/bin/python -c 'import json,sys; [print(json.loads(l)["pos"]) for l in sys.stdin]' \
+#     < data/demo/train.jsonl > runs/all-positives.txt
+#   build/embed-train mine --model "$MODEL" --input runs/first-8000.jsonl --corpus runs/all-positives.txt \
+#     --num-negatives 1 --range-max 30 --relative-margin 0.05 --output runs/demo-hard-negatives.jsonl
 #   TRAIN=runs/demo-hard-negatives.jsonl SYSTEMS="ours ours-hn st st-hn" OUT=runs/bench-hn scripts/bench-vs-st.sh
 #
 # Each system runs once per seed; the table has medians and [min, max] over the seeds of:

@@ -3,14 +3,18 @@
 
     python3 scripts/check-st-load.py MODEL_DIR INPUT.txt
     python3 scripts/check-st-load.py MODEL_DIR INPUT.txt --reference emb.npy   # encoded elsewhere
+    python3 scripts/check-st-load.py MODEL_DIR INPUT.txt --prompt-name query   # with the folder's prompt
 
 Steps:
   1. model = SentenceTransformer(MODEL_DIR, device="cpu"): the folder must load as it is
      (modules.json, 1_Pooling, 2_Dense, the Hugging Face BERT and its tokenizer).
   2. model.encode(...) on every sentence of INPUT (one a line; or JSONL with a "text"
-     field, when the name ends in .jsonl), without normalization.
+     field, when the name ends in .jsonl), without normalization; with --prompt-name NAME
+     or --prompt TEXT, model.encode(..., prompt_name=NAME) or (..., prompt=TEXT); with
+     neither, the folder's default prompt applies, if it has one.
   3. The same sentences through `embed-train encode --model MODEL_DIR --input INPUT
-     --output TMP.npy` (or the --reference .npy written by that command).
+     --output TMP.npy` with the same --prompt-name or --prompt (or the --reference .npy
+     written by that command).
   4. Row by row: the same dimension, and cosine(python, embed-train) >= --min-cosine
      (default 0.9999) for every sentence.
 
@@ -52,6 +56,9 @@ def parse_args():
     parser.add_argument("--min-cosine", type=float, default=0.9999,
                         help="least cosine similarity per sentence (default 0.9999)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch on both sides")
+    prompts = parser.add_mutually_exclusive_group()
+    prompts.add_argument("--prompt-name", help="the folder's prompt of this name before each sentence, on both sides")
+    prompts.add_argument("--prompt", help="this text before each sentence, on both sides")
     return parser.parse_args()
 
 
@@ -89,6 +96,10 @@ def encode_with_embed_train(args, workdir):
     output = os.path.join(workdir, "embed-train.npy")
     command = [binary, "encode", "--model", args.model_dir, "--input", args.input, "--output", output,
                "--batch-size", str(args.batch_size)]
+    if args.prompt_name is not None:
+        command += ["--prompt-name", args.prompt_name]
+    if args.prompt is not None:
+        command += ["--prompt", args.prompt]
     result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if result.returncode != 0:
         fail(f"`{' '.join(command)}` failed ({result.returncode}):\n{result.stderr}")
@@ -110,8 +121,10 @@ def describe(model):
     """What sentence-transformers made of the folder, for the report."""
     # sentence-transformers 6 renamed get_sentence_embedding_dimension (which now warns).
     dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    prompts = {name: text for name, text in model.prompts.items() if text}
     return (f"modules {[type(m).__name__ for m in model]}, dimension {dimension()}, "
-            f"max_seq_length {model.max_seq_length}, tokenizer {type(model.tokenizer).__name__}")
+            f"max_seq_length {model.max_seq_length}, tokenizer {type(model.tokenizer).__name__}, "
+            f"prompts {prompts}, default prompt {model.default_prompt_name}")
 
 
 def main():
@@ -130,7 +143,8 @@ def main():
     model = load_sentence_transformer(args.model_dir)
     print(f"loaded {args.model_dir}: {describe(model)}")
     python = model.encode(sentences, batch_size=args.batch_size, convert_to_numpy=True,
-                          normalize_embeddings=False, show_progress_bar=False).astype(np.float64)
+                          normalize_embeddings=False, show_progress_bar=False, prompt_name=args.prompt_name,
+                          prompt=args.prompt).astype(np.float64)
 
     with tempfile.TemporaryDirectory() as workdir:
         reference = args.reference or encode_with_embed_train(args, workdir)

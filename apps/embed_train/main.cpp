@@ -1,8 +1,9 @@
 // embed-train: one training worker (started by ddp-launch, torchrun, srun or by hand),
-// plus the encode / eval / tokenize / tokenizer / plot tools. Parses the command line and calls lib/.
+// plus the encode / eval / tokenize / mine / tokenizer / plot tools. Parses the command line and calls lib/.
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,14 +15,32 @@
 #include "tokenize/tokenizer.h"
 #include "train/build_info.h"
 #include "train/inference.h"
+#include "train/mine.h"
 #include "train/trainer.h"
 #include "util/log.h"
 #include "util/malloc_tuning.h"
 
 namespace {
 
+// An option whose value goes into `target` only when it is given: CLI11 2.1 has no
+// std::optional options.
+template <class T>
+struct OptionalValue {
+  T value{};
+  CLI::Option* option = nullptr;
+  void into(std::optional<T>& target) const {
+    if (option->count() > 0) target = value;
+  }
+};
+
+template <class T>
+CLI::Option* add_optional(CLI::App* app, const std::string& name, OptionalValue<T>& v, const std::string& help) {
+  v.option = app->add_option(name, v.value, help);
+  return v.option;
+}
+
 bool is_subcommand(const char* arg) {
-  for (const char* name : {"train", "encode", "eval", "tokenize", "tokenizer", "plot"})
+  for (const char* name : {"train", "encode", "eval", "tokenize", "mine", "tokenizer", "plot"})
     if (std::strcmp(arg, name) == 0) return true;
   return false;
 }
@@ -70,6 +89,12 @@ int main(int argc, char** argv) {
                      "cls or mean (default: the folder's Pooling module; cls for plain Hugging Face folders)");
   encode->add_flag("--normalize", enc.normalize,
                    "L2-normalize the embeddings (always done for a folder with a Normalize module)");
+  OptionalValue<std::string> enc_prompt_name, enc_prompt;
+  auto* prompt_name_option = add_optional(encode, "--prompt-name", enc_prompt_name,
+                                          "put the folder's prompt of this name before each sentence (default: the "
+                                          "folder's default_prompt_name, if any)");
+  add_optional(encode, "--prompt", enc_prompt, "put this text before each sentence (\"\": none)")
+      ->excludes(prompt_name_option);
 
   auto* eval = app.add_subcommand("eval", "evaluate a model on a JSONL pair file");
   ddp_embed::EvalOptions ev;
@@ -94,6 +119,49 @@ int main(int argc, char** argv) {
       ->required();
   tokenize->add_option("--input", tk.input, "text file (one sentence a line) or JSONL (\"text\")")->required();
   tokenize->add_option("--output", tk.output, "JSONL: {\"ids\": [...]} a line, in input order")->required();
+
+  auto* mine = app.add_subcommand(
+      "mine", "mine hard negatives for JSONL pairs with a model (sentence-transformers' mine_hard_negatives, "
+              "sampling top, n-tuple output); alone or under ddp-launch");
+  ddp_embed::MineOptions mn;
+  mine->add_option("--model", mn.model_dir, "model folder (ours, sentence-transformers or Hugging Face BERT)")
+      ->required();
+  mine->add_option("--input", mn.input, "JSONL pairs (query/pos, anchor/positive or text1/text2)")->required();
+  mine->add_option("--output", mn.output, "JSONL {\"query\", \"pos\", \"neg\": [...]} a line, written atomically")
+      ->required();
+  mine->add_option("--corpus", mn.corpus,
+                   "more candidate negatives: a text file (one a line) or JSONL (\"text\"); the positives always are");
+  mine->add_option("--num-negatives", mn.num_negatives, "negatives a line")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  mine->add_option("--range-min", mn.range_min, "skip this many best candidates left after the filters")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  OptionalValue<int64_t> range_max;
+  add_optional(mine, "--range-max", range_max,
+               "candidates ranked at most this far (default: range-min + num-negatives + the most positives of a "
+               "query; 10 x num-negatives with a margin or max-score)")
+      ->check(CLI::PositiveNumber);
+  OptionalValue<double> max_score, min_score, absolute_margin, relative_margin;
+  add_optional(mine, "--max-score", max_score, "skip candidates scoring above this");
+  add_optional(mine, "--min-score", min_score, "skip candidates scoring below this");
+  add_optional(mine, "--absolute-margin", absolute_margin,
+               "skip candidates scoring above the query's lowest positive score minus this");
+  add_optional(mine, "--relative-margin", relative_margin,
+               "skip candidates scoring above the lowest positive score minus its magnitude times this (0.05: 5%)");
+  OptionalValue<std::string> query_prompt_name, query_prompt, corpus_prompt_name, corpus_prompt;
+  auto* qpn = add_optional(mine, "--query-prompt-name", query_prompt_name,
+                           "the folder's prompt before each query (default: its \"query\" prompt, if any)");
+  add_optional(mine, "--query-prompt", query_prompt, "this text before each query (\"\": none)")->excludes(qpn);
+  auto* cpn = add_optional(mine, "--corpus-prompt-name", corpus_prompt_name,
+                           "the folder's prompt before each corpus text (default: its \"document\" prompt, if any)");
+  add_optional(mine, "--corpus-prompt", corpus_prompt, "this text before each corpus text (\"\": none)")
+      ->excludes(cpn);
+  mine->add_option("--batch-size", mn.batch_size, "sentences per batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  mine->add_option("--device", mn.device, "cpu, cuda (each worker its local rank's GPU) or cuda:N")
+      ->capture_default_str();
 
   auto* tok = app.add_subcommand("tokenizer", "train a sentencepiece tokenizer");
   std::vector<std::string> tok_inputs;
@@ -129,7 +197,23 @@ int main(int argc, char** argv) {
       return ddp_embed::run_training(config);
     }
     ddp_embed::init_console_log();
-    if (*encode) return ddp_embed::run_encode(enc);
+    if (*encode) {
+      enc_prompt_name.into(enc.prompt_name);
+      enc_prompt.into(enc.prompt);
+      return ddp_embed::run_encode(enc);
+    }
+    if (*mine) {
+      range_max.into(mn.range_max);
+      max_score.into(mn.max_score);
+      min_score.into(mn.min_score);
+      absolute_margin.into(mn.absolute_margin);
+      relative_margin.into(mn.relative_margin);
+      query_prompt_name.into(mn.query_prompt_name);
+      query_prompt.into(mn.query_prompt);
+      corpus_prompt_name.into(mn.corpus_prompt_name);
+      corpus_prompt.into(mn.corpus_prompt);
+      return ddp_embed::run_mine(mn);
+    }
     if (*eval) return ddp_embed::run_eval(ev);
     if (*tokenize) return ddp_embed::run_tokenize(tk);
     if (*tok) {

@@ -318,8 +318,10 @@ std::vector<std::string> pooling_modes(const json& config, const fs::path& file)
   return modes;
 }
 
-Pooling read_pooling(const fs::path& file, int64_t hidden_size) {
+// The mode, and include_prompt into `include_prompt` (sentence-transformers' default: true).
+Pooling read_pooling(const fs::path& file, int64_t hidden_size, bool& include_prompt) {
   const json config = read_json_object(file);
+  include_prompt = bool_key(config, "include_prompt", true, file);
   for (const char* key : {"word_embedding_dimension", "embedding_dimension"}) {
     const auto it = config.find(key);
     if (it != config.end() && !(it->is_number_integer() && it->get<int64_t>() == hidden_size))
@@ -380,7 +382,8 @@ void read_sentence_transformers_folder(ModelFolderLayout& layout, const fs::path
         read_sentence_bert_config(layout);
         break;
       case ModuleKind::Pooling:
-        layout.pooling = read_pooling(dir / "config.json", layout.bert.hidden_size);
+        layout.pooling = read_pooling(dir / "config.json", layout.bert.hidden_size, layout.include_prompt);
+        layout.pooling_config = (dir / "config.json").string();
         break;
       case ModuleKind::Dense:
         layout.dense = read_dense(dir, layout.bert.hidden_size, root);
@@ -568,6 +571,9 @@ LoadedModel load_model_folder(const std::string& dir, const std::string& pooling
   out.tokenizer = load_folder_tokenizer(layout);
   out.max_length = folder_max_length(layout);
   out.normalize = layout.normalize;
+  out.prompts = layout.prompts;
+  out.default_prompt_name = layout.default_prompt_name;
+  if (!layout.include_prompt) out.prompt_excluded_by = layout.pooling_config;
 
   // Pooling: the argument, else the folder's Pooling module, else cls (plain BERT folders).
   const Pooling pool = pooling.empty() ? layout.pooling.value_or(Pooling::Cls) : parse_pooling(pooling);

@@ -69,6 +69,8 @@ struct ModelFolderLayout {
   std::string transformer_dir;      // config.json, model.safetensors and the tokenizer files
   BertConfig bert;                  // transformer_dir/config.json
   std::optional<Pooling> pooling;   // the Pooling module's mode (none in a plain Hugging Face folder)
+  std::string pooling_config;       // the Pooling module's config.json ("" without one)
+  bool include_prompt = true;       // its include_prompt: false leaves a prompt's tokens out of the pooling
   std::optional<Dense> dense;
   bool normalize = false;
   std::optional<int> max_seq_length;  // sentence_bert_config.json
@@ -101,6 +103,14 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   int max_length = 512;
   bool normalize = false;  // the folder has a Normalize module: encode outputs unit vectors
+  // config_sentence_transformers.json's prompts (name -> text put before an input) and
+  // the one SentenceTransformer.encode uses when none is named.
+  std::map<std::string, std::string> prompts;
+  std::optional<std::string> default_prompt_name;
+  // The Pooling config that says include_prompt false ("" when it is true, the default):
+  // sentence-transformers then pools without the prompt's tokens, which embed-train's
+  // pooling cannot do, so a prompt with such a folder is refused (train/inference.h).
+  std::string prompt_excluded_by;
 };
 
 // pooling: "" = as the folder says (its Pooling module; cls for a plain BERT folder),

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
 #include <stdexcept>
 
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -27,10 +29,43 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// One sentence a line, or JSONL objects with a "text" field.
+// NumPy .npy, version 1.0: little-endian float32, C order, shape [rows, cols], as bytes.
+std::string npy_bytes(const at::Tensor& m) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(m.size(0)) + ", " +
+                       std::to_string(m.size(1)) + "), }";
+  const size_t unpadded = 10 + header.size() + 1;
+  header += std::string((64 - unpadded % 64) % 64, ' ') + "\n";
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += char(len & 0xff);
+  out += char(len >> 8);
+  out += header;
+  out.append(static_cast<const char*>(m.data_ptr()), size_t(m.numel()) * 4);
+  return out;
+}
+
+// JSONL {"embedding": [...], "text": ...} a line, in input order.
+std::string embeddings_jsonl(const std::vector<std::string>& sentences, const at::Tensor& m) {
+  std::string out;
+  const float* p = m.data_ptr<float>();
+  const int64_t d = m.size(1);
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    const nlohmann::json line = {{"text", sentences[i]},
+                                 {"embedding", std::vector<float>(p + int64_t(i) * d, p + (int64_t(i) + 1) * d)}};
+    out += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  return out;
+}
+
+// Unit rows, exactly as sentence-transformers' Normalize (torch's F.normalize):
+// x / max(||x||, 1e-12).
+at::Tensor l2_normalize(const at::Tensor& rows) { return rows / rows.norm(2, 1, true).clamp_min(1e-12); }
+
+}  // namespace
+
 std::vector<std::string> read_sentences(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
+  if (!in) throw std::runtime_error("cannot open " + path + (std::filesystem::exists(path) ? "" : ": no such file"));
   std::vector<std::string> out;
   std::string line;
   int64_t number = 0;
@@ -56,114 +91,118 @@ std::vector<std::string> read_sentences(const std::string& path) {
   return out;
 }
 
-// NumPy .npy, version 1.0: little-endian float32, C order, shape [rows, cols].
-void write_npy(const std::string& path, const at::Tensor& m) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(m.size(0)) + ", " +
-                       std::to_string(m.size(1)) + "), }";
-  const size_t unpadded = 10 + header.size() + 1;
-  header += std::string((64 - unpadded % 64) % 64, ' ') + "\n";
-  std::ofstream out(path, std::ios::binary);
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.put(char(len & 0xff));
-  out.put(char(len >> 8));
-  out << header;
-  out.write(static_cast<const char*>(m.data_ptr()), std::streamsize(m.numel() * 4));
-  if (!out) throw std::runtime_error("cannot write " + path);
-}
-
-// Unit rows, exactly as sentence-transformers' Normalize (torch's F.normalize):
-// x / max(||x||, 1e-12).
-at::Tensor l2_normalize(const at::Tensor& rows) { return rows / rows.norm(2, 1, true).clamp_min(1e-12); }
-
-// On a terminal: "encode 1200/5000  24% [...] 350.2 sentences/s | 4s elapsed | ETA 11s".
-void show_encode_progress(int64_t done, int64_t total, const RecentStepTimes& batch_times, int64_t batch_size,
-                          double elapsed_s) {
-  StatusLine& status = console_status();
-  if (!status.enabled()) return;
-  const double rate = double(batch_size) / batch_times.mean_seconds();
-  const std::string details = std::isnan(rate) ? "" : fmt::format("{:.1f} sentences/s", rate);
-  const int64_t batches_left = (total - done + batch_size - 1) / batch_size;
-  status.update(format_progress_line({"encode", done, total, details, elapsed_s, batch_times.eta_seconds(batches_left)},
-                                     status.width()));
-}
-
-// Not on a terminal (a log file): "encode: 640/1000" at every tenth of the work, so logs
-// stay short.
-class LoggedProgress {
- public:
-  explicit LoggedProgress(int64_t total) : total_(total) {}
-  void update(int64_t done) {
-    const int64_t tenth = total_ > 0 ? done * 10 / total_ : 10;
-    if (tenth > last_tenth_ || done == total_) {
-      last_tenth_ = tenth;
-      std::fprintf(stderr, "encode: %lld/%lld\n", static_cast<long long>(done), static_cast<long long>(total_));
+std::string resolve_prompt(const LoadedModel& model, const std::optional<std::string>& prompt,
+                           const std::optional<std::string>& prompt_name, const std::string& flag,
+                           const std::optional<std::string>& fallback_name) {
+  std::string text;
+  if (prompt) {
+    text = *prompt;
+  } else if (prompt_name) {
+    const auto it = model.prompts.find(*prompt_name);
+    if (it == model.prompts.end()) {
+      std::string known;
+      for (const auto& [name, value] : model.prompts)
+        known += (known.empty() ? "" : ", ") + nlohmann::json(name).dump() + " (" + nlohmann::json(value).dump() + ")";
+      throw std::invalid_argument(flag + " " + *prompt_name + ": the model folder has no prompt of that name; " +
+                                  (known.empty() ? "it has no prompts (config_sentence_transformers.json)"
+                                                 : "its prompts: " + known));
     }
+    text = it->second;
+  } else if (fallback_name && model.prompts.count(*fallback_name)) {
+    text = model.prompts.at(*fallback_name);
   }
+  if (!text.empty() && !model.prompt_excluded_by.empty())
+    throw std::invalid_argument(model.prompt_excluded_by + ": include_prompt false (the prompt's tokens left out of " +
+                                "the pooling) is not implemented; embed-train pools the prompt " +
+                                nlohmann::json(text).dump() + " with the text");
+  return text;
+}
 
- private:
-  int64_t total_;
-  int64_t last_tenth_ = 0;
-};
+WorkProgress::WorkProgress(std::string label, std::string unit, int64_t total, int64_t step_size, bool shown)
+    : label_(std::move(label)), unit_(std::move(unit)), total_(total), step_size_(step_size), shown_(shown) {}
 
-}  // namespace
+void WorkProgress::step_done(int64_t done, double step_seconds) {
+  if (!shown_) return;
+  step_times_.add(step_seconds);
+  const double rate = double(step_size_) / step_times_.mean_seconds();
+  const double eta = done >= total_ ? 0.0 : step_times_.eta_seconds((total_ - done + step_size_ - 1) / step_size_);
+  StatusLine& status = console_status();
+  if (status.enabled()) {
+    const std::string details = std::isnan(rate) ? "" : fmt::format("{:.1f} {}/s", rate, unit_);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    status.update(format_progress_line({label_, done, total_, details, elapsed, eta}, status.width()));
+    return;
+  }
+  const int64_t tenth = total_ > 0 ? done * 10 / total_ : 10;
+  if (tenth <= last_tenth_ && done != total_) return;
+  last_tenth_ = tenth;
+  spdlog::info("{}: {}/{} {}{}, ETA {}", label_, done, total_, unit_,
+               std::isnan(rate) ? "" : fmt::format(", {:.1f} a second", rate), format_duration(eta));
+}
+
+at::Tensor embed_texts(LoadedModel& loaded, const std::vector<std::string>& texts, const std::string& prompt,
+                       const EmbedSettings& settings, ProcessGroup& pg) {
+  // Every rank tokenizes every text: the batches are cut from the order of all lengths.
+  const int64_t n = int64_t(texts.size());
+  std::vector<std::vector<int32_t>> ids(texts.size());
+  at::parallel_for(0, n, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      ids[size_t(i)] = loaded.tokenizer->encode(prompt.empty() ? texts[size_t(i)] : prompt + texts[size_t(i)],
+                                                loaded.max_length);
+  });
+  // Batches of similar lengths pad less; the output keeps the input order.
+  std::vector<int64_t> order(texts.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a].size() > ids[b].size(); });
+
+  // This rank's contiguous run of whole batches.
+  const int64_t batch = settings.batch_size;
+  const int64_t batches = (n + batch - 1) / batch;
+  const int64_t begin = std::min(n, batches * pg.rank() / pg.world_size() * batch);
+  const int64_t end = std::min(n, batches * (pg.rank() + 1) / pg.world_size() * batch);
+
+  std::vector<at::Tensor> parts;
+  WorkProgress progress(settings.label, "sentences", end - begin, batch, pg.rank() == 0);
+  StatusLineScope status_line;
+  for (int64_t b = begin; b < end; b += batch) {
+    const auto batch_begin = std::chrono::steady_clock::now();
+    const int64_t rows = std::min(batch, end - b);
+    TokenStore store;
+    store.reserve(true, rows, 0);
+    for (int64_t i = 0; i < rows; ++i) store.append(ids[size_t(order[size_t(b + i)])]);
+    std::vector<int64_t> seqs(static_cast<size_t>(rows));
+    std::iota(seqs.begin(), seqs.end(), int64_t{0});
+    EncoderInput in = collate(store, seqs);
+    in.ids = in.ids.to(settings.device);
+    in.mask = in.mask.to(settings.device);
+    at::Tensor e = loaded.model->encode_batch(in).to(at::kFloat);
+    if (settings.normalize || loaded.normalize) e = l2_normalize(e);
+    parts.push_back(e.cpu());
+    progress.step_done(b + rows - begin,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - batch_begin).count());
+  }
+  at::Tensor mine = parts.empty() ? at::zeros({0, loaded.model->embedding_dim()}, at::kFloat) : at::cat(parts, 0);
+  at::Tensor sorted = pg.world_size() > 1 ? pg.all_gather_varsize(mine.to(pg.device())).data.cpu() : mine;
+  at::Tensor out = at::empty_like(sorted);
+  out.index_copy_(0, at::tensor(order, at::kLong), sorted);
+  return out;
+}
 
 int run_encode(const EncodeOptions& o) {
   const c10::Device device(o.device);
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
+  const std::vector<std::string> sentences = read_sentences(o.input);
   LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
+  // As SentenceTransformer.encode: the folder's default prompt when none is asked for.
+  const std::string prompt = resolve_prompt(loaded, o.prompt, o.prompt_name, "--prompt-name", loaded.default_prompt_name);
+  if (!prompt.empty()) spdlog::info("encode: the prompt {} before each sentence", nlohmann::json(prompt).dump());
   loaded.model->to(device);
-  std::vector<std::string> sentences = read_sentences(o.input);
 
-  // Batches of similar lengths pad less; the output keeps the input order.
-  std::vector<std::vector<int32_t>> ids(sentences.size());
-  for (size_t i = 0; i < sentences.size(); ++i) ids[i] = loaded.tokenizer->encode(sentences[i], loaded.max_length);
-  std::vector<size_t> order(sentences.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() > ids[b].size(); });
-
-  const int64_t n = int64_t(sentences.size());
-  at::Tensor out = at::zeros({n, loaded.model->embedding_dim()}, at::kFloat);
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  RecentStepTimes batch_times(/*warmup=*/1, /*window=*/20);
-  StatusLineScope status_line;
-  LoggedProgress logged(n);
-  for (int64_t b = 0; b < n; b += o.batch_size) {
-    const auto batch_begin = Clock::now();
-    const int64_t rows = std::min<int64_t>(o.batch_size, n - b);
-    TokenStore store;
-    store.reserve(true, rows, 0);
-    for (int64_t i = 0; i < rows; ++i) store.append(ids[order[size_t(b + i)]]);
-    std::vector<int64_t> seqs(static_cast<size_t>(rows));
-    std::iota(seqs.begin(), seqs.end(), int64_t{0});
-    EncoderInput in = collate(store, seqs);
-    in.ids = in.ids.to(device);
-    in.mask = in.mask.to(device);
-    at::Tensor e = loaded.model->encode_batch(in).to(at::kFloat).cpu();
-    if (o.normalize || loaded.normalize) e = l2_normalize(e);
-    for (int64_t i = 0; i < rows; ++i) out[int64_t(order[size_t(b + i)])].copy_(e[i]);
-    batch_times.add(std::chrono::duration<double>(Clock::now() - batch_begin).count());
-    show_encode_progress(b + rows, n, batch_times, o.batch_size,
-                         std::chrono::duration<double>(Clock::now() - start).count());
-    if (!console_status().enabled()) logged.update(b + rows);
-  }
-  console_status().clear();
-
-  if (ends_with(o.output, ".npy")) {
-    write_npy(o.output, out.contiguous());
-  } else {
-    std::ofstream f(o.output);
-    const float* p = out.data_ptr<float>();
-    const int64_t d = out.size(1);
-    for (int64_t i = 0; i < n; ++i) {
-      nlohmann::json line = {{"text", sentences[size_t(i)]},
-                             {"embedding", std::vector<float>(p + i * d, p + (i + 1) * d)}};
-      f << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    }
-    if (!f) throw std::runtime_error("cannot write " + o.output);
-  }
-  spdlog::info("encode: {} embeddings of dimension {} written to {}", n, out.size(1), o.output);
+  auto single = ProcessGroup::single();
+  const at::Tensor out = embed_texts(loaded, sentences, prompt, {o.batch_size, device, o.normalize, "encode"}, *single)
+                             .contiguous();
+  write_file_atomically(o.output, ends_with(o.output, ".npy") ? npy_bytes(out) : embeddings_jsonl(sentences, out));
+  spdlog::info("encode: {} embeddings of dimension {} written to {}", out.size(0), out.size(1), o.output);
   return 0;
 }
 
@@ -206,9 +245,7 @@ int run_eval(const EvalOptions& o) {
   else
     print_table(o.data, task, data.size(), metrics);
   if (!o.json_out.empty()) {
-    std::ofstream f(o.json_out);
-    f << j.dump(2) << "\n";
-    if (!f) throw std::runtime_error("cannot write " + o.json_out);
+    write_file_atomically(o.json_out, j.dump(2) + "\n");
   }
   return 0;
 }

@@ -14,9 +14,24 @@
 //   (with [CLS]/[SEP], truncated to the folder's max length, lower-cased first when
 //   sentence_bert_config.json says do_lower_case), one JSON line {"ids": [...]} each, in
 //   input order.
+//
+// Prompts (encode, and mine's queries and corpus): a text put before each input before it
+// is tokenized, exactly as SentenceTransformer.encode(texts, prompt_name=..., prompt=...)
+// does; without a prompt named or given, the folder's default_prompt_name applies.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "model/model_folder.h"
+#include "parallel/process_group.h"
+#include "util/progress.h"
 
 namespace ddp_embed {
 
@@ -26,6 +41,8 @@ struct EncodeOptions {
   std::string device = "cpu";
   std::string pooling;  // empty: as the folder says (cls for plain BERT folders)
   bool normalize = false;  // also without a Normalize module in the folder
+  std::optional<std::string> prompt_name;  // --prompt-name: one of the folder's prompts
+  std::optional<std::string> prompt;       // --prompt: the text itself (also "": none)
 };
 
 struct EvalOptions {
@@ -45,5 +62,56 @@ struct TokenizeOptions {
 int run_encode(const EncodeOptions& options);
 int run_eval(const EvalOptions& options);
 int run_tokenize(const TokenizeOptions& options);
+
+// ---- what encode shares with mine (train/mine.h) ---------------------------------------
+
+// One sentence a line, or JSONL objects with a "text" field (a name ending in .jsonl or
+// .json); a bad JSONL line is an error "FILE:LINE: ...".
+std::vector<std::string> read_sentences(const std::string& path);
+
+// The text put before each input, as sentence-transformers chooses it: `prompt` when
+// given (also ""); else the folder's prompt named `prompt_name`, which must exist (else an
+// error naming `flag` and listing the folder's prompts); else the folder's prompt named
+// `fallback_name`, when it has one; else "". A non-empty prompt for a folder whose Pooling
+// says include_prompt false is an error naming that file.
+std::string resolve_prompt(const LoadedModel& model, const std::optional<std::string>& prompt,
+                           const std::optional<std::string>& prompt_name, const std::string& flag,
+                           const std::optional<std::string>& fallback_name);
+
+// Rank 0's progress through long work done in steps (batches, chunks). On a terminal:
+// "encode 1200/5000  24% [...] 350.2 sentences/s | 4s elapsed | ETA 11s", redrawn in
+// place; elsewhere (a log file, ddp-launch's pipes) a log line at every tenth of the work,
+// so logs stay short: "encode: 640/1000 sentences, 350.2 a second, ETA 1s". `shown`
+// false (the other ranks): silent.
+class WorkProgress {
+ public:
+  WorkProgress(std::string label, std::string unit, int64_t total, int64_t step_size, bool shown);
+  // `done` units of `total` are done; the last step took `step_seconds`.
+  void step_done(int64_t done, double step_seconds);
+
+ private:
+  std::string label_, unit_;
+  int64_t total_, step_size_;
+  bool shown_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  RecentStepTimes step_times_{/*warmup=*/1, /*window=*/20};
+  int64_t last_tenth_ = 0;
+};
+
+struct EmbedSettings {
+  int64_t batch_size = 64;
+  c10::Device device{c10::kCPU};
+  bool normalize = false;        // unit rows also without a Normalize module in the folder
+  std::string label = "encode";  // names the work in the progress line
+};
+
+// The embeddings of prompt + text for every text: [N, dim] float32 on the CPU, in input
+// order, on every rank. Texts are sorted by token length (less padding) and cut into
+// batches of batch_size in that order; rank r of `pg` embeds a contiguous run of those
+// batches and the rows are all-gathered, so every batch, and so every embedding, is the
+// same at any world size. Rank 0 shows its progress (a line with ETA on a terminal, else
+// a log line at every tenth).
+at::Tensor embed_texts(LoadedModel& model, const std::vector<std::string>& texts, const std::string& prompt,
+                       const EmbedSettings& settings, ProcessGroup& pg);
 
 }  // namespace ddp_embed

@@ -16,14 +16,6 @@ namespace fs = std::filesystem;
 namespace ddp_embed {
 namespace {
 
-// The intra-op threads: OMP_NUM_THREADS when set, else this node's cores shared among
-// its workers (each taking every core would oversubscribe them).
-int choose_threads(const WorkerEnv& env) {
-  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, env.local_world_size));
-}
-
 // The CPU BLAS behind this process's matrix products: a separate library when one is
 // mapped (a LibTorch built against the system's libblas.so.3, where the reference BLAS
 // is ~30x slower than OpenBLAS), else the one built into LibTorch (PyTorch's wheels: MKL).
@@ -93,6 +85,12 @@ void check_config_for_world(const Config& cfg, int world) {
 }
 
 }  // namespace
+
+int choose_threads(const WorkerEnv& env) {
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, env.local_world_size));
+}
 
 Worker set_up_worker(const Config& cfg) {
   Worker w;

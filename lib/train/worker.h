@@ -22,6 +22,10 @@ struct Worker {
   bool main_rank() const { return pg->rank() == 0; }
 };
 
+// The intra-op threads of a worker: OMP_NUM_THREADS when set, else this node's cores
+// shared among its workers (each taking every core would oversubscribe them).
+int choose_threads(const WorkerEnv& env);
+
 // The console log (rank 0) and this rank's log file in output.dir, the intra-op threads,
 // the device (train.device) and precision, then the rendezvous and process group; checks
 // that every rank runs the same config and that the batch divides over the world.

@@ -181,11 +181,12 @@ TEST_F(EncodeEval, InputOrderIsKeptAndBatchingDoesNotChangeEmbeddings) {
   // Different sentences give different embeddings (the rows are not all the same).
   EXPECT_LT(cosine(batched[1], batched[6]), 0.99999);
 
-  // stderr is a file here, not a terminal: whole lines, no carriage returns, ending
-  // with the total; stdout stays empty.
+  // stderr is a file here, not a terminal: whole log lines with the rate and the ETA, no
+  // carriage returns, ending with the total; stdout stays empty.
   const std::string progress = read_file(err);
-  EXPECT_NE(progress.find("encode: 3/8\n"), std::string::npos) << progress;
-  EXPECT_NE(progress.find("encode: 8/8\n"), std::string::npos) << progress;
+  EXPECT_NE(progress.find("encode: 3/8 sentences, ETA "), std::string::npos) << progress;
+  EXPECT_TRUE(std::regex_search(progress, std::regex("encode: 8/8 sentences, [0-9.]+ a second, ETA 0s\n")))
+      << progress;
   EXPECT_EQ(progress.find('\r'), std::string::npos) << progress;
   EXPECT_EQ(read_file(out), "");
 }
