@@ -157,6 +157,9 @@ int main(int argc, char** argv) {
                            "the folder's prompt before each corpus text (default: its \"document\" prompt, if any)");
   add_optional(mine, "--corpus-prompt", corpus_prompt, "this text before each corpus text (\"\": none)")
       ->excludes(cpn);
+  mine->add_flag("--output-scores", mn.output_scores,
+                 "also write the model's scores of each line's positives and negatives (\"pos_scores\", "
+                 "\"neg_scores\"): teacher scores for loss.distill");
   mine->add_option("--batch-size", mn.batch_size, "sentences per batch")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -256,7 +256,20 @@ at::Tensor select_for_queries(const at::Tensor& queries, const at::Tensor& corpu
 
 // The pairs file with "neg" filled, one line per input line whose query got its negatives.
 // Returns the text and the number of lines dropped.
-std::string mined_pairs(const MiningInput& in, const at::Tensor& chosen, int64_t num_negatives, int64_t& dropped) {
+// With `scores` (unit-vector embeddings of the queries and the corpus), each line also
+// carries its positives' and negatives' cosine scores.
+struct Embedded {
+  at::Tensor queries, corpus;
+};
+
+std::string mined_pairs(const MiningInput& in, const at::Tensor& chosen, int64_t num_negatives,
+                        const std::optional<Embedded>& scores, int64_t& dropped) {
+  std::unordered_map<std::string, int64_t> corpus_index;
+  if (scores)
+    for (size_t i = 0; i < in.corpus.size(); ++i) corpus_index.emplace(in.corpus[i], int64_t(i));
+  auto score = [&](int64_t query, int64_t candidate) {
+    return double(at::dot(scores->queries[query], scores->corpus[candidate]).item<float>());
+  };
   std::string text;
   dropped = 0;
   const int64_t* rows = chosen.data_ptr<int64_t>();
@@ -272,6 +285,12 @@ std::string mined_pairs(const MiningInput& in, const at::Tensor& chosen, int64_t
     j["pos"] = line.pos.size() == 1 ? nlohmann::ordered_json(line.pos[0]) : nlohmann::ordered_json(line.pos);
     j["neg"] = nlohmann::ordered_json::array();
     for (int64_t i = 0; i < num_negatives; ++i) j["neg"].push_back(in.corpus[size_t(negatives[i])]);
+    if (scores) {
+      j["pos_scores"] = nlohmann::ordered_json::array();
+      for (const std::string& pos : line.pos) j["pos_scores"].push_back(score(line.query, corpus_index.at(pos)));
+      j["neg_scores"] = nlohmann::ordered_json::array();
+      for (int64_t i = 0; i < num_negatives; ++i) j["neg_scores"].push_back(score(line.query, negatives[i]));
+    }
     text += j.dump() + "\n";
   }
   return text;
@@ -362,7 +381,9 @@ int run_mine(const MineOptions& o) {
   if (pg->rank() != 0) return 0;
 
   int64_t dropped = 0;
-  write_file_atomically(o.output, mined_pairs(in, chosen, selection.num_negatives, dropped));
+  const std::optional<Embedded> scores =
+      o.output_scores ? std::optional<Embedded>(Embedded{queries.cpu(), corpus.cpu()}) : std::nullopt;
+  write_file_atomically(o.output, mined_pairs(in, chosen, selection.num_negatives, scores, dropped));
   spdlog::info("mine: {} lines with {} negatives each written to {}; {} lines dropped without enough negatives",
                int64_t(in.lines.size()) - dropped, selection.num_negatives, o.output, dropped);
   const std::string skipped = skipped_summary(chosen, o, selection.num_negatives);

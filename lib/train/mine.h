@@ -45,6 +45,10 @@ struct MineOptions {
   // SentenceTransformer.encode_query does). Before each corpus text likewise, with the
   // folder's "document" prompt (encode_document).
   std::optional<std::string> query_prompt_name, query_prompt, corpus_prompt_name, corpus_prompt;
+  // Also write the model's cosine scores of each line's positives and negatives
+  // ("pos_scores", "neg_scores"): teacher scores for loss.distill (sentence-transformers'
+  // output_scores).
+  bool output_scores = false;
   int64_t batch_size = 32;
   std::string device = "cpu";  // cpu, cuda (worker i: cuda:<local rank i mod devices>) or cuda:N
 };

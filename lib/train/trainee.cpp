@@ -88,6 +88,20 @@ std::string prompt_text(const std::string& value, const std::map<std::string, st
 
 // Distillation needs the teacher's scores on every training pair: a pair without them
 // is an error naming its file and line when the data is read, not a NaN loss later.
+// A Pooling module with include_prompt false leaves a prompt's tokens out of the mean;
+// ours pools every token, so training with prompts would not be the model it writes.
+void check_prompts_are_pooled(const Config& cfg, const std::optional<ModelFolderLayout>& init,
+                              const std::map<std::string, std::string>& prompts) {
+  if (!init || init->include_prompt) return;
+  for (size_t i = 0; i < cfg.data.train.size(); ++i)
+    for (const std::string* value : {&cfg.data.train[i].query_prompt, &cfg.data.train[i].passage_prompt})
+      if (!prompt_text(*value, prompts).empty())
+        throw std::runtime_error(init->pooling_config + ": include_prompt is false (the prompt's tokens are left out "
+                                 "of the pooling), which ddp-embed does not implement; data.train[" +
+                                 std::to_string(i) + "] has a prompt: train without prompts, or from a folder "
+                                 "whose Pooling includes them");
+}
+
 std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std::string, std::string>& prompts) {
   std::vector<SourceInput> out;
   for (const auto& s : cfg.data.train)
@@ -191,6 +205,7 @@ Inputs load_inputs(const Config& cfg, const Worker& w) {
   in.tokenizer = prepare_tokenizer(cfg, in.init_folder, *w.pg);
   const auto t_data = Clock::now();
   in.prompts = training_prompts(cfg, in.init_folder);
+  check_prompts_are_pooled(cfg, in.init_folder, in.prompts);
   in.train = load_sources(training_sources(cfg, in.prompts), *in.tokenizer, cfg.tokenizer.max_length,
                           cfg.data.skip_bad_lines, w.threads, cfg.data.max_line_bytes);
   // Evaluation pairs are embedded as the first source's are: with its prompts.

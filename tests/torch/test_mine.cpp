@@ -110,6 +110,41 @@ TEST_F(Mine, OutputIsTrainingPairsWithTheMinedNegatives) {
   EXPECT_EQ(first.rfind("{\"query\":\"a small domesticated feline\",\"pos\":\"cat\"", 0), 0u) << first;
 }
 
+// --output-scores: each line's positives' and negatives' scores are the model's cosine
+// similarities, as sentence-transformers computes them (its own encode, in Python).
+TEST_F(Mine, OutputScoresAreTheModelsCosines) {
+  const fs::path dir = fresh_dir("mine-scores");
+  const fs::path pairs = head_of_train(dir, 60);
+  const auto r = run(mine_command(pairs, dir / "mined.jsonl", "--num-negatives 2 --output-scores"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = jsonl(dir / "mined.jsonl");
+  ASSERT_EQ(rows.size(), 60u);
+  for (const auto& row : rows) {
+    ASSERT_EQ(row["pos_scores"].size(), row["pos"].is_string() ? 1u : row["pos"].size()) << row.dump();
+    ASSERT_EQ(row["neg_scores"].size(), 2u) << row.dump();
+  }
+  const fs::path check = dir / "check.py";
+  std::ofstream(check) << R"(import json, sys
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer(sys.argv[1], device="cpu")
+rows = [json.loads(l) for l in open(sys.argv[2])]
+worst = 0.0
+for row in rows:
+    pos = [row["pos"]] if isinstance(row["pos"], str) else row["pos"]
+    texts = pos + row["neg"]
+    q = model.encode([row["query"]], normalize_embeddings=True, convert_to_tensor=True)
+    c = model.encode(texts, normalize_embeddings=True, convert_to_tensor=True)
+    theirs = (q @ c.T)[0].tolist()
+    ours = row["pos_scores"] + row["neg_scores"]
+    worst = max(worst, max(abs(a - b) for a, b in zip(ours, theirs)))
+print("max |score difference|", worst)
+sys.exit(0 if worst < 1e-5 else 1)
+)";
+  const auto py = run(std::string(DDP_EMBED_PYTHON) + " " + check.string() + " " + kMiniLM + " " +
+                      (dir / "mined.jsonl").string());
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+}
+
 // Every failure before any output: exit status 1, a message naming the file and line or
 // the flag, and no output file (nor a temporary one) left.
 TEST_F(Mine, BadInputIsAClearErrorAndWritesNothing) {
