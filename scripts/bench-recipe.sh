@@ -91,7 +91,7 @@ done
 folders=("$model")
 for v in $variants; do folders+=("$out/$v/final"); done
 OMP_NUM_THREADS=$(nproc) "$py" scripts/python/heldout_eval.py --sts "$sts" --pairs "$heldout" --prompts \
-  --truncate-dim 384 128 64 "${folders[@]}" > "$out/scores.jsonl"
+  "${folders[@]}" --truncate-dim 384 128 64 > "$out/scores.jsonl"
 "$py" - "$out/scores.jsonl" "$model" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

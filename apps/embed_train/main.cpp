@@ -16,6 +16,7 @@
 #include "train/build_info.h"
 #include "train/inference.h"
 #include "train/mine.h"
+#include "train/prepare.h"
 #include "train/trainer.h"
 #include "util/log.h"
 #include "util/malloc_tuning.h"
@@ -40,7 +41,7 @@ CLI::Option* add_optional(CLI::App* app, const std::string& name, OptionalValue<
 }
 
 bool is_subcommand(const char* arg) {
-  for (const char* name : {"train", "encode", "eval", "tokenize", "mine", "tokenizer", "plot"})
+  for (const char* name : {"train", "prepare", "encode", "eval", "tokenize", "mine", "tokenizer", "plot"})
     if (std::strcmp(arg, name) == 0) return true;
   return false;
 }
@@ -75,6 +76,16 @@ int main(int argc, char** argv) {
   train->add_option("--profile", profile_steps,
                     "record N steps with LibTorch's profiler on rank 0 (output.profile_steps): "
                     "OUTPUT_DIR/profile-rank0.json, a Chrome trace, and the top ops in the log");
+
+  auto* prepare = app.add_subcommand(
+      "prepare", "tokenize data.train once into a prepared folder that runs memory-map (data.prepared, or data.train "
+                 "naming it); alone or under ddp-launch, the workers sharing the work");
+  std::string prepare_config, prepare_output;
+  std::vector<std::string> prepare_overrides;
+  prepare->add_option("--config", prepare_config, "the run's JSON config: its data.train, tokenizer and max_length")
+      ->required();
+  prepare->add_option("--set", prepare_overrides, "override a config key: KEY=VALUE (repeatable)");
+  prepare->add_option("--output", prepare_output, "the prepared folder (default: the config's data.prepared)");
 
   auto* encode = app.add_subcommand("encode", "embed sentences with a trained model");
   ddp_embed::EncodeOptions enc;
@@ -198,6 +209,12 @@ int main(int argc, char** argv) {
         return 0;
       }
       return ddp_embed::run_training(config);
+    }
+    if (*prepare) {
+      const ddp_embed::Config config = ddp_embed::load_config(prepare_config, prepare_overrides);
+      if (prepare_output.empty() && !config.data.prepared)
+        throw std::invalid_argument("prepare: give --output DIR, or data.prepared in " + prepare_config);
+      return ddp_embed::run_prepare(config, prepare_output.empty() ? *config.data.prepared : prepare_output);
     }
     ddp_embed::init_console_log();
     if (*encode) {

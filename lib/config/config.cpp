@@ -60,6 +60,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("data.train", d.train, non_empty());
   v("data.mixing", d.mixing, one_of({"proportional", "weighted", "round_robin", "mixed"}));
   v("data.dedupe_batches", d.dedupe_batches, any());
+  v("data.prepared", d.prepared, non_empty());
   v("data.eval", d.eval, non_empty());
   v("data.shuffle", d.shuffle, any());
   v("data.drop_last", d.drop_last, any());

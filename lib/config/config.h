@@ -65,6 +65,9 @@ struct DataConfig {
   // "mixed", every batch from all of them.
   std::string mixing = "proportional";  // proportional | weighted | round_robin | mixed
   bool dedupe_batches = false;  // no text twice as a query or positive in one global batch
+  // data.train's prepared folder (data/prepared.h): tokenized once and memory-mapped, made
+  // by the run's ranks when it is not there; null = read and tokenize data.train at start.
+  std::optional<std::string> prepared;
   std::optional<std::string> eval = std::string("data/demo/eval.jsonl");
   bool shuffle = true;
   bool drop_last = true;

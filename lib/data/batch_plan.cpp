@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "data/index_permutation.h"
 #include "data/sampler.h"
 #include "util/log.h"
 
@@ -145,7 +146,6 @@ BatchPlan::BatchPlan(std::vector<PlanSource> sources, const PlanSettings& settin
     }
   }
   for (const Lane& lane : lanes_) steps_per_epoch_ += lane.batches_per_epoch;
-  permutations_.resize(lanes_.size());
   deduped_.resize(lanes_.size());
 }
 
@@ -243,25 +243,9 @@ std::vector<int64_t> BatchPlan::steps_per_source(int64_t epoch, int64_t step) co
 
 // ---- passes: permutations of a source -------------------------------------------------------
 
-std::shared_ptr<const std::vector<int64_t>> BatchPlan::permutation(int lane, int64_t pass) const {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& cache = permutations_[size_t(lane)];
-    if (auto it = cache.find(pass); it != cache.end()) return it->second;
-  }
+BatchPlan::PassOrder BatchPlan::permutation(int lane, int64_t pass) const {
   const Lane& l = lanes_[size_t(lane)];
-  auto perm = std::make_shared<std::vector<int64_t>>(size_t(l.size));
-  std::iota(perm->begin(), perm->end(), int64_t{0});
-  if (settings_.shuffle) {
-    SplitMix64 rng(l.seed + uint64_t(pass));
-    for (int64_t i = l.size - 1; i > 0; --i)  // Fisher-Yates
-      std::swap((*perm)[size_t(i)], (*perm)[size_t(rng.below(uint64_t(i) + 1))]);
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto& cache = permutations_[size_t(lane)];
-  cache[pass] = perm;
-  trim_cache(cache);
-  return perm;
+  return PassOrder{IndexPermutation(uint64_t(l.size), l.seed + uint64_t(pass)), settings_.shuffle};
 }
 
 BatchPlan::PassBatch BatchPlan::locate(int lane, int64_t epoch, int64_t nth) const {
@@ -287,8 +271,8 @@ std::vector<int64_t> BatchPlan::global_batch(int64_t epoch, int64_t step) const 
     for (int64_t k = 0; k < B; ++k) out[size_t(k)] = l.begin + d->pairs[size_t(first + k)];
   } else {
     // The pass's permutation in chunks of B; the last chunk wraps around to its start.
-    const auto perm = permutation(lane, at.pass);
-    for (int64_t k = 0; k < B; ++k) out[size_t(k)] = l.begin + (*perm)[size_t((first + k) % l.size)];
+    const PassOrder perm = permutation(lane, at.pass);
+    for (int64_t k = 0; k < B; ++k) out[size_t(k)] = l.begin + perm((first + k) % l.size);
   }
   return out;
 }
@@ -333,7 +317,7 @@ std::shared_ptr<const BatchPlan::DedupedPass> BatchPlan::deduped(int lane, int64
 BatchPlan::DedupedPass BatchPlan::dedupe_pass(int lane, int64_t pass) const {
   const Lane& l = lanes_[size_t(lane)];
   const int64_t B = settings_.global_batch, batches = l.batches_per_pass, n = l.size;
-  const std::vector<int64_t>& perm = *permutation(lane, pass);
+  const PassOrder perm = permutation(lane, pass);
   // The waiting pairs, positions in the permutation, as a singly linked list; -1 ends it.
   std::vector<int64_t> next_of(static_cast<size_t>(n));
   std::iota(next_of.begin(), next_of.end(), int64_t{1});
@@ -363,10 +347,10 @@ BatchPlan::DedupedPass BatchPlan::dedupe_pass(int lane, int64_t pass) const {
     // The waiting pairs first, in order; one that repeats a text stays for a later batch.
     for (int64_t at = head, before = -1; at != -1 && out.pairs.size() < full;) {
       const int64_t following = next_of[size_t(at)];
-      if (repeats_a_text(perm[size_t(at)])) {
+      if (repeats_a_text(perm(at))) {
         before = at;
       } else {
-        take(perm[size_t(at)]);
+        take(perm(at));
         (before == -1 ? head : next_of[size_t(before)]) = following;
       }
       at = following;
@@ -374,14 +358,14 @@ BatchPlan::DedupedPass BatchPlan::dedupe_pass(int lane, int64_t pass) const {
     // Then the pass's pairs again from its start (as the wrap-around without drop_last
     // does), skipping those that repeat a text, for at most one round.
     for (int64_t tried = 0; out.pairs.size() < full && tried < n; ++tried, ++wrap)
-      if (!repeats_a_text(perm[size_t(wrap % n)])) take(perm[size_t(wrap % n)]);
+      if (!repeats_a_text(perm(wrap % n))) take(perm(wrap % n));
     // Too few distinct texts: repeats it must be, of pairs not yet placed where there are.
     for (; out.pairs.size() < full; ++out.report.repeats) {
       if (head != -1) {
-        take(perm[size_t(head)]);
+        take(perm(head));
         head = next_of[size_t(head)];
       } else {
-        take(perm[size_t(wrap++ % n)]);
+        take(perm(wrap++ % n));
       }
     }
   }

@@ -8,11 +8,12 @@
 // of steps per epoch is known before the first.
 //
 // A source is read in passes. Pass p is a permutation of its pairs drawn from the
-// source's seed + p (the file order without data.shuffle), cut into global batches of B
-// pairs: ⌊n / B⌋ of them, the tail dropped; or, without data.drop_last, ⌈n / B⌉, the
-// last wrapping around to the pass's start. The source's seed is train.seed for the first
-// source and a hash of (seed, source) for the others, so a single source draws exactly
-// the batches of the plan before there were several sources.
+// source's seed + p (data/index_permutation.h: no memory, whatever the size; the file
+// order without data.shuffle), cut into global batches of B pairs: ⌊n / B⌋ of them, the
+// tail dropped; or, without data.drop_last, ⌈n / B⌉, the last wrapping around to the
+// pass's start. The source's seed is train.seed for the first source and a hash of
+// (seed, source) for the others, so a single source draws the batches that one data set
+// of its pairs does (mixed).
 //
 // Modes (data.mixing):
 //   proportional  an epoch is one pass over every source (pass = epoch), so the sources
@@ -23,8 +24,8 @@
 //                 source goes on through its passes, wherever an epoch ends.
 //   round_robin   the same, equal shares; the sources take turns in data.train's order
 //                 (the first ones take the steps left over).
-//   mixed         all pairs as one source, pass = epoch: exactly the plan before sources
-//                 existed; a global batch may mix sources and has none (-1).
+//   mixed         all pairs as one source, pass = epoch; a global batch may mix sources
+//                 and has none (-1).
 // Without data.shuffle the drawn orders become one that spreads each source's batches
 // evenly over the epoch.
 //
@@ -52,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/index_permutation.h"
 #include "data/pairs.h"
 
 namespace ddp_embed {
@@ -151,9 +153,17 @@ class BatchPlan {
     DedupeReport report;
   };
 
+  // A pass's order of a lane's pairs: drawn (data.shuffle), else the file order. No
+  // memory: a pass over a hundred million pairs is not a vector of them.
+  struct PassOrder {
+    IndexPermutation drawn;
+    bool shuffle = true;
+    int64_t operator()(int64_t i) const { return shuffle ? int64_t(drawn(uint64_t(i))) : i; }
+  };
+
   bool streams() const;
   std::shared_ptr<const EpochOrder> order(int64_t epoch) const;
-  std::shared_ptr<const std::vector<int64_t>> permutation(int lane, int64_t pass) const;
+  PassOrder permutation(int lane, int64_t pass) const;
   // The pass and batch of the lane's nth batch of `epoch`.
   PassBatch locate(int lane, int64_t epoch, int64_t nth) const;
   std::shared_ptr<const DedupedPass> deduped(int lane, int64_t pass) const;
@@ -169,7 +179,6 @@ class BatchPlan {
   // share them, hence the lock and the shared pointers (an entry outlives its eviction).
   mutable std::mutex mutex_;
   mutable std::map<int64_t, std::shared_ptr<const EpochOrder>> orders_;
-  mutable std::vector<std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>>> permutations_;
   mutable std::vector<std::map<int64_t, std::shared_ptr<const DedupedPass>>> deduped_;
 };
 

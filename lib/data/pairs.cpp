@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -198,17 +199,19 @@ class PairLoader {
   // A JSONL file, plain or gzip-compressed.
   void load_file(const std::string& file) { load_stream(*open_input_file(file), file); }
 
-  void load_stream(std::istream& in, const std::string& file) {
+  // `first_line`: the number of the stream's first line in its file; `need_pairs`: a
+  // stream without pairs is an error (a whole file; a piece of one may have none).
+  void load_stream(std::istream& in, const std::string& file, int64_t first_line = 1, bool need_pairs = true) {
     const int64_t pairs_before = data_.size(), skipped_before = data_.skipped;
     std::vector<Line> chunk;
     size_t chunk_bytes = 0;
-    int64_t number = 0;
+    int64_t number = first_line - 1;
     std::string text;
     bool too_long = false;
     LineReader reader(in, static_cast<size_t>(max_line_bytes_));
     while (reader.next(text, too_long)) {
       ++number;
-      if (number == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // BOM
+      if (number == 1 && first_line == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // BOM
       if (!too_long && blank(text)) continue;
       ++data_.lines;
       chunk_bytes += text.size();
@@ -222,7 +225,7 @@ class PairLoader {
     }
     if (in.bad()) throw DataError("cannot read " + file + ": " + std::strerror(errno));
     add_chunk(file, chunk);
-    if (data_.size() == pairs_before) {
+    if (need_pairs && data_.size() == pairs_before) {
       const int64_t skipped = data_.skipped - skipped_before;
       throw DataError(file + ": no pairs" +
                       (skipped > 0 ? " (" + std::to_string(skipped) + " bad lines skipped)" : ""));
@@ -271,7 +274,7 @@ class PairLoader {
       tokens.append(ids, static_cast<size_t>(length));
       ids += length;
     }
-    data_.text_hashes.insert(data_.text_hashes.end(), result.hashes.begin(), result.hashes.end());
+    data_.text_hashes.append(result.hashes.begin(), result.hashes.end());
     // Teacher scores: NaN for the query, then the candidates' (NaN where the record has none).
     const bool scored = !result.teacher_scores.empty();
     all_teacher_scored_ = all_teacher_scored_ && scored;
@@ -334,6 +337,28 @@ PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenize
     loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores});
     for (const auto& file : expand_input_paths(source.files)) loader.load_file(file);
   }
+  return loader.finish();
+}
+
+PairDataset load_piece(const SourceInput& source, const FilePiece& piece, const Tokenizer& tokenizer,
+                       int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes) {
+  if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
+  PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
+  loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores});
+  if (piece.end < 0) {
+    loader.load_stream(*open_input_file(piece.file), piece.file, 1, /*need_pairs=*/false);
+    return loader.finish();
+  }
+  // A byte range of a plain file, read whole: pieces are tens of MB.
+  std::ifstream file(piece.file, std::ios::binary);
+  if (!file) throw DataError("cannot open " + piece.file + ": " + std::strerror(errno));
+  std::string bytes(size_t(piece.end - piece.begin), '\0');
+  file.seekg(piece.begin);
+  if (!file.read(bytes.data(), std::streamsize(bytes.size())))
+    throw DataError(piece.file + ": cannot read bytes " + std::to_string(piece.begin) + ".." +
+                    std::to_string(piece.end) + " (was the file changed while it was prepared?)");
+  std::istringstream in(std::move(bytes));
+  loader.load_stream(in, piece.file, piece.first_line, /*need_pairs=*/false);
   return loader.finish();
 }
 

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/column.h"
 #include "tokenize/tokenizer.h"
 
 namespace ddp_embed {
@@ -24,7 +25,8 @@ struct DataError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Every sequence of a dataset, stored back to back.
+// Every sequence of a dataset, stored back to back: in memory, or mapped from a prepared
+// data set (data/prepared.h).
 class TokenStore {
  public:
   int64_t num_sequences() const;
@@ -32,6 +34,7 @@ class TokenStore {
   // Writes length(seq) ids to out.
   void copy(int64_t seq, int64_t* out) const;
   std::vector<int32_t> ids(int64_t seq) const;
+  // Heap bytes (a mapped store's pages are the page cache's).
   size_t memory_bytes() const;
 
   // Appends a sequence; `wide` (int32 storage) is fixed by the first call to reserve().
@@ -44,12 +47,28 @@ class TokenStore {
   // Gives back the spare capacity that growing by appends leaves.
   void shrink_to_fit();
 
+  // A store over columns read elsewhere (a prepared data set): ids of `wide` width and
+  // num_sequences + 1 offsets into them.
+  static TokenStore from_columns(bool wide, Column<uint16_t> ids16, Column<int32_t> ids32, Column<int64_t> offsets);
+  const Column<uint16_t>& ids16() const { return ids16_; }
+  const Column<int32_t>& ids32() const { return ids32_; }
+  const Column<int64_t>& offsets() const { return offsets_; }
+
+  // Checks each sequence copy() and ids() read: its number and offsets in range, its ids
+  // below vocab_size. For mapped data, which is not read whole at start-up: a damaged
+  // file is a DataError naming `origin` before a batch trains on it.
+  void set_checked(int32_t vocab_size, std::string origin);
+
  private:
+  void check(int64_t seq) const;
+
   bool wide_ = false;
   bool wide_fixed_ = false;
-  std::vector<uint16_t> ids16_;
-  std::vector<int32_t> ids32_;
-  std::vector<int64_t> offsets_{0};
+  Column<uint16_t> ids16_;
+  Column<int32_t> ids32_;
+  Column<int64_t> offsets_{std::vector<int64_t>{0}};
+  int32_t checked_vocab_ = 0;  // 0: unchecked (data built here)
+  std::string origin_;
 };
 
 // One record: sequence numbers into the TokenStore.
@@ -71,13 +90,13 @@ struct SourceRange {
 
 struct PairDataset {
   TokenStore tokens;
-  std::vector<PairIndex> pairs;
+  Column<PairIndex> pairs;
   std::vector<SourceRange> sources;  // in data.train's order, covering every pair
   // Per sequence: text_hash() of its text (the prompt left out), so that the same text
   // is known wherever it appears; and the teacher's score of a candidate (NaN for a
   // query or a record without scores; empty when no record has any).
-  std::vector<uint64_t> text_hashes;
-  std::vector<float> teacher_scores;
+  Column<uint64_t> text_hashes;
+  Column<float> teacher_scores;
   bool has_scores = false;   // every record had a numeric "score"
   bool all_teacher_scored = false;  // every record had teacher scores for all its candidates
   int64_t lines = 0;         // non-empty lines read
@@ -112,6 +131,22 @@ struct SourceInput {
 // without pairs is an error naming it.
 PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenizer& tokenizer, int max_length,
                          bool skip_bad_lines, int threads = 2, int64_t max_line_bytes = kDefaultMaxLineBytes);
+
+// A piece of one source's file, the unit of work of `embed-train prepare` (data/prepared.h):
+// the lines of a plain file that lie in bytes [begin, end) — whole lines, the first one
+// line number `first_line` — or, with end < 0, the whole file (plain or gzip).
+struct FilePiece {
+  std::string file;
+  int64_t begin = 0, end = -1;
+  int64_t first_line = 1;
+};
+
+// The pairs of one piece, read as load_sources() reads the source's files (its prompts
+// and rules; errors name the file and its line). A piece without pairs is no error here:
+// prepare checks that each file has some.
+PairDataset load_piece(const SourceInput& source, const FilePiece& piece, const Tokenizer& tokenizer,
+                       int max_length, bool skip_bad_lines, int threads = 2,
+                       int64_t max_line_bytes = kDefaultMaxLineBytes);
 
 // One source, "train", of `files` without prompts.
 PairDataset load_pairs(const std::vector<std::string>& files, const Tokenizer& tokenizer,

@@ -8,10 +8,12 @@ namespace ddp_embed {
 int64_t TokenStore::num_sequences() const { return static_cast<int64_t>(offsets_.size()) - 1; }
 
 int32_t TokenStore::length(int64_t seq) const {
+  if (checked_vocab_ > 0) check(seq);
   return static_cast<int32_t>(offsets_[seq + 1] - offsets_[seq]);
 }
 
 void TokenStore::copy(int64_t seq, int64_t* out) const {
+  if (checked_vocab_ > 0) check(seq);
   const int64_t begin = offsets_[seq], end = offsets_[seq + 1];
   if (wide_)
     std::copy(ids32_.begin() + begin, ids32_.begin() + end, out);
@@ -19,15 +21,50 @@ void TokenStore::copy(int64_t seq, int64_t* out) const {
     std::copy(ids16_.begin() + begin, ids16_.begin() + end, out);
 }
 
+void TokenStore::set_checked(int32_t vocab_size, std::string origin) {
+  checked_vocab_ = vocab_size;
+  origin_ = std::move(origin);
+}
+
+void TokenStore::check(int64_t seq) const {
+  const int64_t n = num_sequences();
+  if (seq < 0 || seq >= n)
+    throw DataError(origin_ + ": sequence " + std::to_string(seq) + " does not exist (it holds " + std::to_string(n) +
+                    "): the folder is damaged; prepare it again");
+  const int64_t begin = offsets_[seq], end = offsets_[seq + 1];
+  const int64_t total = static_cast<int64_t>(wide_ ? ids32_.size() : ids16_.size());
+  if (begin < 0 || begin > end || end > total)
+    throw DataError(origin_ + ": sequence " + std::to_string(seq) + " has offsets " + std::to_string(begin) + ".." +
+                    std::to_string(end) + " outside its " + std::to_string(total) +
+                    " token ids: the folder is damaged; prepare it again");
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t id = wide_ ? int64_t(ids32_[size_t(i)]) : int64_t(ids16_[size_t(i)]);
+    if (id < 0 || id >= checked_vocab_)
+      throw DataError(origin_ + ": sequence " + std::to_string(seq) + " has token id " + std::to_string(id) +
+                      ", outside the tokenizer's vocabulary of " + std::to_string(checked_vocab_) +
+                      ": the folder is damaged or was prepared with another tokenizer; prepare it again");
+  }
+}
+
+TokenStore TokenStore::from_columns(bool wide, Column<uint16_t> ids16, Column<int32_t> ids32, Column<int64_t> offsets) {
+  TokenStore store;
+  store.wide_ = wide;
+  store.wide_fixed_ = true;
+  store.ids16_ = std::move(ids16);
+  store.ids32_ = std::move(ids32);
+  store.offsets_ = std::move(offsets);
+  return store;
+}
+
 std::vector<int32_t> TokenStore::ids(int64_t seq) const {
+  if (checked_vocab_ > 0) check(seq);
   const int64_t begin = offsets_[seq], end = offsets_[seq + 1];
   if (wide_) return std::vector<int32_t>(ids32_.begin() + begin, ids32_.begin() + end);
   return std::vector<int32_t>(ids16_.begin() + begin, ids16_.begin() + end);
 }
 
 size_t TokenStore::memory_bytes() const {
-  return ids16_.capacity() * sizeof(uint16_t) + ids32_.capacity() * sizeof(int32_t) +
-         offsets_.capacity() * sizeof(int64_t);
+  return ids16_.heap_bytes() + ids32_.heap_bytes() + offsets_.heap_bytes();
 }
 
 void TokenStore::reserve(bool wide, int64_t sequences, int64_t ids) {
@@ -49,12 +86,12 @@ void TokenStore::append(const std::vector<int32_t>& ids) { append(ids.data(), id
 void TokenStore::append(const int32_t* ids, size_t count) {
   wide_fixed_ = true;  // appending without reserve() settles on the current width
   if (wide_) {
-    ids32_.insert(ids32_.end(), ids, ids + count);
+    ids32_.append(ids, ids + count);
   } else {
     for (size_t i = 0; i < count; ++i)
       if (ids[i] < 0 || ids[i] > 0xFFFF)
         throw DataError("token id " + std::to_string(ids[i]) + " does not fit 16-bit storage");
-    ids16_.insert(ids16_.end(), ids, ids + count);  // converts each id
+    ids16_.append(ids, ids + count);  // converts each id
   }
   offsets_.push_back(offsets_.back() + static_cast<int64_t>(count));
 }

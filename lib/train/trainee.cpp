@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/weights.h"
+#include "train/prepare.h"
 #include "util/log.h"
 
 namespace fs = std::filesystem;
@@ -199,15 +200,43 @@ ModelFolderOptions output_folder_options(const Config& cfg, const Inputs& in) {
   return options;
 }
 
+SourceSetup set_up_sources(const Config& cfg, ProcessGroup& pg) {
+  SourceSetup s;
+  s.init_folder = read_init_folder(cfg);
+  s.tokenizer = prepare_tokenizer(cfg, s.init_folder, pg);
+  s.prompts = training_prompts(cfg, s.init_folder);
+  check_prompts_are_pooled(cfg, s.init_folder, s.prompts);
+  s.sources = training_sources(cfg, s.prompts);
+  return s;
+}
+
+// The training pairs: tokenized now from data.train's files (the default), or mapped from
+// a prepared folder — data.prepared (prepared first, by every rank, when it is not
+// there), or data.train naming one.
+PairDataset load_training_pairs(const Config& cfg, const Worker& w, const SourceSetup& s) {
+  if (cfg.data.prepared) {
+    const std::string& dir = *cfg.data.prepared;
+    if (!is_prepared_folder(dir)) {
+      spdlog::info("data.prepared: {} is not there: preparing data.train into it first", dir);
+      prepare_folder(dir, s.sources, *s.tokenizer, cfg, *w.pg, w.threads, /*replace_stale=*/false);
+    }
+    return open_training_folder(dir, s.sources, *s.tokenizer, cfg);
+  }
+  if (const auto& only = cfg.data.train.front(); cfg.data.train.size() == 1 && only.paths.size() == 1 &&
+                                                  is_prepared_folder(only.paths.front()))
+    return open_training_folder(only.paths.front(), {}, *s.tokenizer, cfg);
+  return load_sources(s.sources, *s.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
+                      cfg.data.max_line_bytes);
+}
+
 Inputs load_inputs(const Config& cfg, const Worker& w) {
   Inputs in;
-  in.init_folder = read_init_folder(cfg);
-  in.tokenizer = prepare_tokenizer(cfg, in.init_folder, *w.pg);
+  SourceSetup setup = set_up_sources(cfg, *w.pg);
+  in.init_folder = std::move(setup.init_folder);
   const auto t_data = Clock::now();
-  in.prompts = training_prompts(cfg, in.init_folder);
-  check_prompts_are_pooled(cfg, in.init_folder, in.prompts);
-  in.train = load_sources(training_sources(cfg, in.prompts), *in.tokenizer, cfg.tokenizer.max_length,
-                          cfg.data.skip_bad_lines, w.threads, cfg.data.max_line_bytes);
+  in.train = load_training_pairs(cfg, w, setup);
+  in.prompts = std::move(setup.prompts);
+  in.tokenizer = std::move(setup.tokenizer);
   // Evaluation pairs are embedded as the first source's are: with its prompts.
   if (cfg.data.eval) {
     SourceInput eval = training_sources(cfg, in.prompts).front();
@@ -217,15 +246,18 @@ Inputs load_inputs(const Config& cfg, const Worker& w) {
     in.eval = load_sources({eval}, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
                            cfg.data.max_line_bytes);
   }
-  spdlog::info("data: {} training pairs{}, {} evaluation pairs, tokenized in {:.1f}s ({:.1f} MB of token ids)",
+  const bool mapped = in.train.tokens.offsets().mapped();
+  spdlog::info("data: {} training pairs{}, {} evaluation pairs, {} in {:.1f}s ({:.1f} MB of token ids in memory)",
                in.train.size(), in.train.skipped ? fmt::format(" ({} bad lines skipped)", in.train.skipped) : "",
-               in.eval ? in.eval->size() : 0, std::chrono::duration<double>(Clock::now() - t_data).count(),
+               in.eval ? in.eval->size() : 0, mapped ? "training pairs mapped from their prepared folder" : "tokenized",
+               std::chrono::duration<double>(Clock::now() - t_data).count(),
                double(in.train.tokens.memory_bytes()) / 1e6);
+  // data.train naming a prepared folder: the folder's sources, with the prompts it was made with.
+  const bool own_sources = in.train.sources.size() == cfg.data.train.size();
   if (in.train.sources.size() > 1 || !cfg.data.train.front().plain())
     for (size_t i = 0; i < in.train.sources.size(); ++i) {
-      const DataSource& s = cfg.data.train[i];
-      const SourceInput resolved = training_sources(cfg, in.prompts)[i];
-      spdlog::info("data: source \"{}\": {} pairs{}{}", s.name, in.train.sources[i].size(),
+      const SourceInput resolved = own_sources ? training_sources(cfg, in.prompts)[i] : SourceInput{};
+      spdlog::info("data: source \"{}\": {} pairs{}{}", in.train.sources[i].name, in.train.sources[i].size(),
                    resolved.query_prompt.empty() ? "" : ", query prompt " + nlohmann::json(resolved.query_prompt).dump(),
                    resolved.passage_prompt.empty() ? ""
                                                    : ", passage prompt " + nlohmann::json(resolved.passage_prompt).dump());
@@ -235,7 +267,9 @@ Inputs load_inputs(const Config& cfg, const Worker& w) {
 
 BatchPlan make_batch_plan(const Config& cfg, const PairDataset& train, int world_size) {
   std::vector<double> weights;
-  for (const DataSource& s : cfg.data.train) weights.push_back(s.weight);
+  // data.train naming a prepared folder of several sources: weight 1 each.
+  for (size_t i = 0; i < train.sources.size(); ++i)
+    weights.push_back(train.sources.size() == cfg.data.train.size() ? cfg.data.train[i].weight : 1.0);
   PlanSettings settings;
   settings.global_batch = cfg.train.batch_size;
   settings.world_size = world_size;
@@ -249,7 +283,9 @@ BatchPlan make_batch_plan(const Config& cfg, const PairDataset& train, int world
   return BatchPlan(plan_sources(train.sources, weights), settings, std::move(keys));
 }
 
-std::vector<int> negatives_per_source(const Config& cfg) {
+std::vector<int> negatives_per_source(const Config& cfg, size_t sources) {
+  if (sources != cfg.data.train.size())  // data.train naming a prepared folder of several sources
+    return std::vector<int>(sources, cfg.data.negatives_per_query);
   std::vector<int> out;
   for (const DataSource& s : cfg.data.train) out.push_back(s.negatives_per_query.value_or(cfg.data.negatives_per_query));
   return out;

@@ -36,11 +36,22 @@ struct Inputs {
 
 Inputs load_inputs(const Config& cfg, const Worker& w);
 
+// The part of load_inputs that `embed-train prepare` shares: the init folder, the
+// tokenizer (trained first when tokenizer.path names none), the prompts, and data.train's
+// sources with their prompts resolved to texts.
+struct SourceSetup {
+  std::optional<ModelFolderLayout> init_folder;
+  std::map<std::string, std::string> prompts;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<SourceInput> sources;
+};
+SourceSetup set_up_sources(const Config& cfg, ProcessGroup& pg);
+
 // The batch plan of the training pairs (data.train's sources, data.mixing,
 // data.dedupe_batches, the global batch): every step's source and pairs.
 BatchPlan make_batch_plan(const Config& cfg, const PairDataset& train, int world_size);
 // Hard negatives per query for each source: its own negatives_per_query, else data's.
-std::vector<int> negatives_per_source(const Config& cfg);
+std::vector<int> negatives_per_source(const Config& cfg, size_t sources);
 
 // The model being trained and what updates it, identical on every rank.
 struct Trainee {

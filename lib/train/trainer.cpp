@@ -145,7 +145,7 @@ int run_training(const Config& cfg) {
   StepContext step_context{cfg, w, t, loss_settings(cfg.loss),
                            t.data_parallel->candidate_exchange(cfg.loss.cross_rank_negatives), faults.get()};
   t.model->train();
-  BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps, negatives_per_source(cfg),
+  BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps, negatives_per_source(cfg, in.train.sources.size()),
                      cfg.train.seed, pos.epoch, pos.step_in_epoch, total_steps - pos.step, /*pin=*/w.device.is_cuda());
   LogWindow window(w.device);
   const int64_t first_step = pos.step;

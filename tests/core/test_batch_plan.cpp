@@ -11,28 +11,30 @@
 #include <set>
 
 #include "data/batch_plan.h"
+#include "data/index_permutation.h"
 #include "data/sampler.h"
 
 using namespace ddp_embed;
 
 namespace {
 
-// ---- the plan before sources, verbatim (bfbafa6's data/sampler.cpp): the truth a single
-// source must reproduce bit for bit ----------------------------------------------------------
-struct OldPlan {
+// ---- the plan of one data set, written out plainly: epoch e is the permutation drawn from
+// seed + e (data/index_permutation.h), cut into global batches, the last wrapping around —
+// the truth a single source (and mixed) must reproduce bit for bit -----------------------------
+struct PlainPlan {
   int64_t size, global_batch, micro_batch, steps_per_epoch;
   int world;
   bool shuffle;
   uint64_t seed;
-  OldPlan(int64_t n, int64_t B, int world_size, int accum, bool shuffle_, bool drop_last, uint64_t seed_)
+  PlainPlan(int64_t n, int64_t B, int world_size, int accum, bool shuffle_, bool drop_last, uint64_t seed_)
       : size(n), global_batch(B), micro_batch(B / (int64_t(world_size) * accum)),
         steps_per_epoch(drop_last ? n / B : (n + B - 1) / B), world(world_size), shuffle(shuffle_), seed(seed_) {}
   std::vector<int64_t> permutation(int64_t epoch) const {
     std::vector<int64_t> perm(static_cast<size_t>(size));
     std::iota(perm.begin(), perm.end(), int64_t{0});
     if (shuffle) {
-      SplitMix64 rng(seed + uint64_t(epoch));
-      for (int64_t i = size - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(uint64_t(i) + 1)]);
+      const IndexPermutation drawn(uint64_t(size), seed + uint64_t(epoch));
+      for (int64_t i = 0; i < size; ++i) perm[size_t(i)] = int64_t(drawn(uint64_t(i)));
     }
     return perm;
   }
@@ -107,37 +109,37 @@ std::vector<int64_t> counted_steps(const BatchPlan& plan, int64_t epoch) {
 
 }  // namespace
 
-// ---- one source: the old plan, bit for bit ---------------------------------------------------
+// ---- one source: the plain plan, bit for bit ---------------------------------------------------
 
-TEST(BatchPlan, OneSourceProportionalIsTheOldPlanBitForBit) {
+TEST(BatchPlan, OneSourceProportionalIsThePlainPlanBitForBit) {
   struct Case { int64_t n, B; int world, accum; bool shuffle, drop_last; uint64_t seed; };
   for (const Case& c : {Case{103, 10, 1, 1, true, true, 7}, Case{500, 16, 2, 2, true, true, 3},
                         Case{64, 12, 3, 2, true, false, 11}, Case{10, 4, 1, 1, false, false, 0},
                         Case{7, 12, 2, 3, true, false, 5}, Case{1000, 50, 2, 1, true, true, 42}}) {
-    const OldPlan old(c.n, c.B, c.world, c.accum, c.shuffle, c.drop_last, c.seed);
+    const PlainPlan plain(c.n, c.B, c.world, c.accum, c.shuffle, c.drop_last, c.seed);
     for (Mixing mixing : {Mixing::Proportional, Mixing::Mixed}) {
       const BatchPlan plan(sources_of({c.n}), settings(c.B, mixing, c.world, c.accum, c.shuffle, c.drop_last, c.seed));
-      ASSERT_EQ(plan.steps_per_epoch(), old.steps_per_epoch) << c.n << " " << name_of(mixing);
-      ASSERT_EQ(plan.micro_batch_size(), old.micro_batch);
+      ASSERT_EQ(plan.steps_per_epoch(), plain.steps_per_epoch) << c.n << " " << name_of(mixing);
+      ASSERT_EQ(plan.micro_batch_size(), plain.micro_batch);
       for (int64_t e = 0; e < 3; ++e)
         for (int64_t t = 0; t < plan.steps_per_epoch(); ++t) {
-          ASSERT_EQ(plan.global_batch(e, t), old.global(e, t)) << "n " << c.n << " epoch " << e << " step " << t;
+          ASSERT_EQ(plan.global_batch(e, t), plain.global(e, t)) << "n " << c.n << " epoch " << e << " step " << t;
           for (int a = 0; a < c.accum; ++a)
-            for (int r = 0; r < c.world; ++r) ASSERT_EQ(plan.micro_batch(e, t, a, r), old.micro(e, t, a, r));
+            for (int r = 0; r < c.world; ++r) ASSERT_EQ(plan.micro_batch(e, t, a, r), plain.micro(e, t, a, r));
         }
     }
   }
 }
 
-// mixed: several sources drawn as one data set, exactly the old plan over all their pairs.
-TEST(BatchPlan, MixedIsTheOldPlanOverAllPairs) {
-  const OldPlan old(130, 16, 2, 1, true, true, 9);
+// mixed: several sources drawn as one data set, exactly the plain plan over all their pairs.
+TEST(BatchPlan, MixedIsThePlainPlanOverAllPairs) {
+  const PlainPlan plain(130, 16, 2, 1, true, true, 9);
   const BatchPlan plan(sources_of({50, 80}), settings(16, Mixing::Mixed, 2, 1, true, true, 9));
   ASSERT_EQ(plan.steps_per_epoch(), 8);
   EXPECT_FALSE(plan.batches_have_sources());
   for (int64_t e = 0; e < 3; ++e)
     for (int64_t t = 0; t < 8; ++t) {
-      EXPECT_EQ(plan.global_batch(e, t), old.global(e, t));
+      EXPECT_EQ(plan.global_batch(e, t), plain.global(e, t));
       EXPECT_EQ(plan.source_of(e, t), -1);
     }
   EXPECT_TRUE(plan.steps_per_source(1, 3).empty());

@@ -1,0 +1,102 @@
+// A prepared data set: the training sources tokenized once (`embed-train prepare`), as
+// flat binary arrays that every worker maps read-only (util/mapped_file.h). Workers on a
+// machine share one copy in the page cache, a worker's memory does not grow with the data,
+// and start-up reads a manifest instead of tokenizing. The folder (docs/formats.md,
+// "Prepared data"):
+//
+//   manifest.json        what it was made from and what it holds (PreparedManifest)
+//   ids.u16 | ids.i32    every sequence's token ids back to back (32-bit above 65,536 tokens)
+//   offsets.i64          sequence s is ids[offsets[s], offsets[s + 1])
+//   pairs.bin            one 40-byte PairIndex a pair (sequence numbers, counts, score)
+//   text_hashes.u64      per sequence, text_hash() of its text
+//   teacher_scores.f32   per sequence, the teacher's score (NaN: none); only when any pair has some
+//
+// Little-endian, as the machine writes them. A folder appears whole or not at all: it is
+// written beside itself (DIR.tmp) and renamed into place; manifest.json is written last.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/pairs.h"
+
+namespace ddp_embed {
+
+// A source file as it was when it was prepared: a changed file is a stale folder.
+struct PreparedFile {
+  std::string path;
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t sample_hash = 0;  // of its size, first and last 64 KiB: cheap to check at every start
+  bool operator==(const PreparedFile& o) const {
+    return path == o.path && size == o.size && mtime_ns == o.mtime_ns && sample_hash == o.sample_hash;
+  }
+};
+PreparedFile stamp_file(const std::string& path);  // DataError when it cannot be read
+
+struct PreparedSource {
+  std::string name, query_prompt, passage_prompt;  // prompts as texts, as they were tokenized
+  std::vector<PreparedFile> files;                  // after glob expansion, in order
+  int64_t begin = 0, end = 0;                       // its pairs
+};
+
+// The tokenizer a folder was prepared with: ids from another one are garbage to a model.
+struct TokenizerStamp {
+  std::string type;
+  int32_t vocab_size = 0;
+  std::string fingerprint;  // hash of its files and of the ids it gives a set of probe texts
+};
+TokenizerStamp stamp_tokenizer(const Tokenizer& tokenizer);
+
+struct PreparedManifest {
+  TokenizerStamp tokenizer;
+  int max_length = 0;
+  bool teacher_scores_required = false;  // prepared for loss.distill: every pair has them
+  std::vector<PreparedSource> sources;
+  int64_t sequences = 0, ids = 0, pairs = 0;
+  int64_t lines = 0, skipped = 0;
+  bool wide = false;                // ids are 32-bit
+  bool has_scores = false;          // PairDataset::has_scores
+  bool all_teacher_scored = false;  // PairDataset::all_teacher_scored
+  bool teacher_scores = false;      // teacher_scores.f32 exists
+};
+
+// Whether `dir` is a prepared folder (holds manifest.json).
+bool is_prepared_folder(const std::string& dir);
+// DataError naming the file and the key when it is not a manifest we wrote.
+PreparedManifest read_manifest(const std::string& dir);
+
+// Writes `data` as the prepared folder `dir` (replacing one there), with `manifest`'s
+// tokenizer, max_length and source files; its counts and the sources' pair ranges come
+// from `data`.
+void write_prepared(const PairDataset& data, PreparedManifest manifest, const std::string& dir);
+
+// Joins prepared folders (the pieces of a prepare, in order; each one source's) into
+// `dir`: the sequences renumbered, the sources' pair ranges from the pieces' counts.
+// `manifest` gives the tokenizer, max_length and the sources (names, prompts, files);
+// piece_source[i] is the source piece i belongs to.
+void concatenate_prepared(const std::vector<std::string>& pieces, const std::vector<int>& piece_source,
+                          PreparedManifest manifest, const std::string& dir);
+
+// The data set of a prepared folder, its arrays mapped. Checks what costs no reading of
+// the data: every file there with the size the manifest gives it (DataError naming the
+// file). Sequences are checked as batches take them (TokenStore::set_checked).
+PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest = nullptr);
+
+// What the run expects a folder to be made from. Empty when `found` matches, else one
+// line per difference ("tokenizer: ...", "source file X: ..."). Source files that no
+// longer exist are not compared: the folder is the data (it may have been copied).
+std::vector<std::string> manifest_differences(const PreparedManifest& found, const PreparedManifest& expected);
+
+// The unit of work of a prepare: a piece of a source's file. Plain files larger than
+// piece_bytes are cut at line ends into pieces of about that size (their first line
+// numbers counted on the way); gzip files are one piece each.
+struct PrepareItem {
+  int source = 0;
+  FilePiece piece;
+  int64_t bytes = 0;  // on disk: what the progress line counts
+};
+std::vector<PrepareItem> plan_prepare(const std::vector<SourceInput>& sources, int64_t piece_bytes);
+
+}  // namespace ddp_embed

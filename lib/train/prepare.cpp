@@ -1,0 +1,252 @@
+#include "train/prepare.h"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "data/input_files.h"
+#include "parallel/worker_env.h"
+#include "train/inference.h"
+#include "train/trainee.h"
+#include "train/worker.h"
+#include "util/log.h"
+
+namespace ddp_embed {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A piece is about this much text: a minute or so of one rank's work, little memory.
+constexpr int64_t kPieceBytes = 64ll << 20;
+
+std::string piece_dir(const std::string& parts, size_t i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "piece-%06zu", i);
+  return (fs::path(parts) / name).string();
+}
+
+// What the pieces in DIR.parts were made for: pieces of another plan are not reused.
+std::string plan_key(const PreparedManifest& expected, const std::vector<PrepareItem>& items) {
+  nlohmann::json j = nlohmann::json::parse(R"({})");
+  j["tokenizer"] = expected.tokenizer.fingerprint;
+  j["max_length"] = expected.max_length;
+  j["teacher_scores_required"] = expected.teacher_scores_required;
+  for (const auto& s : expected.sources) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : s.files) files.push_back({f.path, f.size, f.mtime_ns, f.sample_hash});
+    j["sources"].push_back({s.name, s.query_prompt, s.passage_prompt, files});
+  }
+  for (const auto& item : items) j["pieces"].push_back({item.source, item.piece.file, item.piece.begin, item.piece.end});
+  return j.dump();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Rank 0: DIR.parts ready for this plan (kept when it was made for it, else emptied).
+void ready_parts(const std::string& parts, const std::string& key) {
+  const std::string plan = (fs::path(parts) / "plan.json").string();
+  if (fs::exists(parts) && read_text(plan) != key) {
+    spdlog::info("prepare: {} holds pieces of another prepare; starting over", parts);
+    fs::remove_all(parts);
+  }
+  fs::create_directories(parts);
+  if (!fs::exists(plan)) {
+    std::ofstream out(plan + ".tmp");
+    out << key;
+    out.close();
+    if (!out) throw DataError("cannot write " + plan);
+    fs::rename(plan + ".tmp", plan);
+  }
+}
+
+void wait_for(const std::vector<std::string>& dirs, const std::string& what) {
+  auto last_log = Clock::now();
+  for (size_t i = 0; i < dirs.size();) {
+    if (is_prepared_folder(dirs[i])) {
+      ++i;
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (Clock::now() - last_log > std::chrono::seconds(60)) {
+      spdlog::info("prepare: waiting for {} ({} of {} there)", what, i, dirs.size());
+      last_log = Clock::now();
+    }
+  }
+}
+
+// Every file gives some pairs (as when a run reads it): a file without any is an error.
+void check_files_have_pairs(const std::vector<PrepareItem>& items, const std::vector<std::string>& pieces) {
+  std::map<std::string, int64_t> pairs;
+  for (size_t i = 0; i < items.size(); ++i) pairs[items[i].piece.file] += read_manifest(pieces[i]).pairs;
+  for (const auto& item : items)
+    if (pairs[item.piece.file] == 0) throw DataError(item.piece.file + ": no pairs");
+}
+
+// Test hook: DDP_EMBED_TEST_DIE_AFTER_PIECES=R:N, rank R kills itself (SIGKILL, as a
+// crash or a lost machine would) after writing N pieces of a prepare. -1 when unset or
+// another rank's.
+int64_t die_after_pieces(int rank) {
+  const char* v = std::getenv("DDP_EMBED_TEST_DIE_AFTER_PIECES");
+  const char* colon = v ? std::strchr(v, ':') : nullptr;
+  if (!colon || std::atoi(v) != rank) return -1;
+  return std::atoll(colon + 1);
+}
+
+std::string describe(const std::vector<std::string>& differences) {
+  std::string out;
+  for (const auto& d : differences) out += "\n  " + d;
+  return out;
+}
+
+}  // namespace
+
+PreparedManifest expected_manifest(const std::vector<SourceInput>& sources, const Tokenizer& tokenizer,
+                                   const Config& cfg, const PreparedManifest* found) {
+  PreparedManifest m;
+  m.tokenizer = stamp_tokenizer(tokenizer);
+  m.max_length = cfg.tokenizer.max_length;
+  m.teacher_scores_required = cfg.loss.distill.weight > 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const SourceInput& s = sources[i];
+    PreparedSource source{s.name, s.query_prompt, s.passage_prompt, {}, 0, 0};
+    const PreparedSource* before = found && i < found->sources.size() ? &found->sources[i] : nullptr;
+    // A folder's source files may be gone (it was copied to where it trains): those are
+    // taken as the folder recorded them, where it names the same paths.
+    const bool copied_away = before && before->files.size() == s.files.size() &&
+                             std::any_of(s.files.begin(), s.files.end(), [](const auto& f) { return !fs::exists(f); });
+    if (copied_away) {
+      for (size_t k = 0; k < s.files.size(); ++k)
+        source.files.push_back(fs::exists(s.files[k]) ? stamp_file(s.files[k]) : before->files[k]);
+    } else {
+      for (const auto& file : expand_input_paths(s.files)) source.files.push_back(stamp_file(file));
+    }
+    m.sources.push_back(std::move(source));
+  }
+  return m;
+}
+
+void prepare_folder(const std::string& dir, const std::vector<SourceInput>& sources, const Tokenizer& tokenizer,
+                    const Config& cfg, ProcessGroup& pg, int threads, bool replace_stale) {
+  const PreparedManifest expected = expected_manifest(sources, tokenizer, cfg);
+  const bool there = is_prepared_folder(dir);
+  if (there) {
+    const auto differences = manifest_differences(read_manifest(dir), expected);
+    if (differences.empty()) {
+      spdlog::info("prepare: {} is up to date", dir);
+      return;
+    }
+    if (!replace_stale)
+      throw DataError("data.prepared " + dir + " was prepared from other data:" + describe(differences) +
+                      "\nprepare it again (embed-train prepare --config ... --output " + dir +
+                      ") or name another folder");
+  }
+  const auto started = Clock::now();
+  const std::vector<PrepareItem> items = plan_prepare(sources, kPieceBytes);
+  const std::string parts = dir + ".parts";
+  const int rank = pg.rank(), world = pg.world_size();
+  if (rank == 0) {
+    if (there) spdlog::info("prepare: {} was prepared from other data; preparing it again", dir);
+    fs::remove_all(dir);
+    ready_parts(parts, plan_key(expected, items));
+  }
+  pg.barrier();  // DIR.parts is ready and no old DIR is left
+
+  int64_t mine = 0, done = 0, resumed = 0, pairs = 0, bytes = 0;
+  for (size_t i = size_t(rank); i < items.size(); i += size_t(world)) ++mine;
+  WorkProgress progress("prepare", "pieces", mine, 1, rank == 0);
+  std::vector<std::string> pieces;
+  std::vector<int> piece_source;
+  for (size_t i = 0; i < items.size(); ++i) {
+    pieces.push_back(piece_dir(parts, i));
+    piece_source.push_back(items[i].source);
+  }
+  const int64_t die_after = die_after_pieces(rank);
+  int64_t written = 0;
+  for (size_t i = size_t(rank); i < items.size(); i += size_t(world)) {
+    if (written == die_after) ::raise(SIGKILL);
+    const auto t0 = Clock::now();
+    if (is_prepared_folder(pieces[i])) {
+      ++resumed;
+    } else {
+      const PrepareItem& item = items[i];
+      const SourceInput& source = sources[size_t(item.source)];
+      const PairDataset data = load_piece(source, item.piece, tokenizer, cfg.tokenizer.max_length,
+                                          cfg.data.skip_bad_lines, threads, cfg.data.max_line_bytes);
+      PreparedManifest piece = expected;
+      piece.sources = {expected.sources[size_t(item.source)]};
+      write_prepared(data, piece, pieces[i]);
+      ++written;
+      pairs += data.size();
+      bytes += item.bytes;
+    }
+    progress.step_done(++done, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  spdlog::info("prepare: rank {}: {} pieces ({} kept from before), {} pairs, {:.1f} MB in {:.1f}s: {:.0f} pairs/s on "
+               "{} thread{}",
+               rank, mine, resumed, pairs, double(bytes) / 1e6, seconds, double(pairs) / std::max(seconds, 1e-9),
+               threads, threads > 1 ? "s" : "");
+
+  if (rank == 0) {
+    wait_for(pieces, "the other ranks' pieces");
+    check_files_have_pairs(items, pieces);
+    concatenate_prepared(pieces, piece_source, expected, dir);
+    fs::remove_all(parts);
+    const PreparedManifest m = read_manifest(dir);
+    spdlog::info("prepare: {}: {} pairs, {} sequences, {} token ids ({}-bit), {} sources, in {:.1f}s", dir, m.pairs,
+                 m.sequences, m.ids, m.wide ? 32 : 16, m.sources.size(),
+                 std::chrono::duration<double>(Clock::now() - started).count());
+  } else {
+    wait_for({dir}, dir);
+  }
+}
+
+PairDataset open_training_folder(const std::string& dir, const std::vector<SourceInput>& sources,
+                                 const Tokenizer& tokenizer, const Config& cfg) {
+  PreparedManifest found;
+  PairDataset data = open_prepared(dir, &found);
+  PreparedManifest expected;
+  if (sources.empty()) {  // the folder is the data: its sources are what they are
+    expected = found;
+    expected.tokenizer = stamp_tokenizer(tokenizer);
+    expected.max_length = cfg.tokenizer.max_length;
+    expected.teacher_scores_required = cfg.loss.distill.weight > 0;
+  } else {
+    expected = expected_manifest(sources, tokenizer, cfg, &found);
+  }
+  const auto differences = manifest_differences(found, expected);
+  if (!differences.empty())
+    throw DataError(dir + " was prepared from other data than this run's:" + describe(differences) +
+                    "\nprepare it again (embed-train prepare --config ... --output " + dir + ")");
+  return data;
+}
+
+int run_prepare(const Config& cfg, const std::string& output) {
+  const WorkerEnv env = read_worker_env();
+  init_console_log(env.rank);
+  const int threads = choose_threads(env);
+  auto pg = ProcessGroup::init(env, "gloo", /*cuda=*/false, std::chrono::seconds(cfg.dist.timeout_s));
+  const SourceSetup setup = set_up_sources(cfg, *pg);
+  spdlog::info("prepare: {} source{} into {}, {} worker{} x {} thread{}, {} tokenizer ({} tokens), max_length {}",
+               setup.sources.size(), setup.sources.size() > 1 ? "s" : "", output, pg->world_size(),
+               pg->world_size() > 1 ? "s" : "", threads, threads > 1 ? "s" : "", setup.tokenizer->type(),
+               setup.tokenizer->vocab_size(), cfg.tokenizer.max_length);
+  prepare_folder(output, setup.sources, *setup.tokenizer, cfg, *pg, threads, /*replace_stale=*/true);
+  return 0;
+}
+
+}  // namespace ddp_embed

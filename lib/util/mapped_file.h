@@ -1,0 +1,31 @@
+// A file mapped read-only into memory. Workers on one machine that map the same file
+// share one copy of it in the page cache, and only the pages a worker touches count in
+// its resident memory: the way a training set larger than memory is read.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace ddp_embed {
+
+class MappedFile {
+ public:
+  // Maps `path` whole; throws std::runtime_error naming it when it cannot be opened or
+  // mapped. `random_access`: tell the kernel not to read ahead (batches jump about).
+  explicit MappedFile(const std::string& path, bool random_access = true);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const void* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace ddp_embed

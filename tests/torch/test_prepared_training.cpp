@@ -1,0 +1,249 @@
+// Prepared training data end to end (`embed-train prepare`, data.prepared, data.train
+// naming a prepared folder): the real binaries on two sources cut from the WordNet test
+// pairs, in several files (one gzipped), so that a prepare has pieces to share.
+//
+// The truths: a run on the prepared folder trains on the same pairs at every step and
+// ends with the same bytes in model.safetensors as the run that reads the JSONL; 2
+// workers equal 1; a run killed at one world size resumes at another and ends where the
+// uninterrupted JSONL run ends; a prepare killed halfway keeps its finished pieces and ends
+// with the folder an uninterrupted prepare writes. A damaged or stale folder is an error
+// naming the file before any step trains.
+#include <set>
+#include <sstream>
+
+#include "e2e_support.h"
+
+using namespace e2e;
+
+namespace {
+
+// defs-1..3.jsonl: the first 48 test pairs, 16 a file; more-1.jsonl.gz, more-2.jsonl: the
+// next 32, each with two hard negatives (the positives of the two lines after it).
+void write_sources(const fs::path& dir) {
+  std::ifstream in(kBin + "/test-data/train.jsonl");
+  std::vector<json> lines;
+  std::string line;
+  while (lines.size() < 82 && std::getline(in, line)) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 82u) << "build/test-data/train.jsonl is too short";
+  for (int f = 0; f < 3; ++f) {
+    std::ofstream defs(dir / ("defs-" + std::to_string(f + 1) + ".jsonl"));
+    for (int i = 16 * f; i < 16 * (f + 1); ++i) defs << lines[size_t(i)].dump() << "\n";
+  }
+  for (int f = 0; f < 2; ++f) {
+    std::ofstream more(dir / ("more-" + std::to_string(f + 1) + ".jsonl"));
+    for (int i = 48 + 16 * f; i < 48 + 16 * (f + 1); ++i) {
+      json l = lines[size_t(i)];
+      l["neg"] = {lines[size_t(i + 1)]["pos"], lines[size_t(i + 2)]["pos"]};
+      more << l.dump() << "\n";
+    }
+  }
+  ASSERT_EQ(std::system(("gzip " + (dir / "more-1.jsonl").string()).c_str()), 0);
+}
+
+// tiny_config on the two sources ("defs" by a glob; "more" with a query prompt and one
+// hard negative per query), two epochs of 5 steps.
+json sources_config(const fs::path& dir, const fs::path& out) {
+  json c = tiny_config(out);
+  c["data"]["train"] = json::array(
+      {{{"name", "defs"}, {"path", (dir / "defs-*.jsonl").string()}},
+       {{"name", "more"},
+        {"path", {(dir / "more-1.jsonl.gz").string(), (dir / "more-2.jsonl").string()}},
+        {"query_prompt", "find: "},
+        {"negatives_per_query", 1}}});
+  c["train"]["max_steps"] = -1;
+  c["train"]["epochs"] = 2;
+  return c;
+}
+
+RunResult prepare(const fs::path& dir, const json& cfg, int nproc, const fs::path& output,
+                  const std::string& env = "") {
+  const fs::path config = write_config(dir, cfg);
+  return run(kThreads + env + " " + kBin + "/ddp-launch --nproc " + std::to_string(nproc) + " --master-port 0 " +
+             kBin + "/embed-train prepare --config " + config.string() + " --output " + output.string());
+}
+
+// The sample log's pairs per step (1-based), over every rank, in rank order.
+std::map<int64_t, std::vector<int64_t>> trained_pairs(const fs::path& log, int ranks) {
+  std::map<int64_t, std::vector<int64_t>> out;
+  for (int r = 0; r < ranks; ++r) {
+    std::ifstream in(log.string() + ".rank" + std::to_string(r));
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      int64_t step, rank, index;
+      fields >> step >> rank;
+      while (fields >> index) out[step].push_back(index);
+    }
+  }
+  return out;
+}
+
+int64_t training_steps_logged(const fs::path& out) {
+  int64_t n = 0;
+  for (const json& l : metric_lines(out)) n += l.contains("loss");
+  return n;
+}
+
+std::string bytes_of(const fs::path& file) { return read_file(file); }
+
+}  // namespace
+
+// The same config three ways — reading the JSONL, data.prepared, and data.train naming the
+// folder — trains on the same pairs at every step and writes the same bytes; one worker
+// with two accumulation steps on the prepared folder equals two workers.
+TEST(PreparedData, TrainsTheBatchesAndTheWeightsOfTheJsonl) {
+  const fs::path d = fresh_dir("prepared-same");
+  write_sources(d);
+  const fs::path folder = d / "prepared";
+  auto r = prepare(d, sources_config(d, d / "unused"), 2, folder);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prepare: " + folder.string() + ": 80 pairs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prepare: rank 0: 3 pieces"), std::string::npos) << r.output;  // 5 files, 2 ranks
+  EXPECT_FALSE(fs::exists(folder.string() + ".parts"));
+
+  std::map<std::string, json> configs;
+  configs["jsonl"] = sources_config(d, d / "jsonl" / "out");
+  configs["cached"] = sources_config(d, d / "cached" / "out");
+  configs["cached"]["data"]["prepared"] = folder.string();
+  configs["folder"] = sources_config(d, d / "folder" / "out");
+  configs["folder"]["data"]["train"] = folder.string();
+  configs["folder"]["data"]["negatives_per_query"] = 1;  // "defs" has none to take
+  std::map<std::string, std::map<int64_t, std::vector<int64_t>>> pairs;
+  for (const auto& [name, cfg] : configs) {
+    fs::create_directories(d / name);
+    r = train(d / name, cfg, 2, "DDP_EMBED_TEST_SAMPLE_LOG=" + (d / name / "samples").string());
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+    EXPECT_EQ(training_steps_logged(d / name / "out"), 10) << name;
+    if (name != "jsonl")
+      EXPECT_NE(r.output.find("training pairs mapped from their prepared folder"), std::string::npos) << r.output;
+    pairs[name] = trained_pairs(d / name / "samples", 2);
+  }
+  EXPECT_EQ(pairs["jsonl"].size(), 10u);
+  EXPECT_EQ(pairs["cached"], pairs["jsonl"]);
+  EXPECT_EQ(pairs["folder"], pairs["jsonl"]);
+  const std::string jsonl_model = bytes_of(d / "jsonl" / "out" / "final" / "model.safetensors");
+  ASSERT_GT(jsonl_model.size(), 10000u);
+  EXPECT_EQ(bytes_of(d / "cached" / "out" / "final" / "model.safetensors"), jsonl_model);
+  EXPECT_EQ(bytes_of(d / "folder" / "out" / "final" / "model.safetensors"), jsonl_model);
+
+  // 2 workers equal 1 (with 2 accumulation steps), on the prepared folder.
+  json one = configs["cached"];
+  one["output"]["dir"] = (d / "one" / "out").string();
+  one["train"]["grad_accum_steps"] = 2;
+  fs::create_directories(d / "one");
+  r = train(d / "one", one, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_model(d / "one" / "out", d / "cached" / "out", 1e-5);
+}
+
+// data.prepared not there yet: the run prepares it (both ranks), trains, is killed after
+// 7 steps, and resumes at the other world size from its step-5 checkpoint, reading the
+// folder the first attempt made; it ends where the uninterrupted JSONL run ends.
+TEST(PreparedData, ARunPreparesItsFolderAndResumesAtAnotherWorldSize) {
+  const fs::path d = fresh_dir("prepared-resume");
+  write_sources(d);
+  const fs::path clean = d / "clean", resumed = d / "resumed";
+  fs::create_directories(clean);
+  fs::create_directories(resumed);
+  auto r = train(clean, sources_config(d, clean / "out"), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  auto config = [&](int accum) {
+    json c = sources_config(d, resumed / "out");
+    c["data"]["prepared"] = (d / "cache").string();
+    c["train"]["grad_accum_steps"] = accum;
+    c["output"]["save_every"] = 5;
+    c["output"]["resume"] = "auto";
+    return c;
+  };
+  const fs::path cfg = write_config(resumed, config(1));
+  r = run(launch_command(cfg, 2, "DDP_EMBED_TEST_DIE_AT_STEP=0:7"));
+  ASSERT_EQ(r.exit_code, 137) << r.output;
+  EXPECT_NE(r.output.find("data.prepared: " + (d / "cache").string() + " is not there: preparing data.train into it"),
+            std::string::npos) << r.output;
+  write_config(resumed, config(2));
+  r = run(launch_command(cfg, 1));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("is not there"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + (resumed / "out" / "checkpoints" / "step-5").string()), std::string::npos)
+      << r.output;
+  expect_same_model(resumed / "out", clean / "out", 1e-5);
+}
+
+// A prepare whose rank 0 is killed after two pieces leaves no folder a run would take,
+// only the pieces; run again, it keeps them and writes the bytes an uninterrupted
+// prepare writes.
+TEST(PreparedData, AnInterruptedPrepareKeepsItsPiecesAndEndsTheSame) {
+  const fs::path d = fresh_dir("prepared-interrupted");
+  write_sources(d);
+  const json cfg = sources_config(d, d / "unused");
+  auto r = prepare(d, cfg, 2, d / "clean");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = prepare(d, cfg, 2, d / "folder", "DDP_EMBED_TEST_DIE_AFTER_PIECES=0:2");
+  ASSERT_NE(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(d / "folder" / "manifest.json"));
+  ASSERT_TRUE(fs::exists(d / "folder.parts")) << r.output;
+  r = prepare(d, cfg, 2, d / "folder");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prepare: rank 0: 3 pieces (2 kept from before)"), std::string::npos) << r.output;
+  for (const char* name : {"ids.u16", "offsets.i64", "pairs.bin", "text_hashes.u64"})
+    EXPECT_EQ(bytes_of(d / "folder" / name), bytes_of(d / "clean" / name)) << name;
+  EXPECT_FALSE(fs::exists(d / "folder.parts"));
+  // Prepared again as it is: nothing to do.
+  r = prepare(d, cfg, 1, d / "folder");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("is up to date"), std::string::npos) << r.output;
+}
+
+// Each bad folder is an error naming what is wrong and where, before any step: a
+// truncated array, a changed source file, a folder of another tokenizer, ids outside
+// the vocabulary.
+TEST(PreparedData, DamagedOrStaleFoldersAreErrorsBeforeAnyStep) {
+  const fs::path d = fresh_dir("prepared-bad");
+  write_sources(d);
+  const fs::path folder = d / "prepared";
+  auto r = prepare(d, sources_config(d, d / "unused"), 1, folder);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  auto expect_refused = [&](const std::string& name, json cfg, const std::vector<std::string>& said) {
+    const fs::path dir = d / name;
+    fs::create_directories(dir);
+    cfg["output"]["dir"] = (dir / "out").string();
+    const auto result = train(dir, cfg, 2);
+    EXPECT_NE(result.exit_code, 0) << name << "\n" << result.output;
+    for (const auto& s : said) EXPECT_NE(result.output.find(s), std::string::npos) << name << ": " << s << "\n" << result.output;
+    EXPECT_EQ(training_steps_logged(dir / "out"), 0) << name;
+    EXPECT_FALSE(fs::exists(dir / "out" / "final")) << name;
+  };
+  auto copy_of = [&](const std::string& name) {
+    const fs::path to = d / (name + "-folder");
+    fs::copy(folder, to);
+    return to;
+  };
+  auto naming = [&](const fs::path& f) {
+    json c = sources_config(d, d / "x");
+    c["data"]["train"] = f.string();
+    return c;
+  };
+
+  const fs::path cut = copy_of("truncated");
+  fs::resize_file(cut / "pairs.bin", fs::file_size(cut / "pairs.bin") - 40);
+  expect_refused("truncated", naming(cut), {(cut / "pairs.bin").string() + ": ", "cut short"});
+
+  const fs::path vocab = copy_of("vocab");
+  {  // every id of the first sequences past the 30,522 tokens of the vocabulary
+    std::fstream ids(vocab / "ids.u16", std::ios::in | std::ios::out | std::ios::binary);
+    const std::vector<uint16_t> bad(fs::file_size(vocab / "ids.u16") / 2, 60000);
+    ids.write(reinterpret_cast<const char*>(bad.data()), std::streamsize(bad.size() * 2));
+  }
+  expect_refused("vocab", naming(vocab), {(vocab / "ids.u16").string() + ": sequence", "has token id 60000"});
+
+  json cased = naming(folder);
+  cased["tokenizer"]["lower_case"] = false;  // the same vocab.txt, another tokenizer
+  expect_refused("tokenizer", cased, {"was prepared from other data", "tokenizer: prepared with a wordpiece"});
+
+  json cache = sources_config(d, d / "x");
+  cache["data"]["prepared"] = folder.string();
+  std::ofstream(d / "defs-2.jsonl", std::ios::app) << R"({"query": "one more", "pos": "line"})" << "\n";
+  expect_refused("changed", cache, {"source file " + (d / "defs-2.jsonl").string() + " changed since it was prepared"});
+}
