@@ -86,12 +86,8 @@ std::vector<PlanSource> plan_sources(const std::vector<SourceRange>& ranges, con
 
 PairKeys query_and_positive_keys(const PairDataset& data) {
   PairKeys keys;
-  keys.offsets.reserve(data.pairs.size() + 1);
-  for (const PairIndex& p : data.pairs) {
-    keys.hashes.push_back(data.text_hashes.at(size_t(p.query)));
-    for (int32_t k = 0; k < p.pos_count; ++k) keys.hashes.push_back(data.text_hashes.at(size_t(p.pos_begin + k)));
-    keys.offsets.push_back(int64_t(keys.hashes.size()));
-  }
+  keys.pairs = data.pairs;  // shares the memory (or the mapping)
+  keys.text_hashes = data.text_hashes;
   return keys;
 }
 
@@ -113,7 +109,7 @@ BatchPlan::BatchPlan(std::vector<PlanSource> sources, const PlanSettings& settin
     if (s.size <= 0) throw std::invalid_argument("data.train source " + quoted(s.name) + " has no pairs");
     total += s.size;
   }
-  if (keys_ && int64_t(keys_->offsets.size()) < sources_.back().begin + sources_.back().size + 1)
+  if (keys_ && keys_->size() < sources_.back().begin + sources_.back().size)
     throw std::invalid_argument("batch plan: the dedupe keys do not cover every pair");
   auto epoch_batches = [&](int64_t n) { return settings_.drop_last ? n / B : (n + B - 1) / B; };
 
@@ -324,21 +320,20 @@ BatchPlan::DedupedPass BatchPlan::dedupe_pass(int lane, int64_t pass) const {
   next_of.back() = -1;
   int64_t head = 0, wrap = 0;  // `wrap`: where taking the pass's pairs again goes on from
 
-  const std::vector<int64_t>& offsets = keys_->offsets;
-  const std::vector<uint64_t>& hashes = keys_->hashes;
+  const PairKeys& keys = *keys_;
   std::unordered_set<uint64_t> used;  // the texts of the batch being filled
   used.reserve(size_t(B) * 4);
   auto repeats_a_text = [&](int64_t pair) {
-    const size_t g = size_t(l.begin + pair);
-    for (int64_t h = offsets[g]; h < offsets[g + 1]; ++h)
-      if (used.count(hashes[size_t(h)])) return true;
+    const int64_t g = l.begin + pair;
+    for (const uint64_t* h = keys.begin(g); h != keys.end(g); ++h)
+      if (used.count(*h)) return true;
     return false;
   };
   DedupedPass out;
   out.pairs.reserve(size_t(batches * B));
   auto take = [&](int64_t pair) {
-    const size_t g = size_t(l.begin + pair);
-    used.insert(hashes.begin() + offsets[g], hashes.begin() + offsets[g + 1]);
+    const int64_t g = l.begin + pair;
+    used.insert(keys.begin(g), keys.end(g));
     out.pairs.push_back(pair);
   };
   for (int64_t b = 0; b < batches; ++b) {

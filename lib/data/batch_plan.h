@@ -83,11 +83,25 @@ struct PlanSettings {
   Mixing mixing = Mixing::Proportional;
 };
 
-// data.dedupe_batches: per pair, the hashes of its query and all its positives, pair i's
-// at hashes[offsets[i], offsets[i + 1]).
+// data.dedupe_batches: per pair, the hashes of its query and all its positives. Either
+// written out — pair i's at hashes[offsets[i], offsets[i + 1]) — or, from a data set,
+// read where they are: a pair's query and positives are consecutive sequences, so its
+// keys are text_hashes[query, pos_begin + pos_count) (no copy of a mapped data set).
 struct PairKeys {
   std::vector<int64_t> offsets{0};
   std::vector<uint64_t> hashes;
+  Column<PairIndex> pairs;          // from a data set: its pairs ...
+  Column<uint64_t> text_hashes;     // ... and its sequences' hashes
+
+  int64_t size() const { return pairs.empty() ? int64_t(offsets.size()) - 1 : int64_t(pairs.size()); }
+  const uint64_t* begin(int64_t pair) const {
+    return pairs.empty() ? hashes.data() + offsets[size_t(pair)] : text_hashes.data() + pairs[size_t(pair)].query;
+  }
+  const uint64_t* end(int64_t pair) const {
+    if (pairs.empty()) return hashes.data() + offsets[size_t(pair) + 1];
+    const PairIndex& p = pairs[size_t(pair)];
+    return text_hashes.data() + p.pos_begin + p.pos_count;
+  }
 };
 PairKeys query_and_positive_keys(const PairDataset& data);
 

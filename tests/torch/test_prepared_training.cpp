@@ -41,7 +41,7 @@ void write_sources(const fs::path& dir) {
 }
 
 // tiny_config on the two sources ("defs" by a glob; "more" with a query prompt and one
-// hard negative per query), two epochs of 5 steps.
+// hard negative per query), two epochs of 5 steps, no text twice in a global batch.
 json sources_config(const fs::path& dir, const fs::path& out) {
   json c = tiny_config(out);
   c["data"]["train"] = json::array(
@@ -50,6 +50,7 @@ json sources_config(const fs::path& dir, const fs::path& out) {
         {"path", {(dir / "more-1.jsonl.gz").string(), (dir / "more-2.jsonl").string()}},
         {"query_prompt", "find: "},
         {"negatives_per_query", 1}}});
+  c["data"]["dedupe_batches"] = true;
   c["train"]["max_steps"] = -1;
   c["train"]["epochs"] = 2;
   return c;
