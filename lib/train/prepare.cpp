@@ -38,7 +38,7 @@ std::string piece_dir(const std::string& parts, size_t i) {
 
 // What the pieces in DIR.parts were made for: pieces of another plan are not reused.
 std::string plan_key(const PreparedManifest& expected, const std::vector<PrepareItem>& items) {
-  nlohmann::json j = nlohmann::json::parse(R"({})");
+  nlohmann::json j = nlohmann::json::object();
   j["tokenizer"] = expected.tokenizer.fingerprint;
   j["max_length"] = expected.max_length;
   j["teacher_scores_required"] = expected.teacher_scores_required;
