@@ -64,7 +64,9 @@ files_json() {  # size (millions, or 10k): data.train as a JSON list
 }
 
 prepare() {  # size
-  local dir=$out/prepared-$1 start=$EPOCHREALTIME
+  local dir=$out/prepared-$1
+  rm -rf "$dir" "$dir.parts"  # measured from nothing, every time
+  local start=$EPOCHREALTIME
   "$build/ddp-launch" --nproc 2 --master-port 0 "$build/embed-train" prepare --config configs/demo.json \
     --set model.init="$model" --set "data.train=$(files_json "$1")" --output "$dir" > "$out/prepare-$1.log" 2>&1 ||
     { echo "bench-prepare: prepare $1 failed: see $out/prepare-$1.log" >&2; exit 1; }
@@ -109,7 +111,7 @@ for s in 10k $sizes; do
     j_start=- j_rss=- j_ms=-
   fi
   hf_cell=$([ "$s" = 1 ] && echo "$hf_rate" || echo -)
-  rows+=("$(printf "%-6s %9s %7.0f %13s %16s %8s | %-8s %7s | %-7s %7s | %-6s" "$label" "$disk" "$secs" "$rate" \
+  rows+=("$(printf "%-6s %9s %7.1f %13s %16s %8s | %-8s %7s | %-7s %7s | %-6s" "$label" "$disk" "$secs" "$rate" \
             "$hf_cell" "$j_start" "$p_start" "$j_rss" "$p_rss" "$j_ms" "$p_ms")")
   echo "done: ${rows[-1]}" >&2
 done

@@ -37,6 +37,10 @@ class Column {
   const T* end() const { return data_ + size_; }
   const T& back() const { return data_[size_ - 1]; }
   bool mapped() const { return mapped_ != nullptr; }
+  // A mapped column: its file's touched pages unmapped (MappedFile::release_pages).
+  void release_pages() const {
+    if (mapped_) mapped_->release_pages();
+  }
   // Heap bytes held (a mapped column's pages belong to the page cache, not to us).
   std::size_t heap_bytes() const { return owned_ ? owned_->capacity() * sizeof(T) : 0; }
 

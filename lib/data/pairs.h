@@ -58,6 +58,8 @@ class TokenStore {
   // below vocab_size. For mapped data, which is not read whole at start-up: a damaged
   // file is a DataError naming `origin` before a batch trains on it.
   void set_checked(int32_t vocab_size, std::string origin);
+  // Mapped data: the pages read so far unmapped (Column::release_pages).
+  void release_pages() const;
 
  private:
   void check(int64_t seq) const;
@@ -102,6 +104,10 @@ struct PairDataset {
   int64_t lines = 0;         // non-empty lines read
   int64_t skipped = 0;       // bad lines skipped (skip_bad_lines)
   int64_t size() const { return static_cast<int64_t>(pairs.size()); }
+  bool mapped() const { return pairs.mapped(); }
+  // A mapped data set (data/prepared.h): the pages its batches have read so far unmapped,
+  // so that a worker's resident memory stays that of a batch, whatever the data's size.
+  void release_pages() const;
 };
 
 // A 64-bit hash of a text's normalized form — ASCII letters lower-cased, runs of

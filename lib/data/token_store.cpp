@@ -21,6 +21,19 @@ void TokenStore::copy(int64_t seq, int64_t* out) const {
     std::copy(ids16_.begin() + begin, ids16_.begin() + end, out);
 }
 
+void TokenStore::release_pages() const {
+  ids16_.release_pages();
+  ids32_.release_pages();
+  offsets_.release_pages();
+}
+
+void PairDataset::release_pages() const {
+  tokens.release_pages();
+  pairs.release_pages();
+  text_hashes.release_pages();
+  teacher_scores.release_pages();
+}
+
 void TokenStore::set_checked(int32_t vocab_size, std::string origin) {
   checked_vocab_ = vocab_size;
   origin_ = std::move(origin);

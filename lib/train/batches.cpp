@@ -162,6 +162,7 @@ void BatchLoader::run() {
                                              epoch_, seed_, negatives, pin_));
         step.micro.back().labels.rank_rows = rank_candidate_rows(a, negatives);
       }
+      if (data_.mapped()) data_.release_pages();  // a prepared set: resident memory of one step
       if (++step_ == plan_.steps_per_epoch()) {
         step_ = 0;
         ++epoch_;

@@ -34,6 +34,10 @@ MappedFile::MappedFile(const std::string& path, bool random_access) : path_(path
   ::close(fd);  // the mapping keeps the file
 }
 
+void MappedFile::release_pages() const {
+  if (data_) ::madvise(data_, size_, MADV_DONTNEED);  // a shared file mapping: nothing is lost
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(data_, size_);
 }

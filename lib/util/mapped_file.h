@@ -18,6 +18,12 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
+  // Unmaps the pages this process has touched; they stay in the page cache, and a later
+  // read maps them again. The kernel maps whole page-cache folios (up to megabytes) on a
+  // fault, so random reads over a large file would otherwise leave the resident memory
+  // growing with every batch, although none of it is the process's own.
+  void release_pages() const;
+
   const void* data() const { return data_; }
   std::size_t size() const { return size_; }
   const std::string& path() const { return path_; }
