@@ -31,11 +31,15 @@
 #   scripts/bench-vs-st.sh                         # all five systems, 3 seeds, 60 steps
 #   SYSTEMS="ours st" SEEDS=42 scripts/bench-vs-st.sh
 #   STEPS=2 WARM=1 SEEDS=42 EVAL=0 scripts/bench-vs-st.sh   # a smoke run (what CI runs)
+#   DEVICE=cuda PRECISION=bf16 WORKERS=1 SYSTEMS="ours st" scripts/bench-vs-st.sh   # on a GPU
 # Env: WORKERS (2), THREADS per worker (1), BATCH per worker (32), MAX_LENGTH (64),
 #   STEPS (60), WARM (5), LR (5e-5), WARMUP_STEPS (6), SEEDS ("42 1 7"), MODEL (the packaged
 #   all-MiniLM-L6-v2), TRAIN (data/demo/train.jsonl), HELDOUT (data/demo/eval.jsonl),
 #   STS_FILE (data/stsb_en/sts-dev.csv, the STS-B dev set the repository ships), EVAL (1),
-#   OUT (runs/bench-vs-st).
+#   OUT (runs/bench-vs-st); DEVICE (cpu; cuda: every system on the GPUs, one per worker,
+#   over NCCL, so WORKERS <= GPUs; the table gains peak GPU memory and MFU), PRECISION
+#   (fp32; bf16 or fp16: autocast in every system), PEAK_TFLOPS (800: the GPU's dense bf16
+#   peak, for MFU).
 # Not a test: numbers only. Runs one at a time; nothing else should run on the machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,6 +48,7 @@ py=$root/.venv/bin/python
 workers=${WORKERS:-2} threads=${THREADS:-1} batch=${BATCH:-32} max_length=${MAX_LENGTH:-64}
 steps=${STEPS:-60} warm=${WARM:-5} lr=${LR:-5e-5} warmup_steps=${WARMUP_STEPS:-6}
 seeds=${SEEDS:-42 1 7}
+device=${DEVICE:-cpu} precision=${PRECISION:-fp32} peak_tflops=${PEAK_TFLOPS:-800}
 systems=${SYSTEMS:-ours st ours-seeds seeds ours-xrank}
 train=${TRAIN:-$root/data/demo/train.jsonl}
 heldout=${HELDOUT:-$root/data/demo/eval.jsonl}
@@ -65,7 +70,7 @@ if [ "$do_eval" = 1 ] && [ ! -f "$sts" ]; then
 fi
 mkdir -p "$out"
 echo "bench-vs-st: $model, $workers workers x $threads threads, batch $batch per worker ($global_batch pairs a step)," \
-     "max length $max_length, $steps steps ($warm untimed), lr $lr, seeds: $seeds" >&2
+     "max length $max_length, $steps steps ($warm untimed), lr $lr, seeds: $seeds, $device, $precision" >&2
 
 # Every run gets exactly the same environment for threads: OMP_NUM_THREADS and the
 # trainers' own thread setting.
@@ -80,14 +85,14 @@ run_ours() {  # dir seed extra --set arguments...
     --set train.max_steps="$steps" --set train.lr="$lr" --set train.warmup_steps="$warmup_steps" \
     --set train.schedule=linear --set train.seed="$seed" --set loss.temperature=0.05 \
     --set output.dir="$dir" --set output.log_every=1 --set output.save_every=0 --set output.eval_every=0 \
-    --set output.resume=never "$@"
+    --set output.resume=never --set train.device="$device" --set train.precision="$precision" "$@"
 }
 run_peer() {  # dir seed recipe extra peer_train.py arguments...
   local dir=$1 seed=$2 recipe=$3; shift 3
   "$root/.venv/bin/torchrun" --standalone --nproc_per_node "$workers" scripts/python/peer_train.py \
     --recipe "$recipe" --model "$model" --data "$train" --out "$dir" --batch "$global_batch" \
     --steps "$steps" --max-length "$max_length" --lr "$lr" --warmup-steps "$warmup_steps" \
-    --temperature 0.05 --seed "$seed" --threads "$threads" "$@"
+    --temperature 0.05 --seed "$seed" --threads "$threads" --device "$device" --precision "$precision" "$@"
 }
 
 for seed in $seeds; do
@@ -123,4 +128,5 @@ if [ "$do_eval" = 1 ] && [ ! -s "$out/pretrained.json" ]; then
     >"$out/pretrained.json"
 fi
 "$py" scripts/python/bench_table.py --out "$out" --systems "$systems" --seeds "$seeds" --warm "$warm" \
-  --global-batch "$global_batch" --model "$model" --train "$train" --max-length "$max_length"
+  --global-batch "$global_batch" --model "$model" --train "$train" --max-length "$max_length" \
+  --device "$device" --peak-tflops "$peak_tflops"

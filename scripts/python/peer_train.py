@@ -12,9 +12,12 @@ to fine-tune a sentence-embedding model on pairs, under torchrun.
 
 Both use the Trainer's own AdamW, linear schedule with warm-up, gradient clipping and
 DistributedSampler over gloo, the per-device batch = global batch / world size, dropout on.
+With --device cuda: one GPU per rank (LOCAL_RANK), NCCL, PyTorch's SDPA attention, and
+--precision bf16 / fp16 the Trainer's autocast (fp16 with its loss scaling).
 Every rank writes OUT/peer-rank{r}.json: the wall time of each step (step end to step end,
-data loading included, as ddp-embed's step_ms), when the first step began, the process
-start and its peak RSS. Rank 0 then writes OUT/final, a folder SentenceTransformer(dir)
+data loading included, as ddp-embed's step_ms; on a GPU after a synchronize), when the
+first step began, the process start, its peak RSS and, on a GPU, its peak allocated GPU
+memory. Rank 0 then writes OUT/final, a folder SentenceTransformer(dir)
 loads, for the held-out evaluation (scripts/python/heldout_eval.py).
 
     torchrun --nproc_per_node 2 peer_train.py --recipe mnrl --model DIR --data train.jsonl \
@@ -44,6 +47,8 @@ def parse_args():
     ap.add_argument("--projection-dim", type=int, default=128, help="seeds recipe: the head's size")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     ap.add_argument("--no-save", action="store_true", help="skip writing OUT/final")
     ap.add_argument("--negatives", action="store_true",
                     help="mnrl: each row's first \"neg\" joins as a hard negative (anchor, positive, negative)")
@@ -95,8 +100,13 @@ def seeds_pairwise_sigmoid_loss(q, p, temperature):
     return -torch.log(torch.sigmoid(diff)).sum() / (bsz * bsz - bsz)
 
 
-def step_clock(transformers):
-    """A callback that takes the wall time at each step's end and at the first step's begin."""
+def step_clock(transformers, device):
+    """A callback that takes the wall time at each step's end and at the first step's begin
+    (on a GPU once its queued work is done)."""
+    def sync():
+        if device == "cuda":
+            import torch
+            torch.cuda.synchronize()
 
     class StepClock(transformers.TrainerCallback):
         def __init__(self):
@@ -111,6 +121,7 @@ def step_clock(transformers):
                 self.first_step_begin = time.time()
 
         def on_step_end(self, args, state, control, **kw):
+            sync()
             self.step_ends.append(time.time())
 
         def step_seconds(self):
@@ -130,7 +141,8 @@ def training_arguments(args, cls, world_size):
         lr_scheduler_type="linear", weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
         optim="adamw_torch", seed=args.seed, data_seed=args.seed, dataloader_drop_last=True,
         dataloader_num_workers=0, save_strategy="no", report_to="none", logging_steps=10,
-        disable_tqdm=True, use_cpu=True, ddp_backend="gloo",
+        disable_tqdm=True, use_cpu=args.device == "cpu", ddp_backend="gloo" if args.device == "cpu" else "nccl",
+        bf16=args.precision == "bf16", fp16=args.precision == "fp16",
         # Both models keep BERT's pooler (AutoModel does), which no loss uses: without this
         # DDP stops at the second step ("Expected to have finished reduction ...").
         ddp_find_unused_parameters=True,
@@ -143,7 +155,8 @@ def mnrl_trainer(args, datasets, queries, positives, world_size, clock):
                                        SentenceTransformerTrainingArguments)
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    model = SentenceTransformer(args.model, device="cpu")
+    model = SentenceTransformer(args.model, device=args.device,
+                                **({"model_kwargs": {"attn_implementation": "sdpa"}} if args.device == "cuda" else {}))
     model.max_seq_length = args.max_length
     loss = MultipleNegativesRankingLoss(model, scale=1.0 / args.temperature)
     # A third column is MNRL's hard negative: one more candidate for every anchor of the batch.
@@ -166,7 +179,8 @@ def seeds_trainer(args, datasets, queries, positives, world_size, clock):
     class EmbeddingModel4Loss(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.encoder = transformers.AutoModel.from_pretrained(args.model)  # keeps the pooler
+            self.encoder = transformers.AutoModel.from_pretrained(  # keeps the pooler
+                args.model, **({"attn_implementation": "sdpa"} if args.device == "cuda" else {}))
             self.head = torch.nn.Linear(self.encoder.config.hidden_size, args.projection_dim)
 
         def embed(self, ids, mask):
@@ -218,8 +232,10 @@ def main():
     transformers.logging.set_verbosity_error()
 
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     queries, positives = read_pairs(args.data)
-    clock = step_clock(transformers)
+    clock = step_clock(transformers, args.device)
     if args.negatives and args.recipe != "mnrl":
         raise SystemExit("--negatives: only with --recipe mnrl")
     make = mnrl_trainer if args.recipe == "mnrl" else seeds_trainer
@@ -234,7 +250,11 @@ def main():
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "final_loss": next((h["train_loss"] for h in reversed(trainer.state.log_history) if "train_loss" in h), None),
         "torch": torch.__version__, "transformers": transformers.__version__,
+        "device": args.device, "precision": args.precision,
     }
+    if args.device == "cuda":
+        result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        result["gpu"] = torch.cuda.get_device_name()
     with open(os.path.join(args.out, f"peer-rank{rank}.json"), "w") as f:
         json.dump(result, f)
     if rank == 0 and not args.no_save:

@@ -1,0 +1,450 @@
+#!/usr/bin/env python3
+"""The helpers of scripts/gpu-check.sh (which says what the check does):
+
+  same-steps NAME REF RUN... --abs TOL [--from S] [--to E]
+      the loss of every step S..E of RUN (several run folders are joined by step: a run
+      resumed in another folder) within TOL of REF's
+  final NAME REF RUN --last N --rel TOL
+      the mean loss of the last N steps of RUN within TOL (relative) of REF's
+  has-key NAME RUN KEY         every training line of RUN's metrics.jsonl has KEY
+  value RUN KEY                the last value of KEY in RUN's metrics.jsonl, or "-"
+  ctest-summary ...            the suite's result, its skips sorted (see ctest_summary)
+  ctest-rerun ...              which failures pass with the GPU hidden
+  goals TABLE --label L [--mfu-goal F]   the GPU goals against a bench table (table.json)
+  profile TRACE --steps N      what LibTorch's profiler trace says about a step on the GPU
+  minilm-pack SRC DST [--fp32] the packaged all-MiniLM-L6-v2, its weights as float16
+  minilm-restore SRC DST       ... and back to float32 on the GPU machine
+  unpack-deb DEB DEST          a Debian package's files, where dpkg-deb is absent
+
+Each check prints one line, "PASS name: ..." or "FAIL name: ...", and exits 0 (it
+passed) or 1. Standard library only, but for minilm-* (torch, safetensors)."""
+import argparse
+import gzip
+import io
+import json
+import lzma
+import math
+import os
+import re
+import shutil
+import sys
+import tarfile
+
+
+# ---- training runs ---------------------------------------------------------------------
+
+class MissingRun(Exception):
+    pass
+
+
+def losses(run_dirs):
+    """step -> loss over the training lines of the runs' metrics.jsonl (later runs win)."""
+    out = {}
+    for d in run_dirs:
+        path = os.path.join(d, "metrics.jsonl")
+        if not os.path.exists(path):
+            raise MissingRun(f"{path} is missing (the run failed?)")
+        with open(path) as f:
+            for line in f:
+                m = json.loads(line)
+                if "loss" in m and "step" in m:
+                    out[int(m["step"])] = float(m["loss"])
+    return out
+
+
+def verdict(ok, name, text):
+    print(f"{'PASS' if ok else 'FAIL'} {name}: {text}")
+    return 0 if ok else 1
+
+
+def cmd_same_steps(a):
+    ref, run = losses([a.ref]), losses(a.runs)
+    first = a.first if a.first is not None else min(run, default=1)
+    last = a.last if a.last is not None else max(run, default=0)
+    steps = list(range(first, last + 1))
+    missing = [s for s in steps if s not in ref or s not in run]
+    if missing or not steps:
+        return verdict(False, a.name, f"steps {missing[:5]} missing (ref has {len(ref)}, run has {len(run)})")
+    diffs = [abs(run[s] - ref[s]) for s in steps]
+    worst = max(range(len(steps)), key=lambda i: diffs[i])
+    finite = all(math.isfinite(run[s]) for s in steps)
+    return verdict(finite and diffs[worst] <= a.abs, a.name,
+                   f"steps {first}-{last}: max |loss difference| {diffs[worst]:.2e} at step {steps[worst]} "
+                   f"(tolerance {a.abs:g}; loss there {ref[steps[worst]]:.6f} vs {run[steps[worst]]:.6f})")
+
+
+def cmd_final(a):
+    ref, run = losses([a.ref]), losses([a.run])
+    if len(ref) < a.last or len(run) < a.last:
+        return verdict(False, a.name, f"too few steps ({len(ref)}, {len(run)})")
+    mean = lambda d: sum(d[s] for s in sorted(d)[-a.last:]) / a.last
+    r, x = mean(ref), mean(run)
+    rel = abs(x - r) / abs(r)
+    last_ref, last_run = ref[max(ref)], run[max(run)]
+    return verdict(math.isfinite(x) and rel <= a.rel, a.name,
+                   f"mean loss of the last {a.last} steps {x:.4f} vs {r:.4f}: {100 * rel:.2f}% apart "
+                   f"(tolerance {100 * a.rel:g}%; last step {last_run:.4f} vs {last_ref:.4f})")
+
+
+def training_lines(run):
+    if not os.path.exists(os.path.join(run, "metrics.jsonl")):
+        raise MissingRun(f"{run}/metrics.jsonl is missing (the run failed?)")
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        return [m for m in map(json.loads, f) if "loss" in m]
+
+
+def cmd_has_key(a):
+    lines = training_lines(a.run)
+    have = sum(1 for m in lines if a.key in m)
+    return verdict(bool(lines) and have == len(lines), a.name, f"{a.key} on {have} of {len(lines)} training lines")
+
+
+def cmd_value(a):
+    value = "-"
+    path = os.path.join(a.run, "metrics.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            for m in map(json.loads, f):
+                if a.key in m:
+                    value = m[a.key]
+    print(f"{value:.4g}" if isinstance(value, float) else value)
+
+
+# ---- the test suite ----------------------------------------------------------------------
+
+def numbered_names(path):
+    """ctest's LastTestsFailed.log / LastTestsDisabled.log: 'number:name' lines."""
+    out = {}
+    if os.path.exists(path):
+        with open(path, errors="replace") as f:
+            for line in f:
+                number, _, name = line.rstrip("\n").partition(":")
+                if number.strip().isdigit():
+                    out[int(number)] = name.split("  # GetParam()")[0].strip()
+    return out
+
+
+def skip_reasons(last_test_log, numbers):
+    """The line after gtest's 'Skipped' in each skipped test's block of LastTest.log."""
+    reasons = {}
+    if not os.path.exists(last_test_log):
+        return reasons
+    current, after_skip = None, False
+    with open(last_test_log, errors="replace") as f:
+        for line in f:
+            m = re.match(r"^(\d+)/\d+ Test: ", line)
+            if m:
+                current, after_skip = int(m.group(1)), False
+                continue
+            if current in numbers and current not in reasons:
+                if after_skip and line.strip():
+                    reasons[current] = line.strip()
+                after_skip = after_skip or line.rstrip().endswith(": Skipped")
+    return reasons
+
+
+# A skip that is right on a GPU machine: the test covers the CPU-only side (a program that
+# finds an NVIDIA driver loads CUDA at start, tests/torch/test_cuda_module.cpp).
+EXPECTED_ON_GPU = ("an NVIDIA driver",)
+# Skips that say nothing about CUDA: the machine lacks something else.
+NOT_CUDA = ("no test hosts",)
+
+
+def cmd_ctest_summary(a):
+    with open(a.console, errors="replace") as f:
+        console = f.read()
+    total = re.search(r"tests passed, (\d+) tests? failed out of (\d+)", console)
+    failed = numbered_names(a.failed)
+    skipped = numbered_names(a.skipped)
+    reasons = skip_reasons(a.log, set(skipped))
+    status = 0
+    if not total:
+        print("FAIL ctest: no summary line in its output (see ctest.log)")
+        status = 1
+    else:
+        n_total = int(total.group(2))
+        if failed:
+            names = sorted(failed.values())
+            print(f"FAIL ctest: {len(failed)} of {n_total} tests failed: {', '.join(names[:60])}"
+                  f"{' ...' if len(names) > 60 else ''}")
+            status = 1
+        else:
+            print(f"PASS ctest: {n_total} tests, none failed")
+    expected, other, cuda = [], [], []
+    for number, name in sorted(skipped.items()):
+        why = reasons.get(number, "reason not found")
+        if any(k in why for k in EXPECTED_ON_GPU):
+            expected.append(name)
+        elif any(k in why for k in NOT_CUDA):
+            other.append(f"{name} ({why})")
+        else:
+            cuda.append(f"{name} ({why})")
+    if cuda:
+        print(f"FAIL ctest skips: {len(cuda)} tests skipped on the GPU machine: {'; '.join(cuda[:40])}")
+        status = 1
+    elif skipped:
+        print(f"PASS ctest skips: no CUDA test skipped")
+    if expected:
+        print(f"NOTE ctest: {len(expected)} skipped as they should be where there is a GPU (CPU-only side): "
+              f"{', '.join(expected)}")
+    if other:
+        print(f"NOTE ctest: {len(other)} skipped for want of something other than CUDA: {'; '.join(other[:20])}")
+    if "stop time has been passed" in console.lower() or "stop-time" in console.lower():
+        print("NOTE ctest: stopped at the deadline: the tests not yet run count as failed above")
+    return status
+
+
+def console_failures(path):
+    """The names under ctest's 'The following tests FAILED:' (its console output)."""
+    names, on = set(), False
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("The following tests FAILED"):
+                on = True
+            elif on:
+                m = re.match(r"^\s*\d+ - (.+) \([^()]*\)\s*$", line)
+                if not m:
+                    break
+                names.add(m.group(1).split("  # GetParam()")[0].strip())
+    return names
+
+
+def cmd_ctest_rerun(a):
+    first = set(numbered_names(a.first).values())
+    with open(a.again_console, errors="replace") as f:
+        ran = re.search(r"tests passed, \d+ tests? failed out of \d+", f.read())
+    if not ran:
+        print(f"NOTE ctest: the rerun with the GPU hidden gave no summary (see {a.again_console})")
+        return 0
+    again = console_failures(a.again_console)
+    gpu_only = sorted(first - again)
+    both = sorted(first & again)
+    if gpu_only:
+        print(f"NOTE ctest: {len(gpu_only)} of the {len(first)} failures pass with the GPU hidden "
+              f"(CUDA_VISIBLE_DEVICES=): they fail only where a GPU is visible: {', '.join(gpu_only[:60])}")
+    if both:
+        print(f"NOTE ctest: {len(both)} fail with the GPU hidden too (the machine, not CUDA): {', '.join(both[:60])}")
+    return 0
+
+
+# ---- the benchmark's goals ---------------------------------------------------------------
+
+def cmd_goals(a):
+    """The issue's goals against one bench table (bench_table.py's table.json): MFU (where a
+    goal is given), tokens/s against sentence-transformers' at equal batch, peak GPU memory."""
+    if not os.path.exists(a.table):
+        print(f"NOTE {a.label}: {a.table} was not written (the bench did not finish)")
+        return 0
+    with open(a.table) as f:
+        rows = {r["system"]: r for r in json.load(f)["rows"]}
+    ours, st = rows.get("ours") or {}, rows.get("st") or {}
+    pct = lambda r: f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
+    if a.mfu_goal is not None:
+        met = ours.get("mfu") is not None and ours["mfu"] >= a.mfu_goal
+        print(f"GOAL {a.label}: MFU >= {100 * a.mfu_goal:.0f}%: ours {pct(ours)}, sentence-transformers {pct(st)}"
+              f" -- {'met' if met else 'missed'}")
+    else:
+        print(f"NOTE {a.label}: MFU ours {pct(ours)}, sentence-transformers {pct(st)}")
+    if ours.get("tokens_per_s") and st.get("tokens_per_s"):
+        ratio = ours["tokens_per_s"] / st["tokens_per_s"]
+        print(f"GOAL {a.label}: tokens/s >= 1.5x sentence-transformers' at equal batch: {ratio:.2f}x "
+              f"({ours['tokens_per_s']:.0f} vs {st['tokens_per_s']:.0f}) -- {'met' if ratio >= 1.5 else 'missed'}")
+    else:
+        print(f"NOTE {a.label}: no tokens/s for both systems")
+    if ours.get("peak_gpu_mb") and st.get("peak_gpu_mb"):
+        ratio = ours["peak_gpu_mb"] / st["peak_gpu_mb"]
+        print(f"GOAL {a.label}: peak GPU memory <= sentence-transformers': {ours['peak_gpu_mb']:.0f} vs "
+              f"{st['peak_gpu_mb']:.0f} MB ({ratio:.2f}x) -- {'met' if ratio <= 1.0 else 'missed'}")
+    return 0
+
+
+# ---- the profile ---------------------------------------------------------------------------
+
+def cmd_profile(a):
+    opener = gzip.open if a.trace.endswith(".gz") else open
+    with opener(a.trace, "rt") as f:
+        trace = json.load(f)
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    cat = lambda e: str(e.get("cat", "")).lower()
+    kernels = [e for e in events if cat(e) in ("kernel", "gpu_kernel")]
+    ops = [e for e in events if cat(e) in ("cpu_op", "operator")]
+    runtime = [e for e in events if cat(e) in ("cuda_runtime", "cuda_driver", "runtime")]
+    steps = max(1, a.steps)
+    if not kernels:
+        print(f"NOTE profile: no GPU kernel in the trace ({len(events)} events): the CUDA activity was not recorded")
+        return 0
+    # The GPU's busy share of the recorded span (kernels' union against first start..last end).
+    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in kernels)
+    busy, end = 0.0, -1e30
+    for s, t in spans:
+        if t > end:
+            busy += t - max(s, end)
+            end = t
+    window = spans[-1][1] - spans[0][0]
+    by_name = {}
+    for e in kernels:
+        by_name[e["name"]] = by_name.get(e["name"], 0.0) + float(e.get("dur", 0))
+    total = sum(by_name.values())
+    print(f"NOTE profile: {len(kernels) / steps:.0f} kernels a step, {total / steps / 1000:.1f} ms of kernels a step; "
+          f"the GPU busy {100 * busy / max(window, 1):.0f}% of the recorded {window / 1000:.1f} ms")
+    for name, us in sorted(by_name.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"NOTE profile: {us / steps / 1000:8.2f} ms/step {100 * us / total:5.1f}%  {name[:110]}")
+    op_names = {e["name"] for e in ops}
+    sdpa = sorted(n for n in op_names if "scaled_dot_product" in n or "flash_attention" in n
+                  or "efficient_attention" in n or "cudnn_attention" in n)
+    attn_kernels = sorted({n for n in by_name if re.search(r"flash|fmha|attention|attn", n, re.I)})
+    backend = ("flash" if any("flash" in n for n in sdpa) else "memory-efficient" if any("efficient" in n for n in sdpa)
+               else "cuDNN" if any("cudnn" in n for n in sdpa) else "math (no fused kernel)" if sdpa else "not seen")
+    print(f"NOTE profile: attention: {backend}; ops {', '.join(sdpa) or '-'}; kernels "
+          f"{', '.join(k[:60] for k in attn_kernels[:4]) or '-'}")
+    adam = sorted(n for n in op_names if "adam" in n.lower() or "foreach" in n.lower())
+    print(f"NOTE profile: optimizer ops: {', '.join(adam[:6]) or '-'}")
+    sync_names = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+                  "cuStreamSynchronize", "cuCtxSynchronize")
+    syncs = {}
+    for e in runtime:
+        if e["name"] in sync_names:
+            syncs[e["name"]] = syncs.get(e["name"], 0) + 1
+    scalars = sum(1 for e in ops if e["name"] in ("aten::item", "aten::_local_scalar_dense"))
+    print(f"NOTE profile: host waits a step: "
+          f"{', '.join(f'{n} {c / steps:g}' for n, c in sorted(syncs.items())) or 'no synchronizing call'}; "
+          f"aten::item / _local_scalar_dense {scalars / steps:g}")
+    nccl = sum(1 for e in kernels if "nccl" in e["name"].lower())
+    print(f"NOTE profile: NCCL kernels a step: {nccl / steps:g}")
+    return 0
+
+
+# ---- the model that travels ------------------------------------------------------------------
+
+def copy_package(src, dst, skip):
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    for base, dirs, files in os.walk(src):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = os.path.relpath(base, src)
+        os.makedirs(os.path.join(dst, rel), exist_ok=True)
+        for name in files:
+            if not skip(name):
+                shutil.copy2(os.path.join(base, name), os.path.join(dst, rel, name))
+
+
+def convert(src_file, dst_file, dtype_from, dtype_to):
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    tensors, worst = {}, 0.0
+    with safe_open(src_file, framework="pt") as f:
+        metadata = f.metadata()
+        for key in f.keys():
+            t = f.get_tensor(key)
+            if t.dtype == getattr(torch, dtype_from):
+                c = t.to(getattr(torch, dtype_to))
+                worst = max(worst, (c.double() - t.double()).abs().max().item() if t.numel() else 0.0)
+                t = c
+            tensors[key] = t.contiguous()
+    save_file(tensors, dst_file, metadata=metadata)
+    os.chmod(dst_file, 0o644)
+    return worst
+
+
+def cmd_minilm_pack(a):
+    copy_package(a.src, a.dst, lambda n: n.endswith(".safetensors") and not a.fp32)
+    report = {"weights": "float32" if a.fp32 else "float16", "files": {}}
+    if not a.fp32:
+        for base, _, files in os.walk(a.src):
+            for name in files:
+                if name.endswith(".safetensors"):
+                    out = os.path.join(a.dst, os.path.relpath(base, a.src), name[:-len(".safetensors")] + ".fp16.safetensors")
+                    report["files"][os.path.relpath(out, a.dst)] = convert(os.path.join(base, name), out, "float32", "float16")
+    with open(os.path.join(a.dst, "gpu-check-weights.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    worst = max(report["files"].values(), default=0.0)
+    print(f"minilm-pack: {a.dst}: weights {report['weights']}"
+          + (f", largest rounding error {worst:.2e}" if not a.fp32 else ""))
+
+
+def cmd_minilm_restore(a):
+    with open(os.path.join(a.src, "gpu-check-weights.json")) as f:
+        report = json.load(f)
+    copy_package(a.src, a.dst, lambda n: n.endswith(".fp16.safetensors") or n == "gpu-check-weights.json")
+    for rel in report["files"]:
+        src = os.path.join(a.src, rel)
+        convert(src, os.path.join(a.dst, rel[:-len(".fp16.safetensors")] + ".safetensors"), "float16", "float32")
+    worst = max(report["files"].values(), default=0.0)
+    note = (f"float16-rounded copy of the packaged weights, float32 again (largest rounding error {worst:.1e})"
+            if report["weights"] == "float16" else "the packaged float32 weights")
+    with open(os.path.join(a.dst, "gpu-check-weights.txt"), "w") as f:
+        f.write(note + "\n")
+    print(note)
+
+
+# ---- Debian packages without dpkg ------------------------------------------------------------
+
+def cmd_unpack_deb(a):
+    with open(a.deb, "rb") as f:
+        data = f.read()
+    if not data.startswith(b"!<arch>\n"):
+        raise SystemExit(f"{a.deb}: not a Debian package (an ar archive)")
+    pos = 8
+    while pos + 60 <= len(data):
+        header = data[pos:pos + 60]
+        name = header[:16].decode().strip().rstrip("/")
+        size = int(header[48:58].decode().strip())
+        body = data[pos + 60:pos + 60 + size]
+        pos += 60 + size + (size & 1)
+        if name.startswith("data.tar"):
+            if name.endswith(".xz"):
+                body = lzma.decompress(body)
+            elif name.endswith(".gz"):
+                body = gzip.decompress(body)
+            elif name != "data.tar":
+                raise SystemExit(f"{a.deb}: {name}: compression not handled here (install dpkg)")
+            with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+                if hasattr(tarfile, "fully_trusted_filter"):
+                    tar.extractall(a.dest, filter="fully_trusted")  # the package's hash was checked
+                else:
+                    tar.extractall(a.dest)
+            return 0
+    raise SystemExit(f"{a.deb}: no data.tar member")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("same-steps")
+    p.add_argument("name"); p.add_argument("ref"); p.add_argument("runs", nargs="+")
+    p.add_argument("--abs", type=float, required=True)
+    p.add_argument("--from", dest="first", type=int); p.add_argument("--to", dest="last", type=int)
+    p = sub.add_parser("final")
+    p.add_argument("name"); p.add_argument("ref"); p.add_argument("run")
+    p.add_argument("--last", type=int, default=10); p.add_argument("--rel", type=float, required=True)
+    p = sub.add_parser("has-key")
+    p.add_argument("name"); p.add_argument("run"); p.add_argument("key")
+    p = sub.add_parser("value")
+    p.add_argument("run"); p.add_argument("key")
+    p = sub.add_parser("ctest-summary")
+    p.add_argument("--console", required=True); p.add_argument("--log", required=True)
+    p.add_argument("--failed", required=True); p.add_argument("--skipped", required=True)
+    p = sub.add_parser("ctest-rerun")
+    p.add_argument("--first", required=True); p.add_argument("--again-console", required=True)
+    p = sub.add_parser("goals")
+    p.add_argument("table"); p.add_argument("--label", required=True)
+    p.add_argument("--mfu-goal", type=float)
+    p = sub.add_parser("profile")
+    p.add_argument("trace"); p.add_argument("--steps", type=int, required=True)
+    p = sub.add_parser("minilm-pack")
+    p.add_argument("src"); p.add_argument("dst"); p.add_argument("--fp32", action="store_true")
+    p = sub.add_parser("minilm-restore")
+    p.add_argument("src"); p.add_argument("dst")
+    p = sub.add_parser("unpack-deb")
+    p.add_argument("deb"); p.add_argument("dest")
+    a = ap.parse_args()
+    try:
+        return globals()["cmd_" + a.cmd.replace("-", "_")](a) or 0
+    except MissingRun as e:
+        print(f"FAIL {getattr(a, 'name', a.cmd)}: {e}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
