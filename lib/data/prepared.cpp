@@ -374,7 +374,7 @@ void concatenate_prepared(const std::vector<std::string>& pieces, const std::vec
   offsets.write(&zero, 8);
   std::vector<int64_t> moved;
   for (size_t i = 0; i < pieces.size(); ++i) {
-    const PairDataset part = open_prepared(pieces[i]);
+    const PairDataset part = open_prepared(pieces[i], nullptr, /*random_access=*/false);  // read through once
     const TokenStore& t = part.tokens;
     if (manifest.wide)
       ids.write(t.ids32().data(), t.ids32().size() * 4);
@@ -405,7 +405,7 @@ void concatenate_prepared(const std::vector<std::string>& pieces, const std::vec
   publish(tmp, dir);
 }
 
-PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out) {
+PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out, bool random_access) {
   const PreparedManifest m = read_manifest(dir);
   auto map = [&](const std::string& name, int64_t expected) {
     const std::string path = (fs::path(dir) / name).string();
@@ -415,7 +415,7 @@ PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out
     if (int64_t(size) != expected)
       throw DataError(path + ": " + std::to_string(size) + " bytes, but manifest.json's counts make it " +
                       std::to_string(expected) + ": the file was cut short or replaced; prepare the folder again");
-    return std::make_shared<const MappedFile>(path);
+    return std::make_shared<const MappedFile>(path, random_access);
   };
   std::map<std::string, std::shared_ptr<const MappedFile>> files;
   for (const auto& [name, bytes] : expected_files(m)) files[name] = map(name, bytes);

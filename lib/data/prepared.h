@@ -82,7 +82,8 @@ void concatenate_prepared(const std::vector<std::string>& pieces, const std::vec
 // The data set of a prepared folder, its arrays mapped. Checks what costs no reading of
 // the data: every file there with the size the manifest gives it (DataError naming the
 // file). Sequences are checked as batches take them (TokenStore::set_checked).
-PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest = nullptr);
+// `random_access`: batches jump about (no read-ahead); false for reading it front to back.
+PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest = nullptr, bool random_access = true);
 
 // What the run expects a folder to be made from. Empty when `found` matches, else one
 // line per difference ("tokenizer: ...", "source file X: ..."). Source files that no

@@ -37,13 +37,21 @@ std::string cpu_blas() {
 }
 
 // The device this worker trains on (train.device). "auto": a CUDA device when LibTorch
-// has CUDA and one is visible, else the CPU. Local rank r takes cuda:(r % visible), the
-// device its NCCL process group uses too; with ddp-launch --devices each worker sees only
-// its own GPU (CUDA_VISIBLE_DEVICES), which is then cuda:0.
+// has CUDA and each of this machine's workers can have a GPU of its own, else the CPU
+// (NCCL cannot put two ranks on one GPU: more workers than GPUs is a CPU job, said in
+// the log). Local rank r takes cuda:(r % visible), the device its NCCL process group uses
+// too; with ddp-launch --devices each worker sees only its own GPU (CUDA_VISIBLE_DEVICES),
+// which is then cuda:0.
 c10::Device choose_device(const std::string& wanted, const WorkerEnv& env) {
   if (wanted == "cpu") return c10::Device(c10::kCPU);  // before asking: asking loads CUDA where there is a driver
   const int visible = compat::cuda_device_count();
   if (wanted == "auto" && visible == 0) return c10::Device(c10::kCPU);
+  if (wanted == "auto" && env.local_world_size > visible) {
+    spdlog::warn("train.device auto: {} workers on this machine but {} visible GPU{}: training on the CPU (set "
+                 "train.device cuda to share GPUs, with dist.backend gloo)",
+                 env.local_world_size, visible, visible > 1 ? "s" : "");
+    return c10::Device(c10::kCPU);
+  }
   if (visible == 0)
     throw std::runtime_error(std::string("train.device \"cuda\": ") +
                              (compat::kHasCuda ? "no CUDA device is visible (check CUDA_VISIBLE_DEVICES and the driver)"

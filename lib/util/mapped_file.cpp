@@ -29,7 +29,7 @@ MappedFile::MappedFile(const std::string& path, bool random_access) : path_(path
       data_ = nullptr;
       throw std::runtime_error("cannot map " + path + ": " + std::strerror(err));
     }
-    if (random_access) ::madvise(data_, size_, MADV_RANDOM);
+    ::madvise(data_, size_, random_access ? MADV_RANDOM : MADV_SEQUENTIAL);
   }
   ::close(fd);  // the mapping keeps the file
 }

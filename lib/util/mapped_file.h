@@ -12,7 +12,8 @@ namespace ddp_embed {
 class MappedFile {
  public:
   // Maps `path` whole; throws std::runtime_error naming it when it cannot be opened or
-  // mapped. `random_access`: tell the kernel not to read ahead (batches jump about).
+  // mapped. `random_access`: tell the kernel not to read ahead (batches jump about);
+  // false: read far ahead (the file is read front to back).
   explicit MappedFile(const std::string& path, bool random_access = true);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/pairs.h"
+#include "data_fixtures.h"
 #include "tokenize/wordpiece.h"
 #include "util/utf8.h"
 
@@ -18,27 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kVocab = fs::path(DDP_EMBED_SOURCE_DIR) / "tests/fixtures/golden/vocab.txt";
-
-const Tokenizer& bert() {
-  static const auto tokenizer = WordPieceTokenizer::load(kVocab.string(), true);
-  return *tokenizer;
-}
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() /
-             ("ddp_embed_data_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& name, const std::string& content) const {
-    std::ofstream(path / name, std::ios::binary) << content;
-    return (path / name).string();
-  }
-};
+using testing::bert;
+using testing::kVocab;
+using testing::TempDir;
 
 std::vector<int32_t> ids(const std::string& text, int max_length = 32) {
   return bert().encode(text, max_length);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/prepared.h"
+#include "data_fixtures.h"
 #include "tokenize/wordpiece.h"
 
 namespace ddp_embed {
@@ -18,23 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kVocab = fs::path(DDP_EMBED_SOURCE_DIR) / "tests/fixtures/golden/vocab.txt";
-
-const Tokenizer& bert() {
-  static const auto tokenizer = WordPieceTokenizer::load(kVocab.string(), true);
-  return *tokenizer;
-}
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("ddp_embed_prepared_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
+using testing::bert;
+using testing::kVocab;
+using testing::TempDir;
 
 // 300 varied lines: pairs with one or two positives, negatives, teacher scores on every
 // third line, blank lines between some.

@@ -138,6 +138,23 @@ inline fs::path shared_run(const std::string& name, const std::function<json(con
   return dir;
 }
 
+// DDP_EMBED_TEST_SAMPLE_LOG=LOG's record: the pairs each step (1-based) trained on, over
+// every rank, in rank order.
+inline std::map<int64_t, std::vector<int64_t>> trained_pairs(const fs::path& log, int ranks) {
+  std::map<int64_t, std::vector<int64_t>> out;
+  for (int r = 0; r < ranks; ++r) {
+    std::ifstream in(log.string() + ".rank" + std::to_string(r));
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      int64_t step, rank, index;
+      fields >> step >> rank;
+      while (fields >> index) out[step].push_back(index);
+    }
+  }
+  return out;
+}
+
 inline std::vector<json> metric_lines(const fs::path& out) {
   std::vector<json> lines;
   std::ifstream in(out / "metrics.jsonl");

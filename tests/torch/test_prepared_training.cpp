@@ -63,22 +63,6 @@ RunResult prepare(const fs::path& dir, const json& cfg, int nproc, const fs::pat
              kBin + "/embed-train prepare --config " + config.string() + " --output " + output.string());
 }
 
-// The sample log's pairs per step (1-based), over every rank, in rank order.
-std::map<int64_t, std::vector<int64_t>> trained_pairs(const fs::path& log, int ranks) {
-  std::map<int64_t, std::vector<int64_t>> out;
-  for (int r = 0; r < ranks; ++r) {
-    std::ifstream in(log.string() + ".rank" + std::to_string(r));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      int64_t step, rank, index;
-      fields >> step >> rank;
-      while (fields >> index) out[step].push_back(index);
-    }
-  }
-  return out;
-}
-
 int64_t training_steps_logged(const fs::path& out) {
   int64_t n = 0;
   for (const json& l : metric_lines(out)) n += l.contains("loss");
@@ -115,8 +99,9 @@ TEST(PreparedData, TrainsTheBatchesAndTheWeightsOfTheJsonl) {
     r = train(d / name, cfg, 2, "DDP_EMBED_TEST_SAMPLE_LOG=" + (d / name / "samples").string());
     ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
     EXPECT_EQ(training_steps_logged(d / name / "out"), 10) << name;
-    if (name != "jsonl")
+    if (name != "jsonl") {
       EXPECT_NE(r.output.find("training pairs mapped from their prepared folder"), std::string::npos) << r.output;
+    }
     pairs[name] = trained_pairs(d / name / "samples", 2);
   }
   EXPECT_EQ(pairs["jsonl"].size(), 10u);

@@ -59,22 +59,6 @@ std::map<int64_t, json> training_lines(const fs::path& out) {
   return by_step;
 }
 
-// The sample log's pairs per step (1-based), over every rank.
-std::map<int64_t, std::vector<int64_t>> trained_pairs(const fs::path& log, int ranks) {
-  std::map<int64_t, std::vector<int64_t>> out;
-  for (int r = 0; r < ranks; ++r) {
-    std::ifstream in(log.string() + ".rank" + std::to_string(r));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      int64_t step, rank, index;
-      fields >> step >> rank;
-      while (fields >> index) out[step].push_back(index);
-    }
-  }
-  return out;
-}
-
 // Every training line names its step's source and counts the steps per source so far;
 // the source is the one the step's pairs came from; the last counts are `final_counts`.
 void expect_sources_logged(const fs::path& out, const std::map<int64_t, std::vector<int64_t>>& pairs,
