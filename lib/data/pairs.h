@@ -56,7 +56,7 @@ class TokenStore {
 
   // Checks each sequence copy() and ids() read: its number and offsets in range, its ids
   // below vocab_size. For mapped data, which is not read whole at start-up: a damaged
-  // file is a DataError naming `origin` before a batch trains on it.
+  // file is a DataError naming it (in the prepared folder `origin`) before a batch trains on it.
   void set_checked(int32_t vocab_size, std::string origin);
   // Mapped data: the pages read so far unmapped (Column::release_pages).
   void release_pages() const;

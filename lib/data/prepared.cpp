@@ -158,7 +158,8 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 // `tmp` becomes `dir`: an old `dir` is removed first (a prepare replaces what was there).
-void publish(const std::string& tmp, const std::string& dir) {
+void publish(const std::string& tmp, const std::string& folder) {
+  const std::string dir = folder_path(folder);
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::rename(tmp, dir, ec);
@@ -166,7 +167,7 @@ void publish(const std::string& tmp, const std::string& dir) {
 }
 
 std::string fresh_tmp(const std::string& dir) {
-  const std::string tmp = dir + ".tmp";
+  const std::string tmp = folder_path(dir) + ".tmp";
   std::error_code ec;
   fs::remove_all(tmp, ec);
   if (fs::path(dir).has_parent_path()) fs::create_directories(fs::path(dir).parent_path(), ec);
@@ -211,8 +212,9 @@ PreparedFile stamp_file(const std::string& path) {
 TokenizerStamp stamp_tokenizer(const Tokenizer& tokenizer) {
   TokenizerStamp stamp{tokenizer.type(), tokenizer.vocab_size(), ""};
   // Its files as save() writes them, in name order ...
-  const fs::path dir = fs::temp_directory_path() / ("ddp-embed-tokenizer-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  std::string pattern = (fs::temp_directory_path() / "ddp-embed-tokenizer-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) throw DataError("cannot create a folder in " + fs::temp_directory_path().string());
+  const fs::path dir = pattern;
   tokenizer.save(dir.string());
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
@@ -235,6 +237,12 @@ TokenizerStamp stamp_tokenizer(const Tokenizer& tokenizer) {
   }
   stamp.fingerprint = hex(h);
   return stamp;
+}
+
+std::string folder_path(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();
+  return p.string();
 }
 
 bool is_prepared_folder(const std::string& dir) { return fs::is_regular_file(fs::path(dir) / kManifest); }
@@ -409,13 +417,12 @@ PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out
   const PreparedManifest m = read_manifest(dir);
   auto map = [&](const std::string& name, int64_t expected) {
     const std::string path = (fs::path(dir) / name).string();
-    std::error_code ec;
-    const auto size = fs::file_size(path, ec);
-    if (ec) throw DataError(path + ": missing (" + ec.message() + "): the folder is damaged; prepare it again");
-    if (int64_t(size) != expected)
-      throw DataError(path + ": " + std::to_string(size) + " bytes, but manifest.json's counts make it " +
+    if (!fs::exists(path)) throw DataError(path + ": missing: the folder is damaged; prepare it again");
+    auto file = std::make_shared<const MappedFile>(path, random_access);
+    if (int64_t(file->size()) != expected)  // the size of what is mapped, not of a path looked at before
+      throw DataError(path + ": " + std::to_string(file->size()) + " bytes, but manifest.json's counts make it " +
                       std::to_string(expected) + ": the file was cut short or replaced; prepare the folder again");
-    return std::make_shared<const MappedFile>(path, random_access);
+    return file;
   };
   std::map<std::string, std::shared_ptr<const MappedFile>> files;
   for (const auto& [name, bytes] : expected_files(m)) files[name] = map(name, bytes);
@@ -430,7 +437,7 @@ PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out
     data.tokens = TokenStore::from_columns(true, {}, Column<int32_t>(files[ids_name(true)], 0, size_t(m.ids)), offsets);
   else
     data.tokens = TokenStore::from_columns(false, Column<uint16_t>(files[ids_name(false)], 0, size_t(m.ids)), {}, offsets);
-  data.tokens.set_checked(m.tokenizer.vocab_size, ids_file);
+  data.tokens.set_checked(m.tokenizer.vocab_size, dir);
   data.pairs = Column<PairIndex>(files["pairs.bin"], 0, size_t(m.pairs));
   data.text_hashes = Column<uint64_t>(files["text_hashes.u64"], 0, size_t(m.sequences));
   if (m.teacher_scores) data.teacher_scores = Column<float>(files["teacher_scores.f32"], 0, size_t(m.sequences));

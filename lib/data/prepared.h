@@ -62,6 +62,10 @@ struct PreparedManifest {
   bool teacher_scores = false;      // teacher_scores.f32 exists
 };
 
+// A folder's path as prepare uses it: normalized, without a trailing slash (DIR.tmp and
+// DIR.parts are written beside DIR).
+std::string folder_path(const std::string& dir);
+
 // Whether `dir` is a prepared folder (holds manifest.json).
 bool is_prepared_folder(const std::string& dir);
 // DataError naming the file and the key when it is not a manifest we wrote.

@@ -42,18 +42,18 @@ void TokenStore::set_checked(int32_t vocab_size, std::string origin) {
 void TokenStore::check(int64_t seq) const {
   const int64_t n = num_sequences();
   if (seq < 0 || seq >= n)
-    throw DataError(origin_ + ": sequence " + std::to_string(seq) + " does not exist (it holds " + std::to_string(n) +
-                    "): the folder is damaged; prepare it again");
+    throw DataError(origin_ + "/pairs.bin: a pair names sequence " + std::to_string(seq) + ", which does not exist (" +
+                    std::to_string(n) + " sequences): the folder is damaged; prepare it again");
   const int64_t begin = offsets_[seq], end = offsets_[seq + 1];
   const int64_t total = static_cast<int64_t>(wide_ ? ids32_.size() : ids16_.size());
   if (begin < 0 || begin > end || end > total)
-    throw DataError(origin_ + ": sequence " + std::to_string(seq) + " has offsets " + std::to_string(begin) + ".." +
+    throw DataError(origin_ + "/offsets.i64: sequence " + std::to_string(seq) + " has offsets " + std::to_string(begin) + ".." +
                     std::to_string(end) + " outside its " + std::to_string(total) +
                     " token ids: the folder is damaged; prepare it again");
   for (int64_t i = begin; i < end; ++i) {
     const int64_t id = wide_ ? int64_t(ids32_[size_t(i)]) : int64_t(ids16_[size_t(i)]);
     if (id < 0 || id >= checked_vocab_)
-      throw DataError(origin_ + ": sequence " + std::to_string(seq) + " has token id " + std::to_string(id) +
+      throw DataError(origin_ + (wide_ ? "/ids.i32" : "/ids.u16") + ": sequence " + std::to_string(seq) + " has token id " + std::to_string(id) +
                       ", outside the tokenizer's vocabulary of " + std::to_string(checked_vocab_) +
                       ": the folder is damaged or was prepared with another tokenizer; prepare it again");
   }

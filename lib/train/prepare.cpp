@@ -37,8 +37,10 @@ std::string piece_dir(const std::string& parts, size_t i) {
 }
 
 // What the pieces in DIR.parts were made for: pieces of another plan are not reused.
-std::string plan_key(const PreparedManifest& expected, const std::vector<PrepareItem>& items) {
+std::string plan_key(const PreparedManifest& expected, const std::vector<PrepareItem>& items, const Config& cfg) {
   nlohmann::json j = nlohmann::json::object();
+  j["skip_bad_lines"] = cfg.data.skip_bad_lines;
+  j["max_line_bytes"] = cfg.data.max_line_bytes;
   j["tokenizer"] = expected.tokenizer.fingerprint;
   j["max_length"] = expected.max_length;
   j["teacher_scores_required"] = expected.teacher_scores_required;
@@ -125,8 +127,11 @@ PreparedManifest expected_manifest(const std::vector<SourceInput>& sources, cons
     PreparedSource source{s.name, s.query_prompt, s.passage_prompt, {}, 0, 0};
     const PreparedSource* before = found && i < found->sources.size() ? &found->sources[i] : nullptr;
     // A folder's source files may be gone (it was copied to where it trains): those are
-    // taken as the folder recorded them, where it names the same paths.
+    // taken as the folder recorded them, where the source names plain paths (a glob is
+    // expanded: what it matches now is what the run would read).
+    auto glob = [](const std::string& f) { return f.find_first_of("*?[") != std::string::npos; };
     const bool copied_away = before && before->files.size() == s.files.size() &&
+                             std::none_of(s.files.begin(), s.files.end(), glob) &&
                              std::any_of(s.files.begin(), s.files.end(), [](const auto& f) { return !fs::exists(f); });
     if (copied_away) {
       for (size_t k = 0; k < s.files.size(); ++k)
@@ -139,10 +144,15 @@ PreparedManifest expected_manifest(const std::vector<SourceInput>& sources, cons
   return m;
 }
 
-void prepare_folder(const std::string& dir, const std::vector<SourceInput>& sources, const Tokenizer& tokenizer,
+void prepare_folder(const std::string& folder, const std::vector<SourceInput>& sources, const Tokenizer& tokenizer,
                     const Config& cfg, ProcessGroup& pg, int threads, bool replace_stale) {
+  const std::string dir = folder_path(folder);  // "out/prep/" is out/prep: DIR.parts beside it, not in it
   const PreparedManifest expected = expected_manifest(sources, tokenizer, cfg);
   const bool there = is_prepared_folder(dir);
+  std::error_code ec;
+  if (!there && fs::exists(dir) && !fs::is_empty(dir, ec))
+    throw DataError(dir + " exists and is not a prepared folder (no manifest.json): a prepare would replace it; "
+                    "name a new or empty folder");
   if (there) {
     const auto differences = manifest_differences(read_manifest(dir), expected);
     if (differences.empty()) {
@@ -158,10 +168,11 @@ void prepare_folder(const std::string& dir, const std::vector<SourceInput>& sour
   const std::vector<PrepareItem> items = plan_prepare(sources, kPieceBytes);
   const std::string parts = dir + ".parts";
   const int rank = pg.rank(), world = pg.world_size();
+  pg.barrier();  // every rank has read what was there before rank 0 replaces it
   if (rank == 0) {
     if (there) spdlog::info("prepare: {} was prepared from other data; preparing it again", dir);
     fs::remove_all(dir);
-    ready_parts(parts, plan_key(expected, items));
+    ready_parts(parts, plan_key(expected, items, cfg));
   }
   pg.barrier();  // DIR.parts is ready and no old DIR is left
 
@@ -215,8 +226,9 @@ void prepare_folder(const std::string& dir, const std::vector<SourceInput>& sour
   }
 }
 
-PairDataset open_training_folder(const std::string& dir, const std::vector<SourceInput>& sources,
+PairDataset open_training_folder(const std::string& folder, const std::vector<SourceInput>& sources,
                                  const Tokenizer& tokenizer, const Config& cfg) {
+  const std::string dir = folder_path(folder);
   PreparedManifest found;
   PairDataset data = open_prepared(dir, &found);
   PreparedManifest expected;

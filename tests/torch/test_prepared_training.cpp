@@ -232,4 +232,36 @@ TEST(PreparedData, DamagedOrStaleFoldersAreErrorsBeforeAnyStep) {
   cache["data"]["prepared"] = folder.string();
   std::ofstream(d / "defs-2.jsonl", std::ios::app) << R"({"query": "one more", "pos": "line"})" << "\n";
   expect_refused("changed", cache, {"source file " + (d / "defs-2.jsonl").string() + " changed since it was prepared"});
+
+  // A glob that matches one file: the file as it is now is what is compared.
+  fs::create_directories(d / "one");
+  fs::copy_file(d / "defs-1.jsonl", d / "one" / "part-1.jsonl");
+  json one = sources_config(d, d / "x");
+  one["data"]["train"] = json::array({{{"name", "one"}, {"path", (d / "one" / "part-*.jsonl").string()}}});
+  one["train"]["batch_size"] = 8;
+  one["data"]["prepared"] = (d / "one-prepared").string();
+  r = prepare(d, one, 1, d / "one-prepared");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ofstream(d / "one" / "part-1.jsonl", std::ios::app) << R"({"query": "one more", "pos": "line"})" << "\n";
+  expect_refused("glob", one, {"source file " + (d / "one" / "part-1.jsonl").string() + " changed since it was prepared"});
+}
+
+// prepare writes only folders it owns: a folder that holds something else is refused and
+// left as it is; a trailing slash names the same folder (DIR.parts beside it, not in it).
+TEST(PreparedData, PrepareRefusesAFolderThatIsNotItsOwn) {
+  const fs::path d = fresh_dir("prepared-own");
+  write_sources(d);
+  const json cfg = sources_config(d, d / "unused");
+  fs::create_directories(d / "notes");
+  std::ofstream(d / "notes" / "keep.txt") << "mine";
+  auto r = prepare(d, cfg, 1, d / "notes");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find((d / "notes").string() + " exists and is not a prepared folder"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(read_file(d / "notes" / "keep.txt"), "mine");
+  r = prepare(d, cfg, 2, fs::path((d / "slash").string() + "/"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(d / "slash" / "manifest.json"));
+  EXPECT_FALSE(fs::exists(d / "slash.parts"));
+  EXPECT_FALSE(fs::exists(d / "slash" / ".parts"));
 }
