@@ -11,7 +11,6 @@
 #include <fstream>
 #include <limits>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -178,6 +177,25 @@ std::string too_long_message(int64_t limit) {
   return "the line is longer than data.max_line_bytes = " + std::to_string(limit) +
          " bytes (a JSONL record is one line: a missing newline, or not JSONL? raise the limit if the line is meant)";
 }
+
+// The next `bytes` bytes of another stream buffer, and no more: a piece of a file.
+class RangeBuffer : public std::streambuf {
+ public:
+  RangeBuffer(std::streambuf& source, int64_t bytes) : source_(source), left_(bytes) {}
+  int64_t left() const { return left_; }
+
+ protected:
+  std::streamsize xsgetn(char* out, std::streamsize n) override {
+    const std::streamsize got = source_.sgetn(out, std::min<std::streamsize>(n, std::streamsize(left_)));
+    left_ -= got;
+    return got;
+  }
+  int_type underflow() override { return traits_type::eof(); }  // read() goes through xsgetn
+
+ private:
+  std::streambuf& source_;
+  int64_t left_;
+};
 
 class PairLoader {
  public:
@@ -349,16 +367,17 @@ PairDataset load_piece(const SourceInput& source, const FilePiece& piece, const 
     loader.load_stream(*open_input_file(piece.file), piece.file, 1, /*need_pairs=*/false);
     return loader.finish();
   }
-  // A byte range of a plain file, read whole: pieces are tens of MB.
+  // A byte range of a plain file, streamed as a whole file is (a piece of one long line
+  // is never held whole: the line reader skips what is over max_line_bytes).
   std::ifstream file(piece.file, std::ios::binary);
   if (!file) throw DataError("cannot open " + piece.file + ": " + std::strerror(errno));
-  std::string bytes(size_t(piece.end - piece.begin), '\0');
   file.seekg(piece.begin);
-  if (!file.read(bytes.data(), std::streamsize(bytes.size())))
-    throw DataError(piece.file + ": cannot read bytes " + std::to_string(piece.begin) + ".." +
-                    std::to_string(piece.end) + " (was the file changed while it was prepared?)");
-  std::istringstream in(std::move(bytes));
+  RangeBuffer range(*file.rdbuf(), piece.end - piece.begin);
+  std::istream in(&range);
   loader.load_stream(in, piece.file, piece.first_line, /*need_pairs=*/false);
+  if (range.left() > 0)
+    throw DataError(piece.file + ": bytes " + std::to_string(piece.end - range.left()) + ".." +
+                    std::to_string(piece.end) + " could not be read (was the file changed while it was prepared?)");
   return loader.finish();
 }
 

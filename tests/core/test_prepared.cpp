@@ -174,6 +174,28 @@ TEST(Prepared, ABadLineInALaterPieceNamesItsLineInTheFile) {
   EXPECT_NE(message.find(file + ":80:"), std::string::npos) << message;
 }
 
+// A line longer than data.max_line_bytes inside a piece is the same bad line it is when a
+// run reads the file (FILE:LINE), not a piece read into memory whole.
+TEST(Prepared, ALongLineInAPieceIsABadLineAsInARun) {
+  TempDir dir("longline");
+  const std::string file =
+      write(dir / "long.jsonl", pair_lines(20, "word") + "{\"query\": \"" + std::string(20000, 'x') + "\"}\n" +
+                                    pair_lines(20, "word"));
+  const std::vector<SourceInput> sources = {SourceInput{"long", {file}, "", "", false}};
+  const auto items = plan_prepare(sources, 1000);
+  ASSERT_GT(items.size(), 2u);
+  std::string message;
+  for (const auto& item : items) {
+    try {
+      load_piece(sources[0], item.piece, bert(), 24, false, 2, /*max_line_bytes=*/4096);
+    } catch (const DataError& e) {
+      message = e.what();
+    }
+  }
+  EXPECT_NE(message.find(file + ":21: the line is longer than data.max_line_bytes = 4096"), std::string::npos)
+      << message;
+}
+
 // A cut-short array is refused when the folder is opened, naming the file.
 TEST(Prepared, ATruncatedArrayIsAnErrorNamingTheFile) {
   TempDir dir("truncated");
