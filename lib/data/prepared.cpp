@@ -66,7 +66,6 @@ class ArrayWriter {
   void write(const void* data, size_t bytes) {
     if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes)
       throw DataError("cannot write " + path_ + ": " + std::strerror(errno) + " (is the disk full?)");
-    written_ += int64_t(bytes);
   }
   // Pair records with their sequence numbers moved by `shift`, padding zeroed (the same
   // data, the same bytes).
@@ -89,7 +88,6 @@ class ArrayWriter {
       }
     }
   }
-  int64_t written() const { return written_; }
   void close() {
     const bool ok = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
     const int err = errno;
@@ -101,7 +99,6 @@ class ArrayWriter {
  private:
   std::string path_;
   std::FILE* file_;
-  int64_t written_ = 0;
 };
 
 std::string ids_name(bool wide) { return wide ? "ids.i32" : "ids.u16"; }

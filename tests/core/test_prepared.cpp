@@ -175,7 +175,7 @@ TEST(Prepared, ABadLineInALaterPieceNamesItsLineInTheFile) {
 }
 
 // A line longer than data.max_line_bytes inside a piece is the same bad line it is when a
-// run reads the file (FILE:LINE), not a piece read into memory whole.
+// run reads the file, with its line number in the file.
 TEST(Prepared, ALongLineInAPieceIsABadLineAsInARun) {
   TempDir dir("longline");
   const std::string file =

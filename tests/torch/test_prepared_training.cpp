@@ -69,8 +69,6 @@ int64_t training_steps_logged(const fs::path& out) {
   return n;
 }
 
-std::string bytes_of(const fs::path& file) { return read_file(file); }
-
 }  // namespace
 
 // The same config three ways — reading the JSONL, data.prepared, and data.train naming the
@@ -107,10 +105,10 @@ TEST(PreparedData, TrainsTheBatchesAndTheWeightsOfTheJsonl) {
   EXPECT_EQ(pairs["jsonl"].size(), 10u);
   EXPECT_EQ(pairs["cached"], pairs["jsonl"]);
   EXPECT_EQ(pairs["folder"], pairs["jsonl"]);
-  const std::string jsonl_model = bytes_of(d / "jsonl" / "out" / "final" / "model.safetensors");
+  const std::string jsonl_model = read_file(d / "jsonl" / "out" / "final" / "model.safetensors");
   ASSERT_GT(jsonl_model.size(), 10000u);
-  EXPECT_EQ(bytes_of(d / "cached" / "out" / "final" / "model.safetensors"), jsonl_model);
-  EXPECT_EQ(bytes_of(d / "folder" / "out" / "final" / "model.safetensors"), jsonl_model);
+  EXPECT_EQ(read_file(d / "cached" / "out" / "final" / "model.safetensors"), jsonl_model);
+  EXPECT_EQ(read_file(d / "folder" / "out" / "final" / "model.safetensors"), jsonl_model);
 
   // 2 workers equal 1 (with 2 accumulation steps), on the prepared folder.
   json one = configs["cached"];
@@ -173,7 +171,7 @@ TEST(PreparedData, AnInterruptedPrepareKeepsItsPiecesAndEndsTheSame) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("prepare: rank 0: 3 pieces (2 kept from before)"), std::string::npos) << r.output;
   for (const char* name : {"ids.u16", "offsets.i64", "pairs.bin", "text_hashes.u64"})
-    EXPECT_EQ(bytes_of(d / "folder" / name), bytes_of(d / "clean" / name)) << name;
+    EXPECT_EQ(read_file(d / "folder" / name), read_file(d / "clean" / name)) << name;
   EXPECT_FALSE(fs::exists(d / "folder.parts"));
   // Prepared again as it is: nothing to do.
   r = prepare(d, cfg, 1, d / "folder");
