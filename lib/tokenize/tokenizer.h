@@ -1,7 +1,11 @@
-// Text → token ids. Two implementations behind one interface:
-//  - WordPiece from a Hugging Face vocab.txt (BERT's basic tokenization + greedy
-//    longest-match WordPiece), producing exactly BertTokenizer's ids;
-//  - sentencepiece models, including ones trained by `embed-train tokenizer`.
+// Text → token ids, exactly as transformers' tokenizer of the same folder gives them.
+// Four implementations behind one interface:
+//  - "wordpiece": a Hugging Face vocab.txt (BERT's basic tokenization + greedy
+//    longest-match WordPiece), BertTokenizer's ids;
+//  - "sentencepiece": spiece.model files, including ones `embed-train tokenizer` trains;
+//  - "unigram": XLM-RoBERTa's tokenizer (BGE-M3, multilingual-E5), from tokenizer.json or
+//    sentencepiece.bpe.model with fairseq's id offsets (tokenize/unigram.h);
+//  - "bpe": byte-level BPE from tokenizer.json (Qwen3, GPT-2 style) (tokenize/bpe.h).
 // encode() is const and thread-safe: the data loader tokenizes on several threads.
 #pragma once
 
@@ -18,6 +22,9 @@ struct TokenizerError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// cls is the id encode() puts first and sep the one it puts last (BERT's [CLS]/[SEP],
+// XLM-R's <s>/</s>, Qwen3's <|endoftext|> last and nothing first); -1 where there is
+// none. pad may equal sep (Qwen3): masks come from lengths, never from ids.
 struct SpecialIds {
   int32_t pad = 0, unk = 100, cls = 101, sep = 102, mask = 103;
 };
@@ -25,12 +32,13 @@ struct SpecialIds {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // [CLS] pieces... [SEP], at most max_length ids in all (longer text loses its tail
-  // pieces; [SEP] stays last), like Hugging Face's truncation=True.
+  // cls pieces... sep (each where the tokenizer has one), at most max_length ids in all
+  // (longer text loses its tail pieces; sep stays last), like Hugging Face's
+  // truncation=True.
   virtual std::vector<int32_t> encode(std::string_view text, int max_length) const = 0;
   virtual int32_t vocab_size() const = 0;
   virtual SpecialIds special() const = 0;
-  virtual std::string type() const = 0;  // "wordpiece" | "sentencepiece"
+  virtual std::string type() const = 0;  // "wordpiece" | "sentencepiece" | "unigram" | "bpe"
   // Writes the files that load_tokenizer(type(), dir) and Hugging Face's AutoTokenizer
   // read back (vocab.txt or the .model file, plus tokenizer_config.json,
   // special_tokens_map.json).
@@ -45,8 +53,16 @@ class Tokenizer {
   int model_max_length_ = 512;
 };
 
-// type: "wordpiece" or "sentencepiece". path: the vocab.txt / .model file, or a folder
-// holding one. For WordPiece, a tokenizer_config.json beside the vocab decides
+// The tokenizer a Hugging Face folder holds, decided from its files in this order:
+// spiece.model → "sentencepiece"; tokenizer.json whose model is Unigram → "unigram", BPE →
+// "bpe", WordPiece → "wordpiece"; sentencepiece.bpe.model → "unigram"; vocab.txt →
+// "wordpiece". Throws TokenizerError naming the folder (and the tokenizer.json model type
+// that is not implemented, listing those that are).
+std::string detect_tokenizer_type(const std::string& dir);
+
+// type: "wordpiece" | "sentencepiece" | "unigram" | "bpe", or "auto"
+// (detect_tokenizer_type of the folder). path: the vocab.txt / .model file, or a folder
+// holding the tokenizer's files. For WordPiece, a tokenizer_config.json beside the vocab decides
 // lower-casing (do_lower_case); otherwise `lower_case`. Throws TokenizerError naming the
 // path.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& type, const std::string& path,
