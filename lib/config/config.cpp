@@ -46,7 +46,7 @@ void visit_fields(Config& c, Visitor& v) {
   positions.largest = std::numeric_limits<int32_t>::max();
   v("model.max_position", a.max_position, positions);
   v("model.dropout", m.dropout, fraction());
-  v("model.pooling", m.pooling, one_of({"auto", "cls", "mean"}));
+  v("model.pooling", m.pooling, one_of({"auto", "cls", "mean", "lasttoken"}));
   v("model.projection_dim", m.projection_dim, non_negative());
   v("model.prompts", m.prompts, any());
 

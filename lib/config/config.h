@@ -28,7 +28,7 @@ struct ModelConfig {
   std::optional<std::string> init;  // a Hugging Face BERT folder; its architecture wins
   BertConfig architecture;          // model.vocab_size ... model.max_position: a model from scratch
   double dropout = 0.1;             // both of the architecture's dropouts, pretrained or not
-  std::string pooling = "auto";  // auto (model.init's Pooling module, else cls) | cls | mean
+  std::string pooling = "auto";  // auto (model.init's Pooling module, else cls; lasttoken for a decoder) | cls | mean | lasttoken
   int projection_dim = 128;     // 0 = no projection
   // Named texts put before inputs ("query" -> "query: "), written into the model folder
   // (config_sentence_transformers.json) beside those model.init brings; a name here wins.

@@ -10,6 +10,7 @@
 
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
+#include "model/encoder.h"
 
 namespace ddp_embed {
 namespace {
@@ -101,7 +102,10 @@ BertConfig bert_config_from_hf_json(const std::string& path) {
 
 BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw ModelError(origin + ": a config must be a JSON object");
-  require_string(j, "model_type", "bert", "only BERT models are supported", origin);
+  const auto type = j.find("model_type");
+  const std::string model_type = type != j.end() && type->is_string() ? type->get<std::string>() : "bert";
+  if (model_type != "bert" && model_type != "xlm-roberta")
+    throw ModelError(origin + ": model_type \"" + model_type + "\" is not a BERT (bert | xlm-roberta)");
   require_string(j, "hidden_act", "gelu", "only the exact erf GELU, \"gelu\", is implemented", origin);
   require_string(j, "position_embedding_type", "absolute", "only absolute positions are implemented", origin);
   BertConfig c;  // transformers' BertConfig defaults: BERT-base
@@ -111,6 +115,10 @@ BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& 
   c.num_heads = 12;
   c.intermediate_size = 3072;
   c.max_position = 512;
+  if (model_type == "xlm-roberta") {
+    c.flavor = BertFlavor::XlmRoberta;
+    c.pad_token_id = 1;
+  }
   read_number(j, "vocab_size", c.vocab_size, origin);
   read_number(j, "hidden_size", c.hidden_size, origin);
   read_number(j, "num_hidden_layers", c.num_layers, origin);
@@ -128,8 +136,10 @@ BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& 
 }
 
 nlohmann::json bert_config_to_hf_json(const BertConfig& c) {
-  return {{"architectures", {"BertModel"}},
-          {"model_type", "bert"},
+  const bool xlmr = c.flavor == BertFlavor::XlmRoberta;
+  nlohmann::json j = {
+          {"architectures", {xlmr ? "XLMRobertaModel" : "BertModel"}},
+          {"model_type", xlmr ? "xlm-roberta" : "bert"},
           {"vocab_size", c.vocab_size},
           {"hidden_size", c.hidden_size},
           {"num_hidden_layers", c.num_layers},
@@ -144,6 +154,11 @@ nlohmann::json bert_config_to_hf_json(const BertConfig& c) {
           {"initializer_range", c.initializer_range},
           {"hidden_act", "gelu"},
           {"position_embedding_type", "absolute"}};
+  if (xlmr) {  // what XLM-R's tokenizer puts first and last
+    j["bos_token_id"] = 0;
+    j["eos_token_id"] = 2;
+  }
+  return j;
 }
 
 void validate_bert_config(const BertConfig& c, const std::string& origin) {
@@ -162,6 +177,9 @@ void validate_bert_config(const BertConfig& c, const std::string& origin) {
                      " is not a multiple of num_attention_heads " + std::to_string(c.num_heads));
   if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)
     throw ModelError(origin + ": pad_token_id " + std::to_string(c.pad_token_id) + " is outside the vocabulary");
+  if (c.max_length() < 1)
+    throw ModelError(origin + ": max_position_embeddings " + std::to_string(c.max_position) +
+                     " leaves no position after the padding index " + std::to_string(c.pad_token_id));
   for (double p : {c.hidden_dropout, c.attention_dropout})
     if (!(p >= 0 && p < 1)) throw ModelError(origin + ": dropout " + std::to_string(p) + " is not in [0, 1)");
   if (!(c.layer_norm_eps > 0)) throw ModelError(origin + ": layer_norm_eps must be positive");
@@ -169,7 +187,8 @@ void validate_bert_config(const BertConfig& c, const std::string& origin) {
 
 // ---- modules ----------------------------------------------------------------------------
 
-BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) : dropout_(c.hidden_dropout) {
+BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c)
+    : dropout_(c.hidden_dropout), flavor_(c.flavor), pad_token_id_(c.pad_token_id) {
   using torch::nn::EmbeddingOptions;
   word_embeddings = register_module(
       "word_embeddings",
@@ -186,13 +205,23 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids) {
   TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, length], got ", input_ids.sizes());
   const int64_t length = input_ids.size(1);
   const int64_t max_position = position_embeddings->weight.size(0);
-  if (length > max_position)
-    throw ModelError("sequence length " + std::to_string(length) + " exceeds max_position_embeddings " +
+  const int64_t offset = flavor_ == BertFlavor::XlmRoberta ? pad_token_id_ + 1 : 0;
+  if (length + offset > max_position)
+    throw ModelError("sequence length " + std::to_string(length) + " exceeds the " +
+                     std::to_string(max_position - offset) + " positions of max_position_embeddings " +
                      std::to_string(max_position));
+  const at::Tensor type_row = token_type_embeddings->weight[0];
+  if (flavor_ == BertFlavor::XlmRoberta) {
+    // transformers' create_position_ids_from_input_ids: each token that is not the padding
+    // id counts, from pad + 1; padding (and a literal <pad> in the text) sits at pad itself.
+    const at::Tensor counted = input_ids.ne(pad_token_id_).to(at::kLong);
+    const at::Tensor position_ids = counted.cumsum(1) * counted + pad_token_id_;
+    at::Tensor x = word_embeddings(input_ids) + position_embeddings(position_ids) + type_row;
+    return fast_dropout(LayerNorm(x), dropout_, is_training());
+  }
   // Token types are all 0, so their embedding is one row: add it to the [L, H]
   // positions once instead of gathering a [B, L, H] tensor of copies.
-  const at::Tensor position_and_type =
-      position_embeddings->weight.slice(0, 0, length) + token_type_embeddings->weight[0];
+  const at::Tensor position_and_type = position_embeddings->weight.slice(0, 0, length) + type_row;
   at::Tensor x = word_embeddings(input_ids) + position_and_type;
   return fast_dropout(LayerNorm(x), dropout_, is_training());
 }
@@ -219,39 +248,17 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c)
   output_norm = output->register_module("LayerNorm", layer_norm());
 }
 
-TokenLayout::TokenLayout(const at::Tensor& attention_mask)
-    : batch(attention_mask.size(0)), length(attention_mask.size(1)) {
-  const at::Tensor real = attention_mask.reshape({-1}) != 0;
-  token_index = real.nonzero().squeeze(1);  // one host sync a forward: N decides shapes
-  dense = token_index.size(0) == batch * length;
-  // Packed row of flat position p = (number of real tokens before it); position 0 of
-  // each sequence is its [CLS], always a real token.
-  const at::Tensor row_of = real.to(at::kLong).cumsum(0) - 1;
-  first_index = row_of.view({batch, length}).select(1, 0).contiguous();
-}
-
-at::Tensor TokenLayout::pack(const at::Tensor& padded) const {
-  const at::Tensor flat = padded.reshape({batch * length, padded.size(-1)});
-  return dense ? flat : flat.index_select(0, token_index);
-}
-
-at::Tensor TokenLayout::unpack(const at::Tensor& packed) const {
-  const int64_t hidden = packed.size(-1);
-  if (dense) return packed.view({batch, length, hidden});
-  return at::zeros({batch * length, hidden}, packed.options()).index_copy(0, token_index, packed)
-      .view({batch, length, hidden});
-}
-
 at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
-                                  bool first_only) {
+                                  const at::Tensor& out_rows) {
+  const bool first_only = out_rows.defined();
   const int64_t batch = layout.batch, hidden = x.size(1);
   const int64_t head_dim = hidden / num_heads_;
   // [B, L', H] → [B, heads, L', head_dim], a view.
   const auto split_heads = [&](const at::Tensor& t) {
     return t.view({batch, t.size(1), num_heads_, head_dim}).transpose(1, 2);
   };
-  // The rows whose output we want: every real token, or each sequence's position 0.
-  const at::Tensor rows = first_only ? x.index_select(0, layout.first_index) : x;
+  // The rows whose output we want: every real token, or one token of each sequence.
+  const at::Tensor rows = first_only ? x.index_select(0, out_rows) : x;
   const at::Tensor q = first_only ? split_heads(query(rows).view({batch, 1, hidden}))
                                   : split_heads(layout.unpack(query(x)));
   const at::Tensor k = split_heads(layout.unpack(key(x)));
@@ -272,7 +279,7 @@ at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bi
   return output_norm(fast_dropout(output_dense(h), hidden_dropout_, training) + a);
 }
 
-BertModelImpl::BertModelImpl(const BertConfig& c) : config_(c) {
+BertModelImpl::BertModelImpl(const BertConfig& c) : config_(c), encoder_config_(ddp_embed::encoder_config(c)) {
   validate_bert_config(config_);
   embeddings = register_module("embeddings", BertEmbeddings(config_));
   auto encoder = register_module("encoder", std::make_shared<NameScope>());
@@ -317,11 +324,11 @@ void BertModelImpl::init_weights() {
 }
 
 at::Tensor BertModelImpl::run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias,
-                                   const TokenLayout& layout, bool first_only) {
+                                   const TokenLayout& layout, const at::Tensor& out_rows) {
   BertLayer layer = layers_[i];
-  if (!checkpoint_layers_ || !at::GradMode::is_enabled()) return layer(x, mask_bias, layout, first_only);
-  const auto block = [layer, layout, first_only](const at::Tensor& h, const at::Tensor& bias) mutable {
-    return layer->forward(h, bias, layout, first_only);
+  if (!checkpoint_layers_ || !at::GradMode::is_enabled()) return layer(x, mask_bias, layout, out_rows);
+  const auto block = [layer, layout, out_rows](const at::Tensor& h, const at::Tensor& bias) mutable {
+    return layer->forward(h, bias, layout, out_rows);
   };
   return checkpointed(*layer, block, x, mask_bias);
 }
@@ -331,33 +338,25 @@ at::Tensor BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
   const at::Tensor embedded = embeddings(input_ids);
   const at::Tensor mask_bias = attention_bias(attention_mask, embedded);
   at::Tensor x = layout.pack(embedded);
-  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, mask_bias, layout, /*first_only=*/false);
+  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, mask_bias, layout, /*out_rows=*/{});
   return layout.unpack(x);
 }
 
-at::Tensor BertModelImpl::forward_cls(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+at::Tensor BertModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) {
+  if (p == Pooling::Mean) return pool(forward(input_ids, attention_mask), attention_mask, p);
   const TokenLayout layout(attention_mask);
   const at::Tensor embedded = embeddings(input_ids);
   const at::Tensor mask_bias = attention_bias(attention_mask, embedded);
   at::Tensor x = layout.pack(embedded);
   for (size_t i = 0; i < layers_.size(); ++i)
-    x = run_layer(i, x, mask_bias, layout, /*first_only=*/i + 1 == layers_.size());
-  return x;  // [B, H]: the last layer computed position 0 alone
+    x = run_layer(i, x, mask_bias, layout, i + 1 == layers_.size() ? layout.rows_of(p) : at::Tensor());
+  return x;  // [B, H]: the last layer computed the pooled token alone
 }
 
-Pooling parse_pooling(const std::string& name) {
-  if (name == "cls") return Pooling::Cls;
-  if (name == "mean") return Pooling::Mean;
-  throw ModelError("unknown pooling \"" + name + "\" (cls | mean)");
-}
+nlohmann::json BertModelImpl::hf_config_json() const { return bert_config_to_hf_json(config_); }
 
-std::string pooling_name(Pooling p) { return p == Pooling::Cls ? "cls" : "mean"; }
-
-at::Tensor pool(const at::Tensor& hidden, const at::Tensor& attention_mask, Pooling mode) {
-  if (mode == Pooling::Cls) return hidden.select(1, 0);
-  const at::Tensor m = attention_mask.to(hidden.scalar_type()).unsqueeze(-1);  // [B, L, 1]
-  // clamp: an all-padding row gives 0 rather than NaN (as sentence-transformers does).
-  return (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9);
+at::Tensor BertModelImpl::forward_cls(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+  return forward_pooled(input_ids, attention_mask, Pooling::Cls);
 }
 
 }  // namespace ddp_embed

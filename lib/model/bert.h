@@ -7,7 +7,8 @@
 //   encoder.layer.N.attention.output.{dense,LayerNorm}.*
 //   encoder.layer.N.intermediate.dense.*   encoder.layer.N.output.{dense,LayerNorm}.*
 //
-// There is no pooler: sentence embeddings pool the last hidden state (pool() below).
+// There is no pooler: sentence embeddings pool the last hidden state (model/encoder.h).
+// XLM-RoBERTa is the same model with other position ids (BertFlavor::XlmRoberta).
 #pragma once
 
 #include <cstdint>
@@ -24,26 +25,25 @@
 #include <torch/nn/pimpl.h>
 
 #include "config/bert_config.h"
+#include "model/encoder.h"
 
 namespace ddp_embed {
-
-struct ModelError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // The architecture from a Hugging Face config.json (a file, or its JSON; `origin` names it
 // in errors). Keys: hidden_size, num_hidden_layers, num_attention_heads,
 // intermediate_size, max_position_embeddings, vocab_size, type_vocab_size,
 // layer_norm_eps, hidden_dropout_prob, attention_probs_dropout_prob, pad_token_id,
 // initializer_range; a missing one takes BERT-base's value, as in transformers. hidden_act
-// must be "gelu" (exact erf) and position_embedding_type "absolute". Throws ModelError
+// must be "gelu" (exact erf) and position_embedding_type "absolute". model_type "bert"
+// or "xlm-roberta" (the flavor; XLM-R's missing pad_token_id is 1). Throws ModelError
 // naming the file and key.
 BertConfig bert_config_from_hf_json(const std::string& path);
 BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& origin);
-// A config.json that transformers' BertModel reads back (model_type "bert").
+// A config.json that transformers' BertModel (XLMRobertaModel) reads back.
 nlohmann::json bert_config_to_hf_json(const BertConfig& c);
 // Throws ModelError naming `origin` if a size is not positive, hidden_size % num_heads != 0,
-// pad_token_id is outside the vocabulary or a dropout is not in [0, 1).
+// pad_token_id is outside the vocabulary, no position is left after the padding index
+// (XLM-R) or a dropout is not in [0, 1).
 void validate_bert_config(const BertConfig& c, const std::string& origin = "bert config");
 
 // word + position + token type (always 0) embeddings, LayerNorm, dropout.
@@ -51,6 +51,7 @@ class BertEmbeddingsImpl : public torch::nn::Module {
  public:
   explicit BertEmbeddingsImpl(const BertConfig& c);
   at::Tensor forward(const at::Tensor& input_ids);  // [B, L] int64 → [B, L, H]
+  // XLM-RoBERTa: positions from the ids, as transformers computes them (see forward).
 
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
       token_type_embeddings{nullptr};
@@ -58,25 +59,10 @@ class BertEmbeddingsImpl : public torch::nn::Module {
 
  private:
   double dropout_;
+  BertFlavor flavor_;
+  int64_t pad_token_id_;
 };
 TORCH_MODULE(BertEmbeddings);
-
-// Where a batch's real tokens are. The encoder runs its linear layers, LayerNorms, GELU and
-// dropout — nearly all of its FLOPs — on the real tokens alone, packed into [N, H] rows,
-// and scatters them into the padded [B, L, H] layout only for attention. Padding costs
-// nothing but attention's share: with short pairs (the demo's average 8 tokens a text,
-// padded to the batch's longest) that is about half of a padded encoder's work. The
-// real tokens' outputs are the same as the padded computation's: every per-token op sees
-// the same row, and attention masks the padding either way.
-struct TokenLayout {
-  explicit TokenLayout(const at::Tensor& attention_mask /*[B, L]*/);
-  at::Tensor pack(const at::Tensor& padded /*[B, L, H]*/) const;   // → [N, H]
-  at::Tensor unpack(const at::Tensor& packed /*[N, H]*/) const;    // → [B, L, H], zeros at padding
-  int64_t batch, length;
-  at::Tensor token_index;  // [N] int64: flat positions (b * L + t) of the real tokens, in order
-  at::Tensor first_index;  // [B] int64: row of each sequence's position 0 in the packed [N, H]
-  bool dense;              // no padding at all: pack and unpack are views
-};
 
 // One encoder layer: self-attention and feed-forward, each followed by residual +
 // LayerNorm. Registered under HF's nested names (attention.self.query, ...).
@@ -84,10 +70,11 @@ class BertLayerImpl : public torch::nn::Module {
  public:
   explicit BertLayerImpl(const BertConfig& c);
   // x: the real tokens only, [N, H] (see TokenLayout); mask_bias: additive, [B, 1, 1, L]
-  // (see BertModelImpl::forward). Returns [N, H]; with first_only, the output of each
-  // sequence's position 0 alone ([B, H]) — keys and values still come from every token.
+  // (see BertModelImpl::forward). Returns [N, H]; given out_rows ([B] packed rows, one a
+  // sequence: TokenLayout::rows_of), the output of those tokens alone ([B, H]) — keys and
+  // values still come from every token.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
-                     bool first_only = false);
+                     const at::Tensor& out_rows = {});
 
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
   torch::nn::Linear attention_dense{nullptr};      // attention.output.dense
@@ -107,16 +94,18 @@ class BertLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertLayer);
 
-class BertModelImpl : public torch::nn::Module {
+class BertModelImpl : public TextEncoderImpl {
  public:
   // Builds the layers and initializes them as BERT does (init_weights()).
   explicit BertModelImpl(const BertConfig& c);
 
   // input_ids int64 [B, L]; attention_mask [B, L], 1 = real token, 0 = padding (any
-  // integer, bool or float dtype). Token types are all 0, positions 0..L-1. Returns the
+  // integer, bool or float dtype). Token types are all 0, positions 0..L-1 (XLM-R: from
+  // the padding index on). Returns the
   // last hidden state [B, L, H]. Padding never changes a real token's output: padded
   // keys get the dtype's lowest value added to their attention scores.
-  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask);
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) override;
+  at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) override;
 
   // The last hidden state at position 0 ([CLS]), [B, H]: forward(...)[:, 0] without
   // computing the last layer for the other positions (~20% of the FLOPs of a 4-layer
@@ -131,23 +120,16 @@ class BertModelImpl : public torch::nn::Module {
   // given seed gives their initial weights (checked against the latter, test_bert.cpp).
   void init_weights();
 
-  // Activation checkpointing (model/activation_checkpoint.h): while autograd records,
-  // each encoder layer keeps only its input and is recomputed in backward. Same numbers,
-  // less memory, about one more forward pass of compute. Off by default.
-  // The word embeddings' gradient as the rows a batch used (a sparse tensor) instead of a
-  // dense [vocab, hidden] one, which autograd would zero-fill and then add into .grad on
-  // every pass (MiniLM: 47 MB written twice per pass). Autograd adds the rows into .grad in
-  // place, so .grad must already be a defined dense tensor (FlatAdamW's); with no .grad,
-  // .grad itself would become sparse.
-  void set_sparse_word_gradient(bool on) { embeddings->word_embeddings->options.sparse(on); }
-
-  void set_activation_checkpointing(bool on) {
+  void set_sparse_word_gradient(bool on) override { embeddings->word_embeddings->options.sparse(on); }
+  void set_activation_checkpointing(bool on) override {
     checkpoint_layers_ = on;
     for (auto& layer : layers_) layer->recompute_attention = !on;
   }
   bool activation_checkpointing() const { return checkpoint_layers_; }
 
   const BertConfig& config() const { return config_; }
+  const EncoderConfig& encoder_config() const override { return encoder_config_; }
+  nlohmann::json hf_config_json() const override;
   std::vector<BertLayer>& layers() { return layers_; }
 
   BertEmbeddings embeddings{nullptr};
@@ -155,9 +137,10 @@ class BertModelImpl : public torch::nn::Module {
  private:
   // Layer i on x, checkpointed when that is on and autograd records.
   at::Tensor run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
-                       bool first_only);
+                       const at::Tensor& out_rows);
 
   BertConfig config_;
+  EncoderConfig encoder_config_;
   std::vector<BertLayer> layers_;  // also registered as encoder.layer.N
   bool checkpoint_layers_ = false;
 };
@@ -167,13 +150,5 @@ TORCH_MODULE(BertModel);
 // mask comes from 15-bit uniforms (p quantized to 1/32768, the scale from the quantized p)
 // because LibTorch's CPU bernoulli_ is serial and slow; elsewhere at::dropout.
 at::Tensor fast_dropout(const at::Tensor& x, double p, bool training);
-
-enum class Pooling { Cls, Mean };
-Pooling parse_pooling(const std::string& name);  // "cls" | "mean"; throws ModelError
-std::string pooling_name(Pooling p);
-
-// Sentence embeddings from a last hidden state [B, L, H] and its mask [B, L]: the [CLS]
-// position, or the mean over real tokens only. → [B, H]
-at::Tensor pool(const at::Tensor& hidden, const at::Tensor& attention_mask, Pooling mode);
 
 }  // namespace ddp_embed

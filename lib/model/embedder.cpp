@@ -26,25 +26,30 @@ class RestoreTraining {
 
 }  // namespace
 
-SentenceEmbedderImpl::SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
+SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, int64_t projection_dim, Pooling pooling)
     : pooling_(pooling) {
   if (projection_dim < 0) throw std::invalid_argument("projection_dim must be >= 0");
-  bert = register_module("bert", BertModel(config));
+  if (config.is_decoder()) {
+    qwen3 = register_module("qwen3", Qwen3Model(config.qwen3));
+    encoder_ = qwen3.ptr();
+  } else {
+    bert = register_module("bert", BertModel(config.bert));
+    encoder_ = bert.ptr();
+  }
   // PyTorch's default Linear init, as sentence-transformers' Dense and the reference
   // recipe's head use.
   if (projection_dim > 0)
-    projection = register_module("projection", torch::nn::Linear(config.hidden_size, projection_dim));
+    projection = register_module("projection", torch::nn::Linear(config.hidden_size(), projection_dim));
 }
 
 int64_t SentenceEmbedderImpl::embedding_dim() const {
-  return projection ? projection->options.out_features() : bert->config().hidden_size;
+  return projection ? projection->options.out_features() : encoder_->encoder_config().hidden_size();
 }
 
 at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
   check_input(input, "embed");
-  // [CLS] pooling needs the last layer at position 0 only: forward_cls skips the rest.
-  at::Tensor e = pooling_ == Pooling::Cls ? bert->forward_cls(input.ids, input.mask)
-                                          : pool(bert(input.ids, input.mask), input.mask, Pooling::Mean);
+  // cls and lasttoken pooling need the last layer for one token alone: forward_pooled skips the rest.
+  at::Tensor e = encoder_->forward_pooled(input.ids, input.mask, pooling_);
   return projection ? projection(e) : e;
 }
 

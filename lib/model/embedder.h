@@ -1,8 +1,10 @@
-// The sentence-embedding model: BERT → pooling (cls | mean) → optional Linear(hidden,
-// projection_dim), with the contrastive loss computed inside forward() so that the
-// training step (and gradient averaging) sees one module call per micro-batch.
+// The sentence-embedding model: an encoder (BERT, XLM-RoBERTa or Qwen3: model/encoder.h)
+// → pooling (cls | mean | lasttoken) → optional Linear(hidden, projection_dim), with the
+// contrastive loss computed inside forward() so that the training step (and gradient
+// averaging) sees one module call per micro-batch.
 //
-// Parameter names: bert.<Hugging Face BertModel names> and projection.{weight,bias}.
+// Parameter names: bert.<Hugging Face BertModel names> (BERT and XLM-R) or
+// qwen3.<Qwen3Model names>, and projection.{weight,bias}.
 // Saved as a sentence-transformers folder, the BERT goes to model.safetensors without
 // the "bert." prefix and the projection to 2_Dense/model.safetensors as linear.* (an
 // identity-activation Dense), e.g. with weights.h:
@@ -21,6 +23,8 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/bert.h"
+#include "model/encoder.h"
+#include "model/qwen3.h"
 #include "model/loss.h"
 
 namespace ddp_embed {
@@ -35,7 +39,9 @@ struct EncoderInput {
 class SentenceEmbedderImpl : public torch::nn::Module {
  public:
   // projection_dim 0: no projection, embeddings are the pooled hidden states.
-  SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling);
+  SentenceEmbedderImpl(const EncoderConfig& config, int64_t projection_dim, Pooling pooling);
+  SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
+      : SentenceEmbedderImpl(encoder_config(config), projection_dim, pooling) {}
 
   // Pooled (and projected) embeddings [n, D], with gradient, in the current mode.
   at::Tensor embed(const EncoderInput& input);
@@ -62,10 +68,14 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   int64_t embedding_dim() const;
   Pooling pooling() const { return pooling_; }
 
+  // The encoder, whichever it is; and the same module by its type (the other one null).
+  TextEncoderImpl& encoder() const { return *encoder_; }
   BertModel bert{nullptr};
+  Qwen3Model qwen3{nullptr};
   torch::nn::Linear projection{nullptr};  // null without projection
 
  private:
+  std::shared_ptr<TextEncoderImpl> encoder_;
   Pooling pooling_;
 };
 TORCH_MODULE(SentenceEmbedder);

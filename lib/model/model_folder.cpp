@@ -99,14 +99,13 @@ json modules_json(bool with_dense, bool with_normalize) {
 }
 
 json pooling_json(int64_t hidden_size, Pooling pooling) {
-  const bool mean = pooling == Pooling::Mean;
   return {{"word_embedding_dimension", hidden_size},
-          {"pooling_mode_cls_token", !mean},
-          {"pooling_mode_mean_tokens", mean},
+          {"pooling_mode_cls_token", pooling == Pooling::Cls},
+          {"pooling_mode_mean_tokens", pooling == Pooling::Mean},
           {"pooling_mode_max_tokens", false},
           {"pooling_mode_mean_sqrt_len_tokens", false},
           {"pooling_mode_weightedmean_tokens", false},
-          {"pooling_mode_lasttoken", false},
+          {"pooling_mode_lasttoken", pooling == Pooling::LastToken},
           {"include_prompt", true}};
 }
 
@@ -264,12 +263,12 @@ void require_safetensors(const fs::path& dir, const std::string& conversion) {
   fail(file, "missing (the weights, as safetensors)");
 }
 
-// The BERT: config.json and model.safetensors; the tokenizer files are read later.
+// The encoder: config.json and model.safetensors; the tokenizer files are read later.
 void read_transformer(ModelFolderLayout& layout, const fs::path& dir, const std::string& conversion) {
   if (!fs::is_directory(dir)) fail(dir, "the Transformer's folder does not exist");
   const fs::path config = dir / "config.json";
-  if (!fs::exists(config)) fail(config, "missing (the BERT's architecture, a Hugging Face config.json)");
-  layout.bert = bert_config_from_hf_json(config.string());
+  if (!fs::exists(config)) fail(config, "missing (the encoder's architecture, a Hugging Face config.json)");
+  layout.encoder = encoder_config_from_hf_json(config.string());
   require_safetensors(dir, conversion);
   layout.transformer_dir = dir.string();
 }
@@ -325,18 +324,19 @@ Pooling read_pooling(const fs::path& file, int64_t hidden_size, bool& include_pr
   for (const char* key : {"word_embedding_dimension", "embedding_dimension"}) {
     const auto it = config.find(key);
     if (it != config.end() && !(it->is_number_integer() && it->get<int64_t>() == hidden_size))
-      fail(file, std::string(key) + " " + it->dump() + " is not the BERT's hidden_size " + std::to_string(hidden_size));
+      fail(file, std::string(key) + " " + it->dump() + " is not the encoder's hidden_size " + std::to_string(hidden_size));
   }
   const std::vector<std::string> modes = pooling_modes(config, file);
   for (const auto& mode : modes)
-    if (mode != "cls_token" && mode != "mean_tokens" && mode != "cls" && mode != "mean")
-      fail(file, "pooling mode " + mode + " is not implemented (embed-train has cls and mean)");
+    if (mode != "cls_token" && mode != "mean_tokens" && mode != "cls" && mode != "mean" && mode != "lasttoken")
+      fail(file, "pooling mode " + mode + " is not implemented (embed-train has cls, mean and lasttoken)");
   if (modes.size() > 1) {
     std::string names;
     for (const auto& mode : modes) names += (names.empty() ? "" : " + ") + mode;
     fail(file, "pooling modes " + names +
-                   " together (concatenated) are not implemented (embed-train has cls or mean, one of them)");
+                   " together (concatenated) are not implemented (embed-train has cls, mean or lasttoken, one of them)");
   }
+  if (modes[0] == "lasttoken") return Pooling::LastToken;
   return modes[0].rfind("cls", 0) == 0 ? Pooling::Cls : Pooling::Mean;
 }
 
@@ -359,7 +359,7 @@ ModelFolderLayout::Dense read_dense(const fs::path& dir, int64_t hidden_size, co
   dense.in_features = required_int_key(config, "in_features", file);
   dense.out_features = required_int_key(config, "out_features", file);
   if (dense.in_features != hidden_size)
-    fail(file, "in_features " + std::to_string(dense.in_features) + " does not match the BERT's hidden_size " +
+    fail(file, "in_features " + std::to_string(dense.in_features) + " does not match the encoder's hidden_size " +
                    std::to_string(hidden_size) + " (the Dense layer takes the pooled embedding)");
   if (dense.out_features <= 0) fail(file, "out_features must be positive, not " + std::to_string(dense.out_features));
   if (!bool_key(config, "bias", true, file))
@@ -382,11 +382,11 @@ void read_sentence_transformers_folder(ModelFolderLayout& layout, const fs::path
         read_sentence_bert_config(layout);
         break;
       case ModuleKind::Pooling:
-        layout.pooling = read_pooling(dir / "config.json", layout.bert.hidden_size, layout.include_prompt);
+        layout.pooling = read_pooling(dir / "config.json", layout.encoder.hidden_size(), layout.include_prompt);
         layout.pooling_config = (dir / "config.json").string();
         break;
       case ModuleKind::Dense:
-        layout.dense = read_dense(dir, layout.bert.hidden_size, root);
+        layout.dense = read_dense(dir, layout.encoder.hidden_size(), root);
         break;
       case ModuleKind::Normalize:
         layout.normalize = true;  // no parameters; 6.x's config.json only names its input
@@ -465,19 +465,20 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   fs::remove_all(tmp);
   fs::create_directories(tmp);
 
-  // Module 0, the Transformer: a Hugging Face BERT folder with its tokenizer.
-  const BertConfig& bert = model->bert->config();
-  write_json(tmp / "config.json", bert_config_to_hf_json(bert));
-  save_module(*model->bert, (tmp / "model.safetensors").string());
+  // Module 0, the Transformer: a Hugging Face encoder folder with its tokenizer.
+  const TextEncoderImpl& encoder = model->encoder();
+  const EncoderConfig& config = encoder.encoder_config();
+  write_json(tmp / "config.json", encoder.hf_config_json());
+  save_module(encoder, (tmp / "model.safetensors").string());
   tokenizer.save(tmp.string());
-  cap_tokenizer_max_length(tmp, bert.max_position);
+  cap_tokenizer_max_length(tmp, config.max_length());
   write_json(tmp / "sentence_bert_config.json",
              {{"max_seq_length", options.max_length}, {"do_lower_case", options.lower_case_text}});
 
   // Module 1, Pooling; module 2, the projection as a Dense layer; then Normalize.
-  write_json(tmp / "1_Pooling" / "config.json", pooling_json(bert.hidden_size, model->pooling()));
+  write_json(tmp / "1_Pooling" / "config.json", pooling_json(config.hidden_size(), model->pooling()));
   if (model->projection) {
-    write_json(tmp / "2_Dense" / "config.json", dense_json(bert.hidden_size, model->embedding_dim()));
+    write_json(tmp / "2_Dense" / "config.json", dense_json(config.hidden_size(), model->embedding_dim()));
     save_module(*model->projection, (tmp / "2_Dense" / "model.safetensors").string(), "linear.");
   }
   write_json(tmp / "modules.json", modules_json(static_cast<bool>(model->projection), options.normalize));
@@ -486,6 +487,7 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   json info = extra;
   info["format"] = "ddp-embed model folder";
   info["format_version"] = 1;
+  info["architecture"] = architecture_name(config.architecture);
   info["pooling"] = pooling_name(model->pooling());
   info["projection_dim"] = model->projection ? model->embedding_dim() : 0;
   info["normalize"] = options.normalize;
@@ -536,21 +538,23 @@ ModelFolderLayout read_model_folder_layout(const std::string& dir) {
     read_transformer(layout, root, hugging_face_conversion(root));
   else
     fail(root, "not a model folder: it has neither modules.json (a sentence-transformers folder) nor config.json "
-               "(a Hugging Face BERT folder: config.json, model.safetensors, vocab.txt)");
+               "(a Hugging Face folder: config.json, model.safetensors and the tokenizer files)");
   read_prompts(layout, root);
   return layout;
 }
 
 std::unique_ptr<Tokenizer> load_folder_tokenizer(const ModelFolderLayout& layout, bool lower_case_fallback) {
-  const bool sentencepiece = fs::exists(fs::path(layout.transformer_dir) / "spiece.model");
-  auto tokenizer =
-      load_tokenizer(sentencepiece ? "sentencepiece" : "wordpiece", layout.transformer_dir, lower_case_fallback);
+  auto tokenizer = load_tokenizer("auto", layout.transformer_dir, lower_case_fallback);
+  const EncoderConfig& encoder = layout.encoder;
+  if (tokenizer->vocab_size() > encoder.vocab_size())
+    throw std::runtime_error(layout.transformer_dir + ": the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                             " ids but config.json's vocab_size is " + std::to_string(encoder.vocab_size()));
   if (!layout.lower_case_text) return tokenizer;
   return std::make_unique<TextLowerCasingTokenizer>(std::move(tokenizer));
 }
 
 int folder_max_length(const ModelFolderLayout& layout) {
-  const int max_position = static_cast<int>(layout.bert.max_position);
+  const int max_position = static_cast<int>(layout.encoder.max_length());
   if (layout.max_seq_length) return std::min(*layout.max_seq_length, max_position);
   // No max_seq_length: the tokenizer's limit, as Hugging Face and sentence-transformers
   // truncate then.
@@ -560,7 +564,11 @@ int folder_max_length(const ModelFolderLayout& layout) {
 }
 
 LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout) {
-  LoadReport report = load_module(*model->bert, (fs::path(layout.transformer_dir) / "model.safetensors").string());
+  // A Qwen3ForCausalLM file names its tensors "model.*" (and has an lm_head, unused).
+  LoadOptions options;
+  if (layout.encoder.is_decoder()) options.strip_prefixes = {"model."};
+  LoadReport report =
+      load_module(model->encoder(), (fs::path(layout.transformer_dir) / "model.safetensors").string(), options);
   if (layout.dense) load_dense_weights(model, *layout.dense);
   return report;
 }
@@ -575,9 +583,11 @@ LoadedModel load_model_folder(const std::string& dir, const std::string& pooling
   out.default_prompt_name = layout.default_prompt_name;
   if (!layout.include_prompt) out.prompt_excluded_by = layout.pooling_config;
 
-  // Pooling: the argument, else the folder's Pooling module, else cls (plain BERT folders).
-  const Pooling pool = pooling.empty() ? layout.pooling.value_or(Pooling::Cls) : parse_pooling(pooling);
-  out.model = SentenceEmbedder(layout.bert, layout.dense ? layout.dense->out_features : 0, pool);
+  // Pooling: the argument, else the folder's Pooling module, else cls (plain encoder
+  // folders) or lasttoken (decoders).
+  const Pooling fallback = layout.encoder.is_decoder() ? Pooling::LastToken : Pooling::Cls;
+  const Pooling pool = pooling.empty() ? layout.pooling.value_or(fallback) : parse_pooling(pooling);
+  out.model = SentenceEmbedder(layout.encoder, layout.dense ? layout.dense->out_features : 0, pool);
   load_folder_weights(out.model, layout);
   out.model->eval();
   return out;

@@ -1,9 +1,11 @@
 // The model folder: what training writes at the end and what encode / eval read.
 //
-//   DIR/config.json  model.safetensors          Hugging Face BertModel (no "bert." prefix)
-//      tokenizer files                          vocab.txt or spiece.model + tokenizer_config.json
+//   DIR/config.json  model.safetensors          Hugging Face BertModel, XLMRobertaModel or
+//                                               Qwen3Model (no "bert."/"qwen3." prefix)
+//      tokenizer files                          vocab.txt, spiece.model, sentencepiece.bpe.model
+//                                               or tokenizer.json + tokenizer_config.json
 //      modules.json  sentence_bert_config.json  config_sentence_transformers.json
-//      1_Pooling/config.json                    cls or mean, as trained
+//      1_Pooling/config.json                    cls, mean or lasttoken, as trained
 //      2_Dense/config.json  2_Dense/model.safetensors   linear.{weight,bias}, Identity
 //      embed_train.json                         what trained it (config, step)
 //
@@ -15,12 +17,16 @@
 //  - sentence-transformers folders (modules.json) made of these modules, in this order:
 //      Transformer  path "" (the BERT files in DIR) or a subfolder ("0_Transformer"),
 //                   with sentence_bert_config.json (max_seq_length, do_lower_case) in it;
-//      Pooling      cls or mean (the other modes are refused, naming the mode);
+//      Pooling      cls, mean or lasttoken (the other modes are refused, naming the mode);
 //      Dense        optional; Identity activation, in_features = the BERT's hidden size;
 //      Normalize    optional; the embeddings are L2-normalized as torch's F.normalize does.
 //    Any other module type is an error naming modules.json and the type.
-//  - plain Hugging Face BERT folders (config.json, model.safetensors, vocab.txt, no
-//    modules.json): pooling cls unless told otherwise, no projection, no normalization.
+//  - plain Hugging Face folders (config.json, model.safetensors, the tokenizer files, no
+//    modules.json): pooling cls (lasttoken for a decoder) unless told otherwise, no
+//    projection, no normalization.
+// The encoder is the one config.json's model_type names (bert, xlm-roberta, qwen3); the
+// tokenizer the one the files are (tokenize/tokenizer.h: detect_tokenizer_type), so that
+// multilingual-E5's BERT with XLM-R's tokenizer reads as it is.
 // Weights are read as safetensors only; a folder holding only pytorch_model.bin is an
 // error that says how to convert it.
 #pragma once
@@ -67,7 +73,7 @@ struct ModelFolderLayout {
   std::string dir;                  // the folder as given
   bool sentence_transformers = false;  // it has modules.json
   std::string transformer_dir;      // config.json, model.safetensors and the tokenizer files
-  BertConfig bert;                  // transformer_dir/config.json
+  EncoderConfig encoder;            // transformer_dir/config.json: BERT, XLM-RoBERTa or Qwen3
   std::optional<Pooling> pooling;   // the Pooling module's mode (none in a plain Hugging Face folder)
   std::string pooling_config;       // the Pooling module's config.json ("" without one)
   bool include_prompt = true;       // its include_prompt: false leaves a prompt's tokens out of the pooling
@@ -83,9 +89,8 @@ struct ModelFolderLayout {
 
 ModelFolderLayout read_model_folder_layout(const std::string& dir);
 
-// The folder's tokenizer as the model is fed: the Transformer folder's spiece.model, else
-// its vocab.txt (tokenizer_config.json there decides lower-casing, else
-// `lower_case_fallback`), behind Python's str.lower() of the text when
+// The folder's tokenizer as the model is fed: the one its files are (detect_tokenizer_type;
+// for WordPiece, tokenizer_config.json decides lower-casing, else `lower_case_fallback`), behind Python's str.lower() of the text when
 // sentence_bert_config.json says do_lower_case (what sentence-transformers does first).
 std::unique_ptr<Tokenizer> load_folder_tokenizer(const ModelFolderLayout& layout, bool lower_case_fallback = true);
 
@@ -93,9 +98,9 @@ std::unique_ptr<Tokenizer> load_folder_tokenizer(const ModelFolderLayout& layout
 // tokenizer_config.json's model_max_length, at most the BERT's max_position_embeddings.
 int folder_max_length(const ModelFolderLayout& layout);
 
-// Fills the model's BERT from transformer_dir/model.safetensors and, when the folder has a
+// Fills the model's encoder from transformer_dir/model.safetensors and, when the folder has a
 // Dense layer, the model's projection (which must exist, of the Dense's shape) from it.
-// Returns the BERT file's report (tensors of the file the model does not use).
+// Returns the encoder file's report (tensors of the file the model does not use).
 LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout);
 
 struct LoadedModel {
@@ -113,8 +118,8 @@ struct LoadedModel {
   std::string prompt_excluded_by;
 };
 
-// pooling: "" = as the folder says (its Pooling module; cls for a plain BERT folder),
-// else cls | mean.
+// pooling: "" = as the folder says (its Pooling module; cls for a plain encoder folder,
+// lasttoken for a decoder), else cls | mean | lasttoken.
 LoadedModel load_model_folder(const std::string& dir, const std::string& pooling = "");
 
 // The tokenizer and input length of a folder, without its weights (embed-train tokenize).

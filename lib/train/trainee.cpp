@@ -113,27 +113,34 @@ std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std:
 
 // ---- the model --------------------------------------------------------------------------
 
-// model.pooling: cls or mean as set; "auto" = the init folder's Pooling module, else cls.
+// model.pooling: cls, mean or lasttoken as set; "auto" = the init folder's Pooling module,
+// else lasttoken for a decoder and cls for an encoder.
 Pooling training_pooling(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
   if (cfg.model.pooling != "auto") return parse_pooling(cfg.model.pooling);
-  return init && init->pooling ? *init->pooling : Pooling::Cls;
+  if (init && init->pooling) return *init->pooling;
+  return init && init->encoder.is_decoder() ? Pooling::LastToken : Pooling::Cls;
 }
 
 SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
                              const std::optional<ModelFolderLayout>& init) {
   // The architecture: the init folder's config.json, else the config's model section.
-  BertConfig bert = init ? init->bert : cfg.model.architecture;
-  bert.hidden_dropout = bert.attention_dropout = cfg.model.dropout;
-  if (!init) validate_bert_config(bert, "model config");  // init's was, as its config.json was read
-  if (tokenizer.vocab_size() > bert.vocab_size)
+  EncoderConfig arch = init ? init->encoder : encoder_config(cfg.model.architecture);
+  if (arch.is_decoder()) {
+    if (cfg.model.dropout > 0)
+      spdlog::info("model.dropout {:g} does not apply: Qwen3 has no dropout", cfg.model.dropout);
+  } else {
+    arch.bert.hidden_dropout = arch.bert.attention_dropout = cfg.model.dropout;
+    if (!init) validate_bert_config(arch.bert, "model config");  // init's was, as its config.json was read
+  }
+  if (tokenizer.vocab_size() > arch.vocab_size())
     throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
-                             " tokens but model.vocab_size is " + std::to_string(bert.vocab_size) +
+                             " tokens but model.vocab_size is " + std::to_string(arch.vocab_size()) +
                              ": set model.vocab_size >= " + std::to_string(tokenizer.vocab_size()));
-  if (cfg.tokenizer.max_length > bert.max_position)
+  if (cfg.tokenizer.max_length > arch.max_length())
     throw std::runtime_error("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) +
-                             " exceeds the model's max_position " + std::to_string(bert.max_position));
+                             " exceeds the " + std::to_string(arch.max_length()) + " positions of the model");
   torch::manual_seed(cfg.train.seed);
-  SentenceEmbedder model(bert, cfg.model.projection_dim, training_pooling(cfg, init));
+  SentenceEmbedder model(arch, cfg.model.projection_dim, training_pooling(cfg, init));
   if (init) {
     // The BERT, and the Dense layer when the folder has one (read_init_folder made sure
     // that model.projection_dim is its size).
@@ -296,18 +303,21 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   ProcessGroup& pg = *w.pg;
   SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
   check_matryoshka_dims(cfg, model);
-  model->bert->set_activation_checkpointing(cfg.train.activation_checkpointing);
+  model->encoder().set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
-  model->bert->set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
+  model->encoder().set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
   auto data_parallel = std::make_unique<DataParallel>(*model, optimizer, pg, cfg.dist);
   double peak_lr = cfg.train.lr;
   if (cfg.train.lr_scaling == "linear") peak_lr *= pg.world_size();
   if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg.world_size()));
-  spdlog::info("model: {:.2f}M parameters (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
+  const EncoderConfig& arch = model->encoder().encoder_config();
+  const bool decoder = arch.is_decoder();
+  spdlog::info("model: {} {:.2f}M parameters (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
                "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
-               double(optimizer.num_parameters()) / 1e6, model->bert->config().hidden_size,
-               model->bert->config().num_layers, model->bert->config().num_heads, pooling_name(model->pooling()),
+               architecture_name(arch.architecture), double(optimizer.num_parameters()) / 1e6, arch.hidden_size(),
+               decoder ? arch.qwen3.num_layers : arch.bert.num_layers,
+               decoder ? arch.qwen3.num_heads : arch.bert.num_heads, pooling_name(model->pooling()),
                cfg.model.projection_dim, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
                peak_lr, cfg.train.lr_scaling == "none" ? "" : " (" + cfg.train.lr_scaling + "-scaled)");
   return Trainee{model, std::move(optimizer), std::move(data_parallel), make_loss_scaler(w.precision, cfg.train),

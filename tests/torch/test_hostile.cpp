@@ -535,7 +535,7 @@ const std::vector<Case>& catalogue() {
          set_max_pooling(st);
          return encode_cmd(d, st);
        },
-       {"st/1_Pooling/config.json: pooling mode max_tokens is not implemented (embed-train has cls and mean)"}},
+       {"st/1_Pooling/config.json: pooling mode max_tokens is not implemented (embed-train has cls, mean and lasttoken)"}},
       {"StDenseInFeaturesNotTheHiddenSize",
        [](const fs::path& d, json&) {
          const fs::path st = st_folder(d / "st", 8);

@@ -283,8 +283,8 @@ TEST(StFolder, LayoutAndLoadedModelSayWhatTheModulesAre) {
   const auto layout = ddp_embed::read_model_folder_layout(model.string());
   EXPECT_TRUE(layout.sentence_transformers);
   EXPECT_EQ(fs::path(layout.transformer_dir), model / "0_Transformer");
-  EXPECT_EQ(layout.bert.hidden_size, kHidden);
-  EXPECT_EQ(layout.bert.max_position, 128);
+  EXPECT_EQ(layout.encoder.bert.hidden_size, kHidden);
+  EXPECT_EQ(layout.encoder.bert.max_position, 128);
   ASSERT_TRUE(layout.pooling.has_value());
   EXPECT_EQ(*layout.pooling, ddp_embed::Pooling::Mean);
   ASSERT_TRUE(layout.dense.has_value());
@@ -404,12 +404,12 @@ TEST(StFolder, RefusesModulesItDoesNotImplementNamingTheFileAndTheKey) {
     write_json_file(m / "modules.json", modules);
     EXPECT_CONTAINS(read(m), "\"../2_Dense\" leads outside the model folder");
   }
-  for (const char* mode : {"max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken"}) {
+  for (const char* mode : {"max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens"}) {
     StSpec s = spec;
     s.pooling = mode;
     const fs::path m = make_st_folder(work / (std::string("pool-") + mode), s);
     EXPECT_EQ(read(m), (m / "1_Pooling" / "config.json").string() + ": pooling mode " + mode +
-                           " is not implemented (embed-train has cls and mean)");
+                           " is not implemented (embed-train has cls, mean and lasttoken)");
   }
   {  // Two modes at once are concatenated by sentence-transformers.
     const fs::path m = make_st_folder(work / "pool-two", spec);
@@ -443,7 +443,7 @@ TEST(StFolder, RefusesModulesItDoesNotImplementNamingTheFileAndTheKey) {
     const fs::path m = make_st_folder(work / "in-features", spec);
     write_dense(m / "2_Dense", dense_weights(8, 64));
     EXPECT_EQ(read(m), (m / dense_config).string() +
-                           ": in_features 64 does not match the BERT's hidden_size 32 (the Dense layer takes the "
+                           ": in_features 64 does not match the encoder's hidden_size 32 (the Dense layer takes the "
                            "pooled embedding)");
   }
   {

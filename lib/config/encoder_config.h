@@ -1,0 +1,66 @@
+// The encoders embed-train builds, each by its one description: BERT and XLM-RoBERTa
+// (config/bert_config.h) and Qwen3, the decoder that Qwen3-Embedding turns into an
+// embedder (causal attention, the last token pooled). A pretrained model's comes from its
+// folder's config.json (model/encoder.h: encoder_config_from_hf_json).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/bert_config.h"
+
+namespace ddp_embed {
+
+// Qwen3's decoder layers as transformers' Qwen3Model has them: RMSNorm before attention and
+// before the SwiGLU feed-forward, grouped-query attention with an RMSNorm over each head of
+// the queries and keys before rotary positions. head_dim need not be hidden/heads
+// (Qwen3-Embedding-0.6B: 1024 hidden, 16 heads of 128).
+struct Qwen3Config {
+  int64_t vocab_size = 151669;
+  int64_t hidden_size = 1024;
+  int64_t intermediate_size = 3072;
+  int64_t num_layers = 28;
+  int64_t num_heads = 16;
+  int64_t num_kv_heads = 8;
+  int64_t head_dim = 128;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 1000000.0;
+  int64_t max_position = 32768;
+  double initializer_range = 0.02;
+  bool tie_word_embeddings = true;  // written back to config.json; the encoder has no output head
+};
+
+enum class Architecture { Bert, XlmRoberta, Qwen3 };
+
+// "bert" | "xlm-roberta" | "qwen3": config.json's model_type.
+std::string architecture_name(Architecture a);
+
+struct EncoderConfig {
+  Architecture architecture = Architecture::Bert;
+  BertConfig bert;    // Bert and XlmRoberta (bert.flavor says which)
+  Qwen3Config qwen3;  // Qwen3
+
+  bool is_decoder() const { return architecture == Architecture::Qwen3; }
+  int64_t hidden_size() const { return is_decoder() ? qwen3.hidden_size : bert.hidden_size; }
+  int64_t vocab_size() const { return is_decoder() ? qwen3.vocab_size : bert.vocab_size; }
+  // The longest input in tokens the positions allow.
+  int64_t max_length() const { return is_decoder() ? qwen3.max_position : bert.max_length(); }
+};
+
+inline EncoderConfig encoder_config(const BertConfig& bert) {
+  EncoderConfig c;
+  c.architecture = bert.flavor == BertFlavor::XlmRoberta ? Architecture::XlmRoberta : Architecture::Bert;
+  c.bert = bert;
+  return c;
+}
+
+inline std::string architecture_name(Architecture a) {
+  switch (a) {
+    case Architecture::Bert: return "bert";
+    case Architecture::XlmRoberta: return "xlm-roberta";
+    case Architecture::Qwen3: return "qwen3";
+  }
+  return "?";
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,99 @@
+#include "model/encoder.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/bert.h"
+#include "model/qwen3.h"
+
+namespace ddp_embed {
+
+Pooling parse_pooling(const std::string& name) {
+  if (name == "cls") return Pooling::Cls;
+  if (name == "mean") return Pooling::Mean;
+  if (name == "lasttoken") return Pooling::LastToken;
+  throw ModelError("unknown pooling \"" + name + "\" (cls | mean | lasttoken)");
+}
+
+std::string pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::Cls: return "cls";
+    case Pooling::Mean: return "mean";
+    case Pooling::LastToken: return "lasttoken";
+  }
+  return "?";
+}
+
+at::Tensor pool(const at::Tensor& hidden, const at::Tensor& attention_mask, Pooling mode) {
+  if (mode == Pooling::Cls) return hidden.select(1, 0);
+  if (mode == Pooling::LastToken) {
+    // sentence-transformers' rule: the last position whose mask is 1 (a row without one
+    // takes the last position), the output multiplied by that mask value.
+    const int64_t length = attention_mask.size(1);
+    const at::Tensor real = attention_mask.ne(0);
+    const at::Tensor last = (length - 1) - real.flip({1}).to(at::kByte).argmax(1);  // [B]
+    const at::Tensor picked = hidden.gather(1, last.view({-1, 1, 1}).expand({-1, 1, hidden.size(2)})).squeeze(1);
+    return picked * real.gather(1, last.view({-1, 1})).to(hidden.scalar_type());
+  }
+  const at::Tensor m = attention_mask.to(hidden.scalar_type()).unsqueeze(-1);  // [B, L, 1]
+  // clamp: an all-padding row gives 0 rather than NaN (as sentence-transformers does).
+  return (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9);
+}
+
+TokenLayout::TokenLayout(const at::Tensor& attention_mask)
+    : batch(attention_mask.size(0)), length(attention_mask.size(1)) {
+  const at::Tensor real = attention_mask.reshape({-1}) != 0;
+  token_index = real.nonzero().squeeze(1);  // one host sync a forward: N decides shapes
+  dense = token_index.size(0) == batch * length;
+  positions = token_index.remainder(length);
+  // Packed row of flat position p = (number of real tokens before it); position 0 of
+  // each sequence is a real token (right padding).
+  const at::Tensor row_of = real.to(at::kLong).cumsum(0) - 1;
+  first_index = row_of.view({batch, length}).select(1, 0).contiguous();
+  // A sequence's last real token is the row before the next sequence's first.
+  const at::Tensor counts = real.view({batch, length}).sum(1);
+  last_index = first_index + counts - 1;
+}
+
+at::Tensor TokenLayout::pack(const at::Tensor& padded) const {
+  const at::Tensor flat = padded.reshape({batch * length, padded.size(-1)});
+  return dense ? flat : flat.index_select(0, token_index);
+}
+
+at::Tensor TokenLayout::unpack(const at::Tensor& packed) const {
+  const int64_t hidden = packed.size(-1);
+  if (dense) return packed.view({batch, length, hidden});
+  return at::zeros({batch * length, hidden}, packed.options()).index_copy(0, token_index, packed)
+      .view({batch, length, hidden});
+}
+
+EncoderConfig encoder_config_from_hf_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ModelError(path + ": cannot open");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelError(path + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw ModelError(path + ": a config must be a JSON object");
+  const auto type = j.find("model_type");
+  const std::string model_type = type != j.end() && type->is_string() ? type->get<std::string>() : "bert";
+  EncoderConfig c;
+  if (model_type == "bert" || model_type == "xlm-roberta") return encoder_config(bert_config_from_hf_json(j, path));
+  if (model_type == "qwen3") {
+    c.architecture = Architecture::Qwen3;
+    c.qwen3 = qwen3_config_from_hf_json(j, path);
+    return c;
+  }
+  throw ModelError(path + ": model_type \"" + model_type +
+                   "\" is not implemented (embed-train trains bert, xlm-roberta and qwen3)");
+}
+
+std::shared_ptr<TextEncoderImpl> make_encoder(const EncoderConfig& config) {
+  if (config.architecture == Architecture::Qwen3) return std::make_shared<Qwen3ModelImpl>(config.qwen3);
+  return std::make_shared<BertModelImpl>(config.bert);
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,304 @@
+#include "model/qwen3.h"
+
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "compat/torch_compat.h"
+#include "model/activation_checkpoint.h"
+
+namespace ddp_embed {
+namespace {
+
+struct NameScope : torch::nn::Module {
+  void pretty_print(std::ostream& os) const override { os << "NameScope"; }
+};
+
+template <typename T>
+void read_number(const nlohmann::json& j, const char* key, T& out, const std::string& origin) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if (!(std::is_integral_v<T> ? it->is_number_integer() : it->is_number()))
+    throw ModelError(origin + ": " + key + " must be " + (std::is_integral_v<T> ? "an integer" : "a number") +
+                     ", not " + it->dump());
+  out = it->get<T>();
+}
+
+// A key whose other values this encoder does not implement: absent, null or `allowed`.
+void refuse_unless(const nlohmann::json& j, const char* key, const nlohmann::json& allowed, const std::string& why,
+                   const std::string& origin) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null() || *it == allowed) return;
+  throw ModelError(origin + ": " + key + " " + it->dump() + " is not implemented (" + why + ")");
+}
+
+// The lowest finite value of x's dtype: exp() of it is exactly 0.
+double lowest_of(at::ScalarType t) {
+  double lowest = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "lowest", [&] {
+    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+  });
+  return lowest;
+}
+
+// x [n, heads, head_dim] rotated by its tokens' angles (cos, sin [n, head_dim]): transformers'
+// apply_rotary_pos_emb with rotate_half (the two halves of each head are the pairs).
+at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
+}
+
+}  // namespace
+
+Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object()) throw ModelError(origin + ": a config must be a JSON object");
+  refuse_unless(j, "hidden_act", "silu", "Qwen3's feed-forward is SwiGLU, \"silu\"", origin);
+  refuse_unless(j, "attention_bias", false, "Qwen3's projections have no biases", origin);
+  refuse_unless(j, "use_sliding_window", false, "attention is over the whole text", origin);
+  refuse_unless(j, "attention_dropout", 0.0, "attention dropout is 0 in Qwen3", origin);
+  Qwen3Config c;  // transformers' Qwen3Config defaults where a key is missing
+  c.vocab_size = 151936;
+  c.hidden_size = 4096;
+  c.intermediate_size = 22016;
+  c.num_layers = 32;
+  c.num_heads = 32;
+  c.num_kv_heads = 32;
+  c.head_dim = 128;
+  c.rope_theta = 10000.0;
+  read_number(j, "vocab_size", c.vocab_size, origin);
+  read_number(j, "hidden_size", c.hidden_size, origin);
+  read_number(j, "intermediate_size", c.intermediate_size, origin);
+  read_number(j, "num_hidden_layers", c.num_layers, origin);
+  read_number(j, "num_attention_heads", c.num_heads, origin);
+  c.num_kv_heads = c.num_heads;
+  read_number(j, "num_key_value_heads", c.num_kv_heads, origin);
+  read_number(j, "head_dim", c.head_dim, origin);
+  read_number(j, "rms_norm_eps", c.rms_norm_eps, origin);
+  read_number(j, "rope_theta", c.rope_theta, origin);
+  read_number(j, "max_position_embeddings", c.max_position, origin);
+  read_number(j, "initializer_range", c.initializer_range, origin);
+  if (const auto tie = j.find("tie_word_embeddings"); tie != j.end() && tie->is_boolean())
+    c.tie_word_embeddings = tie->get<bool>();
+  // transformers 5 writes rope_parameters {"rope_type", "rope_theta"}; earlier releases
+  // rope_theta and rope_scaling.
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    const std::string where = origin + ": " + key;
+    if (!it->is_object()) throw ModelError(where + " must be an object, not " + it->dump());
+    const auto type = it->find("rope_type") != it->end() ? it->find("rope_type") : it->find("type");
+    if (type != it->end() && *type != "default")
+      throw ModelError(where + ".rope_type " + type->dump() +
+                       " is not implemented (embed-train's Qwen3 has the default rotary positions)");
+    read_number(*it, "rope_theta", c.rope_theta, where);
+  }
+  validate_qwen3_config(c, origin);
+  return c;
+}
+
+nlohmann::json qwen3_config_to_hf_json(const Qwen3Config& c) {
+  return {{"architectures", {"Qwen3Model"}},
+          {"model_type", "qwen3"},
+          {"vocab_size", c.vocab_size},
+          {"hidden_size", c.hidden_size},
+          {"intermediate_size", c.intermediate_size},
+          {"num_hidden_layers", c.num_layers},
+          {"num_attention_heads", c.num_heads},
+          {"num_key_value_heads", c.num_kv_heads},
+          {"head_dim", c.head_dim},
+          {"hidden_act", "silu"},
+          {"rms_norm_eps", c.rms_norm_eps},
+          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}}},
+          {"max_position_embeddings", c.max_position},
+          {"initializer_range", c.initializer_range},
+          {"tie_word_embeddings", c.tie_word_embeddings},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"use_sliding_window", false},
+          {"bos_token_id", 151643},
+          {"eos_token_id", 151643}};
+}
+
+void validate_qwen3_config(const Qwen3Config& c, const std::string& origin) {
+  const auto positive = [&](int64_t v, const char* name) {
+    if (v <= 0) throw ModelError(origin + ": " + name + " must be positive, not " + std::to_string(v));
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.hidden_size, "hidden_size");
+  positive(c.intermediate_size, "intermediate_size");
+  positive(c.num_layers, "num_hidden_layers");
+  positive(c.num_heads, "num_attention_heads");
+  positive(c.num_kv_heads, "num_key_value_heads");
+  positive(c.head_dim, "head_dim");
+  positive(c.max_position, "max_position_embeddings");
+  if (c.num_heads % c.num_kv_heads != 0)
+    throw ModelError(origin + ": num_attention_heads " + std::to_string(c.num_heads) +
+                     " is not a multiple of num_key_value_heads " + std::to_string(c.num_kv_heads));
+  if (c.head_dim % 2 != 0) throw ModelError(origin + ": head_dim " + std::to_string(c.head_dim) + " must be even");
+  if (!(c.rms_norm_eps > 0)) throw ModelError(origin + ": rms_norm_eps must be positive");
+  if (!(c.rope_theta > 0)) throw ModelError(origin + ": rope_theta must be positive");
+}
+
+// ---- modules ----------------------------------------------------------------------------
+
+RMSNormImpl::RMSNormImpl(int64_t size, double eps) : eps_(eps) {
+  weight = register_parameter("weight", at::ones({size}));
+}
+
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return weight * normed.to(x.scalar_type());
+}
+
+Qwen3LayerImpl::Qwen3LayerImpl(const Qwen3Config& c)
+    : num_heads_(c.num_heads), num_kv_heads_(c.num_kv_heads), head_dim_(c.head_dim) {
+  using torch::nn::Linear;
+  using torch::nn::LinearOptions;
+  const auto linear = [](int64_t in, int64_t out) { return Linear(LinearOptions(in, out).bias(false)); };
+  auto self_attn = register_module("self_attn", std::make_shared<NameScope>());
+  q_proj = self_attn->register_module("q_proj", linear(c.hidden_size, c.num_heads * c.head_dim));
+  k_proj = self_attn->register_module("k_proj", linear(c.hidden_size, c.num_kv_heads * c.head_dim));
+  v_proj = self_attn->register_module("v_proj", linear(c.hidden_size, c.num_kv_heads * c.head_dim));
+  o_proj = self_attn->register_module("o_proj", linear(c.num_heads * c.head_dim, c.hidden_size));
+  q_norm = self_attn->register_module("q_norm", RMSNorm(c.head_dim, c.rms_norm_eps));
+  k_norm = self_attn->register_module("k_norm", RMSNorm(c.head_dim, c.rms_norm_eps));
+  auto mlp = register_module("mlp", std::make_shared<NameScope>());
+  gate_proj = mlp->register_module("gate_proj", linear(c.hidden_size, c.intermediate_size));
+  up_proj = mlp->register_module("up_proj", linear(c.hidden_size, c.intermediate_size));
+  down_proj = mlp->register_module("down_proj", linear(c.intermediate_size, c.hidden_size));
+  input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+  post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+at::Tensor Qwen3LayerImpl::forward(const at::Tensor& x, const at::Tensor& bias, const TokenLayout& layout,
+                                   const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& out_rows) {
+  const bool some_rows = out_rows.defined();
+  const int64_t batch = layout.batch, tokens = x.size(0);
+  const at::Tensor h = input_layernorm(x);
+  const at::Tensor h_rows = some_rows ? h.index_select(0, out_rows) : h;
+  const at::Tensor cos_rows = some_rows ? cos.index_select(0, out_rows) : cos;
+  const at::Tensor sin_rows = some_rows ? sin.index_select(0, out_rows) : sin;
+
+  // Per token: project, normalize each head, rotate. Then [B, heads, L, head_dim] for SDPA,
+  // each key/value head repeated for the query heads that share it (transformers' repeat_kv).
+  const at::Tensor q = rotate(q_norm(q_proj(h_rows).view({h_rows.size(0), num_heads_, head_dim_})), cos_rows, sin_rows);
+  const at::Tensor k = rotate(k_norm(k_proj(h).view({tokens, num_kv_heads_, head_dim_})), cos, sin);
+  const at::Tensor v = v_proj(h);
+  const auto to_heads = [&](const at::Tensor& packed, int64_t heads) {
+    return layout.unpack(packed.reshape({tokens, heads * head_dim_}))
+        .view({batch, layout.length, heads, head_dim_})
+        .transpose(1, 2);
+  };
+  const int64_t group = num_heads_ / num_kv_heads_;
+  const auto shared = [&](const at::Tensor& t) { return group == 1 ? t : t.repeat_interleave(group, 1); };
+  const at::Tensor keys = shared(to_heads(k, num_kv_heads_));
+  const at::Tensor values = shared(to_heads(v, num_kv_heads_));
+  const at::Tensor queries = some_rows ? q.view({batch, 1, num_heads_, head_dim_}).transpose(1, 2)
+                                       : to_heads(q, num_heads_);
+
+  at::Tensor context;
+  if (!bias.defined())
+    context = at::scaled_dot_product_attention(queries, keys, values, {}, 0.0, /*is_causal=*/true);
+  else if (recompute_attention && !some_rows && x.device().is_cpu() && at::GradMode::is_enabled() && x.requires_grad())
+    context = attention_recomputed(queries, keys, values, bias, 0.0);
+  else
+    context = compat::scaled_dot_product_attention(queries, keys, values, bias, 0.0);
+  context = context.transpose(1, 2).reshape({batch, queries.size(2), num_heads_ * head_dim_});
+  context = some_rows ? context.view({batch, num_heads_ * head_dim_}) : layout.pack(context);
+
+  const at::Tensor a = (some_rows ? x.index_select(0, out_rows) : x) + o_proj(context);
+  const at::Tensor g = post_attention_layernorm(a);
+  return a + down_proj(at::silu(gate_proj(g)) * up_proj(g));
+}
+
+Qwen3ModelImpl::Qwen3ModelImpl(const Qwen3Config& c) {
+  validate_qwen3_config(c);
+  encoder_config_.architecture = Architecture::Qwen3;
+  encoder_config_.qwen3 = c;
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+  auto layer_list = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    layers_.push_back(Qwen3Layer(c));
+    layer_list->push_back(layers_.back());
+  }
+  norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+  at::NoGradGuard no_grad;
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (auto* linear = dynamic_cast<torch::nn::LinearImpl*>(m.get())) linear->weight.normal_(0.0, c.initializer_range);
+    if (auto* embedding = dynamic_cast<torch::nn::EmbeddingImpl*>(m.get()))
+      embedding->weight.normal_(0.0, c.initializer_range);
+  }
+}
+
+nlohmann::json Qwen3ModelImpl::hf_config_json() const { return qwen3_config_to_hf_json(config()); }
+
+at::Tensor Qwen3ModelImpl::run(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                               const TokenLayout& layout, const at::Tensor& out_rows) {
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, length], got ", input_ids.sizes());
+  const Qwen3Config& c = config();
+  if (layout.length > c.max_position)
+    throw ModelError("sequence length " + std::to_string(layout.length) + " exceeds max_position_embeddings " +
+                     std::to_string(c.max_position));
+  const at::Tensor flat_ids = input_ids.reshape({-1});
+  at::Tensor x = embed_tokens(layout.dense ? flat_ids : flat_ids.index_select(0, layout.token_index));
+
+  // Rotary factors of each real token, in fp32 as transformers computes them.
+  const at::Tensor exponents = at::arange(0, c.head_dim, 2, at::TensorOptions().dtype(at::kLong).device(x.device()))
+                                   .to(at::kFloat) / static_cast<double>(c.head_dim);
+  const at::Tensor inv_freq = 1.0 / at::pow(c.rope_theta, exponents);
+  const at::Tensor angles = layout.positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);
+  const at::Tensor both = at::cat({angles, angles}, -1);
+  const at::Tensor cos = both.cos(), sin = both.sin();
+
+  // The mask SDPA needs: none on a GPU (its causal flag, which the flash kernel takes), a
+  // causal bias elsewhere (the CPU's recomputed attention takes a bias), and for the
+  // pooled tokens alone the keys up to each one (the last token: its whole text).
+  const double lowest = lowest_of(x.scalar_type());
+  const int64_t length = layout.length;
+  const at::Tensor causal =
+      x.device().is_cpu()
+          ? at::full({length, length}, lowest, x.options()).triu(1).view({1, 1, length, length})
+          : at::Tensor();
+  at::Tensor row_bias;  // [B, 1, 1, L]: the keys each pooled token sees, its own and those before
+  if (out_rows.defined()) {
+    const at::Tensor position = layout.positions.index_select(0, out_rows).view({-1, 1});  // [B, 1]
+    const at::Tensor after = at::arange(length, position.options()).view({1, -1}) > position;
+    row_bias = at::zeros({layout.batch, 1, 1, length}, x.options())
+                   .masked_fill_((after | (attention_mask == 0)).view({layout.batch, 1, 1, length}), lowest);
+  }
+
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const bool last = i + 1 == layers_.size();
+    const at::Tensor rows = last ? out_rows : at::Tensor();
+    const at::Tensor bias = rows.defined() ? row_bias : causal;
+    Qwen3Layer layer = layers_[i];
+    if (!checkpoint_layers_ || !at::GradMode::is_enabled()) {
+      x = layer(x, bias, layout, cos, sin, rows);
+      continue;
+    }
+    // checkpointed() keeps its second argument for backward; an empty tensor stands for
+    // "no bias" there.
+    const auto block = [layer, layout, cos, sin, rows](const at::Tensor& h, const at::Tensor& b) mutable {
+      return layer->forward(h, b.numel() == 0 ? at::Tensor() : b, layout, cos, sin, rows);
+    };
+    x = checkpointed(*layer, block, x, bias.defined() ? bias : at::empty({0}, x.options()));
+  }
+  return norm(x);
+}
+
+at::Tensor Qwen3ModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+  const TokenLayout layout(attention_mask);
+  return layout.unpack(run(input_ids, attention_mask, layout, {}));
+}
+
+at::Tensor Qwen3ModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) {
+  const TokenLayout layout(attention_mask);
+  if (p == Pooling::Mean) return pool(layout.unpack(run(input_ids, attention_mask, layout, {})), attention_mask, p);
+  return run(input_ids, attention_mask, layout, layout.rows_of(p));
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,117 @@
+// The Qwen3 decoder as an embedder's encoder (Qwen3-Embedding 0.6B / 4B / 8B), with
+// transformers' Qwen3Model parameter names, so that a Hugging Face model.safetensors loads
+// by name (a Qwen3ForCausalLM file's "model." prefix is stripped, its lm_head unused):
+//
+//   embed_tokens.weight   norm.weight
+//   layers.N.input_layernorm.weight   layers.N.post_attention_layernorm.weight
+//   layers.N.self_attn.{q,k,v,o}_proj.weight   layers.N.self_attn.{q,k}_norm.weight
+//   layers.N.mlp.{gate,up,down}_proj.weight
+//
+// A layer: x + attention(RMSNorm(x)), then + SwiGLU(RMSNorm(·)). Attention is causal and
+// grouped (num_kv_heads key/value heads shared by num_heads query heads); queries and keys
+// get an RMSNorm over each head and then rotary positions (rotate-half, theta rope_theta,
+// over all head_dim dimensions). No biases, no dropout but attention's.
+//
+// As BERT does (model/encoder.h: TokenLayout), every per-token op runs on the real tokens
+// only; attention sees them right-padded, where the causal mask alone keeps each real
+// token from the padding after it, so no padding mask is needed and the flash kernel can
+// run. Pooling the last token (what Qwen3-Embedding does) computes the last layer for
+// that token alone.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json_fwd.hpp>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "config/encoder_config.h"
+#include "model/encoder.h"
+
+namespace ddp_embed {
+
+// The architecture from a Hugging Face config.json's JSON (`origin` names it in errors):
+// vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+// num_key_value_heads, head_dim, rms_norm_eps, rope_theta (or rope_parameters.rope_theta),
+// max_position_embeddings, initializer_range, tie_word_embeddings. What this encoder does
+// not implement is refused by name: hidden_act other than "silu", attention_bias,
+// sliding-window attention, rope scaling other than "default".
+Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string& origin);
+nlohmann::json qwen3_config_to_hf_json(const Qwen3Config& c);
+void validate_qwen3_config(const Qwen3Config& c, const std::string& origin = "qwen3 config");
+
+// weight * x / sqrt(mean(x^2) + eps), computed in fp32 as transformers' Qwen3RMSNorm does.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t size, double eps);
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+class Qwen3LayerImpl : public torch::nn::Module {
+ public:
+  explicit Qwen3LayerImpl(const Qwen3Config& c);
+  // x: the real tokens, [N, H]; cos, sin: their rotary factors [N, head_dim]. bias: the
+  // additive attention mask — causal [1, 1, L, L] for all rows, or undefined to let SDPA
+  // apply the causal mask itself; with out_rows ([B] packed rows, one a sequence), the
+  // keys each of those tokens sees [B, 1, 1, L], and only their outputs are computed ([B, H]).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias, const TokenLayout& layout, const at::Tensor& cos,
+                     const at::Tensor& sin, const at::Tensor& out_rows = {});
+
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+  // As BertLayerImpl::recompute_attention: on the CPU while autograd records, attention
+  // probabilities are recomputed in backward instead of stored.
+  bool recompute_attention = true;
+
+ private:
+  int64_t num_heads_, num_kv_heads_, head_dim_;
+};
+TORCH_MODULE(Qwen3Layer);
+
+class Qwen3ModelImpl : public TextEncoderImpl {
+ public:
+  // Builds the layers and initializes them as transformers does: N(0, initializer_range)
+  // for Linear and Embedding weights, RMSNorm weights 1.
+  explicit Qwen3ModelImpl(const Qwen3Config& c);
+
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) override;
+  at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) override;
+
+  const EncoderConfig& encoder_config() const override { return encoder_config_; }
+  nlohmann::json hf_config_json() const override;
+  void set_activation_checkpointing(bool on) override {
+    checkpoint_layers_ = on;
+    for (auto& layer : layers_) layer->recompute_attention = !on;
+  }
+  void set_sparse_word_gradient(bool on) override { embed_tokens->options.sparse(on); }
+
+  const Qwen3Config& config() const { return encoder_config_.qwen3; }
+  std::vector<Qwen3Layer>& layers() { return layers_; }
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  RMSNorm norm{nullptr};
+
+ private:
+  // The layers on the packed real tokens; out_rows as in Qwen3LayerImpl::forward.
+  at::Tensor run(const at::Tensor& input_ids, const at::Tensor& attention_mask, const TokenLayout& layout,
+                 const at::Tensor& out_rows);
+
+  EncoderConfig encoder_config_;
+  std::vector<Qwen3Layer> layers_;  // also registered as layers.N
+  bool checkpoint_layers_ = false;
+};
+TORCH_MODULE(Qwen3Model);
+
+}  // namespace ddp_embed

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Small random-weight models of the architectures embed-train reads besides BERT, saved by
+transformers and wrapped by sentence-transformers exactly as the public models are, for the
+parity and training tests (no real XLM-R or Qwen3 weights can be downloaded here).
+
+    python scripts/python/make_model_fixtures.py --out DIR --tokenizer TOKDIR [--kinds k1,k2]
+
+TOKDIR holds the tokenizer files the models use (its vocabulary decides vocab_size); they
+are copied into every model folder. Kinds (default: all), each a folder DIR/<kind>:
+
+  xlmr-cls      XLMRobertaModel + Pooling cls + Normalize (BGE-M3's modules)
+  xlmr-mean     XLMRobertaModel + Pooling mean + Normalize (multilingual-E5's)
+  qwen3         Qwen3Model saved in bf16 + Pooling lasttoken + Normalize, with
+                Qwen3-Embedding's query prompt (what Qwen3-Embedding-0.6B is)
+  qwen3-causal  the same as Qwen3ForCausalLM weights ("model." names, an lm_head), plain
+                Hugging Face folder (no modules.json)
+
+Weights: transformers' initialization under a fixed seed, then every norm's weight (and
+bias) moved by N(0, 0.1) so that a norm applied wrongly shows. Dropout is 0. Sizes are tiny
+(hidden 64, 2 layers) but keep each architecture's features: XLM-R's positions after the
+padding index; Qwen3's grouped-query attention (4 query heads on 2 key/value heads) and a
+head_dim (32) other than hidden / heads (16).
+"""
+
+import argparse
+import os
+import shutil
+import sys
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+                   "sentencepiece.bpe.model", "spiece.model", "vocab.json", "merges.txt", "added_tokens.json")
+QWEN3_QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
+KINDS = ("xlmr-cls", "xlmr-mean", "qwen3", "qwen3-causal")
+
+
+def copy_tokenizer(src, dst):
+    for name in TOKENIZER_FILES:
+        if os.path.exists(os.path.join(src, name)):
+            shutil.copy(os.path.join(src, name), os.path.join(dst, name))
+
+
+def perturb_norms(torch, model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name.lower():
+                p.add_(torch.randn_like(p) * 0.1)
+
+
+def vocabulary(transformers, tokenizer_dir):
+    tok = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
+    return tok, len(tok)
+
+
+def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling):
+    tok, n = vocabulary(transformers, tokenizer_dir)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 1
+    config = transformers.XLMRobertaConfig(
+        vocab_size=n, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=pad,
+        bos_token_id=tok.cls_token_id if tok.cls_token_id is not None else 0,
+        eos_token_id=tok.sep_token_id if tok.sep_token_id is not None else 2,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(11)
+    model = transformers.XLMRobertaModel(config, add_pooling_layer=False)
+    perturb_norms(torch, model)
+    hf = out + ".hf"
+    model.save_pretrained(hf)
+    copy_tokenizer(tokenizer_dir, hf)
+    transformer = st.models.Transformer(hf, max_seq_length=512)
+    wrapped = st.SentenceTransformer(modules=[transformer, st.models.Pooling(64, pooling), st.models.Normalize()])
+    wrapped.save(out)
+    copy_tokenizer(tokenizer_dir, out)  # the source's files as they are (transformers 5 rewrites some)
+    shutil.rmtree(hf)
+
+
+def qwen3_model(torch, transformers, tokenizer_dir, causal):
+    tok, n = vocabulary(transformers, tokenizer_dir)
+    eos = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+    config = transformers.Qwen3Config(
+        vocab_size=n, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, tie_word_embeddings=True,
+        bos_token_id=eos, eos_token_id=eos, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(12)
+    model = (transformers.Qwen3ForCausalLM if causal else transformers.Qwen3Model)(config)
+    perturb_norms(torch, model)
+    return model.to(torch.bfloat16)  # as Qwen3-Embedding's files are
+
+
+def make_qwen3(torch, transformers, st, tokenizer_dir, out):
+    hf = out + ".hf"
+    qwen3_model(torch, transformers, tokenizer_dir, causal=False).save_pretrained(hf)
+    copy_tokenizer(tokenizer_dir, hf)
+    transformer = st.models.Transformer(hf, max_seq_length=512, model_kwargs={"dtype": torch.float32})
+    wrapped = st.SentenceTransformer(modules=[transformer, st.models.Pooling(64, "lasttoken"), st.models.Normalize()],
+                                     prompts={"query": QWEN3_QUERY_PROMPT, "document": ""})
+    wrapped.save(out)
+    copy_tokenizer(tokenizer_dir, out)
+    shutil.rmtree(hf)
+    # The bf16 weights as they were made (SentenceTransformer.save wrote what it loaded).
+    qwen3_model(torch, transformers, tokenizer_dir, causal=False).save_pretrained(out)
+
+
+def make_qwen3_causal(torch, transformers, tokenizer_dir, out):
+    qwen3_model(torch, transformers, tokenizer_dir, causal=True).save_pretrained(out)
+    copy_tokenizer(tokenizer_dir, out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--tokenizer", required=True, help="folder with the tokenizer files")
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    args = parser.parse_args(argv)
+    kinds = [k for k in args.kinds.split(",") if k]
+    for k in kinds:
+        if k not in KINDS:
+            sys.exit(f"make_model_fixtures: unknown kind {k!r} ({', '.join(KINDS)})")
+    import torch
+    import transformers
+    import sentence_transformers as st
+    import sentence_transformers.models  # noqa: F401  (st.models)
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    torch.set_num_threads(2)
+    os.makedirs(args.out, exist_ok=True)
+    for kind in kinds:
+        out = os.path.join(args.out, kind)
+        shutil.rmtree(out, ignore_errors=True)
+        if kind.startswith("xlmr-"):
+            make_xlmr(torch, transformers, st, args.tokenizer, out, kind.split("-")[1])
+        elif kind == "qwen3":
+            make_qwen3(torch, transformers, st, args.tokenizer, out)
+        else:
+            make_qwen3_causal(torch, transformers, args.tokenizer, out)
+        print(f"make_model_fixtures: {out}")
+
+
+if __name__ == "__main__":
+    main()
