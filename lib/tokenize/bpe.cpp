@@ -75,6 +75,102 @@ std::string config_token(const json& config, const char* key, const std::string&
   return hf_files::token_name(config, key, "");
 }
 
+// Reads tokenizer.json without building model.vocab and model.merges as JSON (151k entries
+// each in Qwen3's file, most of the load time): their well-formed entries stream into
+// `vocab` and `merges`, in order; everything else, ill-formed vocab entries included,
+// becomes `doc` through nlohmann's own DOM builder (so model.vocab is left {} unless
+// something in it is wrong). A merge that is neither "a b" nor two strings is kept with
+// `bad` set, for the loader to name by its index.
+class TokenizerJsonSax {
+ public:
+  struct Merge {
+    std::string a, b;
+    bool pair = false, bad = false;
+  };
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  std::vector<Merge> merges;
+
+  explicit TokenizerJsonSax(json& doc) : dom_(doc, /*allow_exceptions=*/true) {}
+
+  bool null() { return value([&] { return dom_.null(); }); }
+  bool boolean(bool v) { return value([&] { return dom_.boolean(v); }); }
+  bool number_integer(json::number_integer_t v) { return value([&] { return dom_.number_integer(v); }); }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (in("vocab") && v <= INT32_MAX) return vocab.emplace_back(std::move(key_), static_cast<int32_t>(v)), true;
+    return value([&] { return dom_.number_unsigned(v); });
+  }
+  bool number_float(json::number_float_t v, const std::string& text) { return value([&] { return dom_.number_float(v, text); }); }
+  bool string(std::string& v) {
+    if (skip_ == 0 && in("merges")) return merges.push_back({std::move(v), "", false, false}), true;
+    if (skip_ == 0 && in_pair()) {
+      if (pair_count_ >= 2) merges.back().bad = true;
+      else (pair_count_ == 0 ? merges.back().a : merges.back().b) = std::move(v);
+      return ++pair_count_, true;
+    }
+    return value([&] { return dom_.string(v); });
+  }
+  bool binary(json::binary_t& v) { return value([&] { return dom_.binary(v); }); }
+  bool start_object(std::size_t n) { return open(true, n); }
+  bool end_object() { return close(true); }
+  bool start_array(std::size_t n) { return open(false, n); }
+  bool end_array() { return close(false); }
+  bool key(std::string& k) {
+    if (skip_ > 0) return true;
+    if (in("vocab")) return key_ = std::move(k), true;
+    pending_ = k;
+    return dom_.key(k);
+  }
+  bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) {
+    return dom_.parse_error(position, token, e);
+  }
+
+ private:
+  // Directly inside model.vocab / model.merges (the stack holds the key of every open container).
+  bool in(const char* name) const { return stack_.size() == 3 && stack_[1] == "model" && stack_[2] == name; }
+  bool in_pair() const { return stack_.size() == 4 && stack_[1] == "model" && stack_[2] == "merges"; }
+  template <class F>
+  bool value(F forward) {
+    if (skip_ > 0) return true;
+    pending_.clear();
+    if (in("merges")) return merges.push_back({"", "", false, true}), true;
+    if (in_pair()) return merges.back().bad = true, true;
+    if (in("vocab")) dom_.key(key_);  // an id that is not a 32-bit count: left for the loader to name
+    return forward();
+  }
+  bool open(bool object, std::size_t n) {
+    if (skip_ > 0) return ++skip_, true;
+    if (in_pair()) return merges.back().bad = true, skip_ = 1, true;  // nothing a merge may hold
+    if (in("merges")) {
+      if (object) return merges.push_back({"", "", false, true}), skip_ = 1, true;
+      merges.push_back({"", "", true, false});  // a ["a", "b"] pair
+      pair_count_ = 0;
+      stack_.emplace_back();
+      return true;
+    }
+    if (in("vocab")) dom_.key(key_);
+    stack_.push_back(std::move(pending_));
+    pending_.clear();
+    return object ? dom_.start_object(n) : dom_.start_array(n);
+  }
+  bool close(bool object) {
+    if (skip_ > 0) return --skip_, true;
+    pending_.clear();
+    if (in_pair()) {
+      if (pair_count_ != 2) merges.back().bad = true;
+      stack_.pop_back();
+      return true;
+    }
+    stack_.pop_back();
+    return object ? dom_.end_object() : dom_.end_array();
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::string> stack_;
+  std::string key_;      // the vocab entry being read
+  std::string pending_;  // the key of the container about to open
+  int skip_ = 0, pair_count_ = 0;
+};
+
 struct Loader {
   std::string origin;  // tokenizer.json's path, for errors
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
@@ -92,8 +188,14 @@ std::unique_ptr<Tokenizer> BpeTokenizer::load(const std::string& path) {
   static std::atomic<uint64_t> instances{0};
   t->instance_ = ++instances;
   t->json_text_ = hf_files::read_file(file);
-  json j = json::parse(t->json_text_, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) throw TokenizerError(L.origin + ": not a JSON object");
+  json j;
+  TokenizerJsonSax sax(j);
+  try {
+    json::sax_parse(t->json_text_, &sax);
+  } catch (const json::exception& e) {
+    throw TokenizerError(L.origin + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw TokenizerError(L.origin + ": not a JSON object");
   json config = json::object();
   if (fs::exists(config_file)) {
     t->config_ = nlohmann::ordered_json::parse(hf_files::read_file(config_file), nullptr, false);
@@ -103,7 +205,8 @@ std::unique_ptr<Tokenizer> BpeTokenizer::load(const std::string& path) {
   }
 
   // ---- model: vocabulary and merges ----
-  const json& model = j.contains("model") ? j["model"] : json();
+  static const json kNull;
+  const json& model = j.contains("model") ? j["model"] : kNull;
   if (!model.is_object()) L.fail("model", "missing");
   if (type_of(model) != "BPE")
     L.fail("model.type", "\"" + type_of(model) + "\" is not BPE (this reader takes byte-level BPE only)");
@@ -116,13 +219,13 @@ std::unique_ptr<Tokenizer> BpeTokenizer::load(const std::string& path) {
   t->fuse_unk_ = flag(model, "fuse_unk", false, "model");
   t->ignore_merges_ = flag(model, "ignore_merges", false, "model");
   if (!model.contains("vocab") || !model["vocab"].is_object()) L.fail("model.vocab", "missing or not an object");
-  t->vocab_.reserve(model["vocab"].size());
+  for (const auto& [token, id] : model["vocab"].items())  // only what the streaming parse left: bad ids
+    L.fail("model.vocab[\"" + token + "\"]", id.dump() + " is not a non-negative 32-bit id");
+  t->vocab_.reserve(sax.vocab.size());
   int32_t max_id = -1;
-  for (const auto& [token, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      L.fail("model.vocab[\"" + token + "\"]", "not a non-negative 32-bit id");
-    t->vocab_[token] = id.get<int32_t>();
-    max_id = std::max(max_id, id.get<int32_t>());
+  for (auto& [token, id] : sax.vocab) {
+    max_id = std::max(max_id, id);
+    t->vocab_[std::move(token)] = id;
   }
   const auto id_of = [&](const std::string& token, const std::string& where) {
     const auto it = t->vocab_.find(token);
@@ -131,26 +234,21 @@ std::unique_ptr<Tokenizer> BpeTokenizer::load(const std::string& path) {
   };
   if (model.contains("unk_token") && model["unk_token"].is_string())
     t->unk_ = id_of(model["unk_token"].get<std::string>(), "model.unk_token");
-  const json& merges = model.contains("merges") ? model["merges"] : json::array();
-  if (!merges.is_array()) L.fail("model.merges", "not a list");
-  t->merges_.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) {
+  if (model.contains("merges") && !model["merges"].is_array()) L.fail("model.merges", "not a list");
+  t->merges_.reserve(sax.merges.size());
+  for (size_t i = 0; i < sax.merges.size(); ++i) {
     const std::string where = "model.merges[" + std::to_string(i) + "]";
-    const json& m = merges[i];
-    std::string a, b;
-    if (m.is_string()) {  // "a b"
-      const std::string s = m.get<std::string>();
-      const size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-        L.fail(where, "\"" + s + "\" is not two tokens separated by one space");
-      a = s.substr(0, space), b = s.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]
-      a = m[0].get<std::string>(), b = m[1].get<std::string>();
-    } else {
-      L.fail(where, "neither \"a b\" nor [\"a\", \"b\"]");
+    TokenizerJsonSax::Merge& m = sax.merges[i];
+    if (m.bad) L.fail(where, "neither \"a b\" nor [\"a\", \"b\"]");
+    if (!m.pair) {  // "a b"
+      const size_t space = m.a.find(' ');
+      if (space == std::string::npos || m.a.find(' ', space + 1) != std::string::npos)
+        L.fail(where, "\"" + m.a + "\" is not two tokens separated by one space");
+      m.b = m.a.substr(space + 1);
+      m.a.resize(space);
     }
-    const uint64_t key = (static_cast<uint64_t>(id_of(a, where)) << 32) | static_cast<uint32_t>(id_of(b, where));
-    t->merges_[key] = {static_cast<int32_t>(i), id_of(a + b, where)};  // a repeated pair takes the later rank, as tokenizers
+    const uint64_t key = (static_cast<uint64_t>(id_of(m.a, where)) << 32) | static_cast<uint32_t>(id_of(m.b, where));
+    t->merges_[key] = {static_cast<int32_t>(i), id_of(m.a + m.b, where)};  // a repeated pair takes the later rank, as tokenizers
   }
   const std::array<char32_t, 256> chars = byte_chars();
   for (int b = 0; b < 256; ++b) {

@@ -16,7 +16,7 @@ Writes OUT/<kind>/ (tokenizer.json, tokenizer_config.json, refs.jsonl) for:
                merges as "a b" strings, generic class
   gpt2-class   the gpt2 file under class GPT2Tokenizer with add_prefix_space false in
                tokenizer_config.json (the class's pipeline wins over the file's)
-refs.jsonl: one line per text and max_length, {"text", "max_length", "ids"} with ids from
+refs.jsonl: one line per text and max_length (262144 only where 512 truncates), {"text", "max_length", "ids"} with ids from
 AutoTokenizer.from_pretrained(folder)(text, truncation=True, max_length=max_length).
 Texts: tests/fixtures/parity/sentences.txt (read as parity.py reads it), edge cases, and
 3,000 seeded fuzz strings.
@@ -37,7 +37,7 @@ from transformers import AutoTokenizer
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QWEN_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 CL100K_REGEX = QWEN_REGEX.replace(r"|\p{N}|", r"|\p{N}{1,3}|")
-MAX_LENGTHS = [4, 16, 512, 262144]
+MAX_LENGTHS = [4, 16, 512, 262144]  # 262144 only for the texts longer than 512 tokens
 
 
 def read_lines(path):
@@ -55,6 +55,7 @@ EDGE = [
     "I'M it's don't I'LL WE'VE they'D you'RE", "it'ſx", "'s 's'S", "''s", "'", "a'", "'ll",
     "<|endoftext|>", "x<|endoftext|>y", "<think>hmm</think>", "<|im_start|>user\nhello<|im_end|>",
     "<|endoftext|><|endoftext|>", "<|endoftext|", "< think>", "<think >", "<|begin_of_text|>hi<|end_of_text|>",
+    "a<s>b</s> c", " <s> x", "<s>", "x<pad><pad>y", "<unk> <mask>",
     "東京は日本の首都です。", "北京欢迎你！", "𠀀𠀁 𪜀", "\U00031350\U00031351", "\u1c89\u1c8a", "\U00011f00 kawi",
     "😀😀", "👨‍👩‍👧‍👦 family", "🇩🇪🇯🇵🇺🇸", "👍🏽👍🏿", "❤️‍🔥", "café", "cafe\u0301", "e\u0301\u0323",
     "e\u0323\u0301", "ｗ\u033d", "¹\u0354", "\u202f\u0301", "\u1100\u1161\u11a8", "\uac00\u11a8", "한국어",
@@ -90,8 +91,11 @@ def write_refs(folder, texts):
     tok = AutoTokenizer.from_pretrained(folder)
     with open(os.path.join(folder, "refs.jsonl"), "w", encoding="utf-8") as f:
         for m in MAX_LENGTHS:
-            for text, ids in zip(texts, tok(texts, truncation=True, max_length=m)["input_ids"]):
+            encoded = tok(texts, truncation=True, max_length=m)["input_ids"]
+            for text, ids in zip(texts, encoded):
                 f.write(json.dumps({"text": text, "max_length": m, "ids": ids}, ensure_ascii=False) + "\n")
+            if m == 512:  # the longest max_length only for the texts 512 cuts (saves a quarter of the time)
+                texts = [t for t, ids in zip(texts, encoded) if len(ids) == m]
     return type(tok).__name__
 
 

@@ -1,7 +1,8 @@
 // Byte-level BPE (tokenize/bpe.h) against transformers 5's AutoTokenizer: the generator
 // scripts/python/make_bpe_fixtures.py writes six tokenizer folders (Qwen3's real one, the
 // Qwen3-Embedding form, small trained ones in Qwen, GPT-4 and GPT-2 style) with the ids
-// AutoTokenizer gives for ~3,200 texts at four max_lengths; every one must match. Plus
+// AutoTokenizer gives for ~3,250 texts at max_length 4, 16, 512 (and 262144 where 512
+// truncates); every one must match. Plus
 // save() round trips, special ids and the errors for files we do not read.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tokenize/tokenizer.h"
@@ -37,7 +39,7 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 // The generator's output, made once per build (a folder named after a hash of the script
-// and the corpus): generated into a fresh temp folder and renamed into place, so parallel
+// and its inputs; older ones are removed): generated into a fresh temp folder and renamed into place, so parallel
 // test processes never see half a folder; the loser of a race removes its copy.
 fs::path fixtures() {
   static const fs::path dir = [] {
@@ -60,6 +62,8 @@ fs::path fixtures() {
     fs::rename(fs::path(temp) / "out", target, ec);  // fails if another process got there first
     fs::remove_all(temp);
     if (!fs::exists(target / "stamp")) throw std::runtime_error("no BPE fixtures in " + target.string());
+    for (const auto& entry : fs::directory_iterator(base))  // fixtures of earlier versions of the script
+      if (entry.path() != target && entry.path().filename().string().rfind("tmp-", 0) != 0) fs::remove_all(entry.path(), ec);
     return target;
   }();
   return dir;
@@ -106,11 +110,26 @@ class BpeParity : public testing::TestWithParam<const char*> {};
 TEST_P(BpeParity, IdsEqualAutoTokenizer) {
   const std::string kind = GetParam();
   const auto lines = refs(kind);
-  ASSERT_GT(lines.size(), 12000u);
+  ASSERT_GT(lines.size(), 9700u);
   EXPECT_EQ(detect_tokenizer_type((fixtures() / kind).string()), "bpe");
   const auto tokenizer = load_tokenizer("auto", (fixtures() / kind).string());
   EXPECT_EQ(tokenizer->type(), "bpe");
   expect_parity(*tokenizer, lines, kind);
+}
+
+// encode() is const and thread-safe: four threads over the same lines give the same ids.
+TEST(BpeThreads, SameIdsOnFourThreads) {
+  const auto tokenizer = load_tokenizer("auto", (fixtures() / "qwen3-emb").string());
+  const auto lines = refs("qwen3-emb");
+  std::vector<size_t> bad(4, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < lines.size(); i += 2)  // overlapping halves: the caches are shared by nothing
+        if (tokenizer->encode(lines[i].text, lines[i].max_length) != lines[i].ids) ++bad[t];
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad, std::vector<size_t>(4, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Bpe, BpeParity, testing::ValuesIn(kKinds),
@@ -200,6 +219,13 @@ TEST(BpeErrors, NameTheFileAndWhat) {
                  "tokenizer.json", "pre_tokenizer.pretokenizers[0].pattern.Regex: unsupported pre-tokenizer regex");
   expect_refused("merge", [](json& t, json&) { t["model"]["merges"][5] = json::array({"Ġ", "no-such-token"}); },
                  "tokenizer.json", "model.merges[5]: token \"no-such-token\" is not in model.vocab");
+  expect_refused("pair", [](json& t, json&) { t["model"]["merges"][7] = json::array({"a", "b", "c"}); }, "tokenizer.json",
+                 "model.merges[7]: neither \"a b\" nor [\"a\", \"b\"]");
+  expect_refused("string", [](json& t, json&) { t["model"]["merges"][0] = "a  b"; }, "tokenizer.json",
+                 "model.merges[0]: \"a  b\" is not two tokens separated by one space");
+  expect_refused("id", [](json& t, json&) { t["model"]["vocab"]["zz"] = "7"; }, "tokenizer.json",
+                 "model.vocab[\"zz\"]: \"7\" is not a non-negative 32-bit id");
+  expect_refused("json", [](json& t, json&) { t = "{\"model\": "; }, "tokenizer.json", "not a JSON object");
   expect_refused("model", [](json& t, json&) { t["model"]["type"] = "WordLevel"; }, "tokenizer.json",
                  "model.type: \"WordLevel\" is not BPE");
   expect_refused("normalizer", [](json& t, json&) { t["normalizer"] = {{"type", "NFKC"}}; }, "tokenizer.json",
