@@ -1,0 +1,514 @@
+// Byte-level BPE (bpe.h). Why it looks like this: the reference is transformers 5's
+// AutoTokenizer, and that does not always run the pipeline written in tokenizer.json. For a
+// folder whose tokenizer_config.json names a class with its own constructor
+// (Qwen2Tokenizer, GPT2Tokenizer) transformers rebuilds normalizer and pre-tokenizer from
+// the class and keeps only vocabulary, merges, added tokens and the post-processor of the
+// file; for a generic class (PreTrainedTokenizerFast, TokenizersBackend, none) it runs the
+// file as it is. Any other class is refused rather than guessed at. Either way, named
+// special tokens of tokenizer_config.json missing from the added tokens are added (as
+// TokenizersBackend does); the file's post-processor always stands (transformers drops
+// add_bos_token / add_eos_token of the config when there is a tokenizer.json).
+//
+// Encoding: added tokens are cut out of the raw text first; each piece between them is
+// normalized (NFC), split by the pre-tokenizer regex (pretokenize_regex.h), mapped byte by
+// byte to GPT-2's printable characters, and merged: always the adjacent pair of lowest
+// merge rank, leftmost among equals (a heap over a linked list, so a 100k-letter word is
+// O(n log n)). Short pieces are cached per thread. Pieces are independent, so encoding
+// stops once enough ids for max_length are there.
+#include "tokenize/bpe.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <queue>
+
+#include "tokenize/hf_files.h"
+#include "tokenize/unicode_bpe.h"
+#include "util/utf8.h"
+
+namespace ddp_embed {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 (controls,
+// space, 0x7F-0xA0, 0xAD) for U+0100, U+0101, ... in byte order.
+std::array<char32_t, 256> byte_chars() {
+  std::array<char32_t, 256> map{};
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    map[b] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return map;
+}
+
+std::string byte_mapped(std::string_view bytes) {
+  static const std::array<char32_t, 256> map = byte_chars();
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char b : bytes) utf8::append(out, map[b]);
+  return out;
+}
+
+std::string type_of(const json& node) {
+  const auto it = node.find("type");
+  return it != node.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool flag(const json& node, const char* key, bool fallback, const std::string& where) {
+  const auto it = node.find(key);
+  if (it == node.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) throw TokenizerError(where + "." + key + " must be true or false");
+  return it->get<bool>();
+}
+
+// A special token's content in tokenizer_config.json: absent → `fallback`, null → "".
+std::string config_token(const json& config, const char* key, const std::string& fallback) {
+  const auto it = config.find(key);
+  if (it == config.end()) return fallback;
+  if (it->is_null()) return "";
+  return hf_files::token_name(config, key, "");
+}
+
+// Reads tokenizer.json without building model.vocab and model.merges as JSON (151k entries
+// each in Qwen3's file, most of the load time): their well-formed entries stream into
+// `vocab` and `merges`, in order; everything else, ill-formed vocab entries included,
+// becomes `doc` through nlohmann's own DOM builder (so model.vocab is left {} unless
+// something in it is wrong). A merge that is neither "a b" nor two strings is kept with
+// `bad` set, for the loader to name by its index.
+class TokenizerJsonSax {
+ public:
+  struct Merge {
+    std::string a, b;
+    bool pair = false, bad = false;
+  };
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  std::vector<Merge> merges;
+
+  explicit TokenizerJsonSax(json& doc) : dom_(doc, /*allow_exceptions=*/true) {}
+
+  bool null() { return value([&] { return dom_.null(); }); }
+  bool boolean(bool v) { return value([&] { return dom_.boolean(v); }); }
+  bool number_integer(json::number_integer_t v) { return value([&] { return dom_.number_integer(v); }); }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (in("vocab") && v <= INT32_MAX) return vocab.emplace_back(std::move(key_), static_cast<int32_t>(v)), true;
+    return value([&] { return dom_.number_unsigned(v); });
+  }
+  bool number_float(json::number_float_t v, const std::string& text) { return value([&] { return dom_.number_float(v, text); }); }
+  bool string(std::string& v) {
+    if (skip_ == 0 && in("merges")) return merges.push_back({std::move(v), "", false, false}), true;
+    if (skip_ == 0 && in_pair()) {
+      if (pair_count_ >= 2) merges.back().bad = true;
+      else (pair_count_ == 0 ? merges.back().a : merges.back().b) = std::move(v);
+      return ++pair_count_, true;
+    }
+    return value([&] { return dom_.string(v); });
+  }
+  bool binary(json::binary_t& v) { return value([&] { return dom_.binary(v); }); }
+  bool start_object(std::size_t n) { return open(true, n); }
+  bool end_object() { return close(true); }
+  bool start_array(std::size_t n) { return open(false, n); }
+  bool end_array() { return close(false); }
+  bool key(std::string& k) {
+    if (skip_ > 0) return true;
+    if (in("vocab")) return key_ = std::move(k), true;
+    pending_ = k;
+    return dom_.key(k);
+  }
+  bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) {
+    return dom_.parse_error(position, token, e);
+  }
+
+ private:
+  // Directly inside model.vocab / model.merges (the stack holds the key of every open container).
+  bool in(const char* name) const { return stack_.size() == 3 && stack_[1] == "model" && stack_[2] == name; }
+  bool in_pair() const { return stack_.size() == 4 && stack_[1] == "model" && stack_[2] == "merges"; }
+  template <class F>
+  bool value(F forward) {
+    if (skip_ > 0) return true;
+    pending_.clear();
+    if (in("merges")) return merges.push_back({"", "", false, true}), true;
+    if (in_pair()) return merges.back().bad = true, true;
+    if (in("vocab")) dom_.key(key_);  // an id that is not a 32-bit count: left for the loader to name
+    return forward();
+  }
+  bool open(bool object, std::size_t n) {
+    if (skip_ > 0) return ++skip_, true;
+    if (in_pair()) return merges.back().bad = true, skip_ = 1, true;  // nothing a merge may hold
+    if (in("merges")) {
+      if (object) return merges.push_back({"", "", false, true}), skip_ = 1, true;
+      merges.push_back({"", "", true, false});  // a ["a", "b"] pair
+      pair_count_ = 0;
+      stack_.emplace_back();
+      return true;
+    }
+    if (in("vocab")) dom_.key(key_);
+    stack_.push_back(std::move(pending_));
+    pending_.clear();
+    return object ? dom_.start_object(n) : dom_.start_array(n);
+  }
+  bool close(bool object) {
+    if (skip_ > 0) return --skip_, true;
+    pending_.clear();
+    if (in_pair()) {
+      if (pair_count_ != 2) merges.back().bad = true;
+      stack_.pop_back();
+      return true;
+    }
+    stack_.pop_back();
+    return object ? dom_.end_object() : dom_.end_array();
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::string> stack_;
+  std::string key_;      // the vocab entry being read
+  std::string pending_;  // the key of the container about to open
+  int skip_ = 0, pair_count_ = 0;
+};
+
+struct Loader {
+  std::string origin;  // tokenizer.json's path, for errors
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw TokenizerError(origin + ": " + where + ": " + what);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> BpeTokenizer::load(const std::string& path) {
+  const fs::path file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
+  const fs::path config_file = file.parent_path() / "tokenizer_config.json";
+  const Loader L{file.string()};
+  auto t = std::make_unique<BpeTokenizer>();
+  static std::atomic<uint64_t> instances{0};
+  t->instance_ = ++instances;
+  t->json_text_ = hf_files::read_file(file);
+  json j;
+  TokenizerJsonSax sax(j);
+  try {
+    json::sax_parse(t->json_text_, &sax);
+  } catch (const json::exception& e) {
+    throw TokenizerError(L.origin + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw TokenizerError(L.origin + ": not a JSON object");
+  json config = json::object();
+  if (fs::exists(config_file)) {
+    t->config_ = nlohmann::ordered_json::parse(hf_files::read_file(config_file), nullptr, false);
+    if (t->config_.is_discarded() || !t->config_.is_object())
+      throw TokenizerError(config_file.string() + ": not a JSON object");
+    config = json::parse(t->config_.dump());
+  }
+
+  // ---- model: vocabulary and merges ----
+  static const json kNull;
+  const json& model = j.contains("model") ? j["model"] : kNull;
+  if (!model.is_object()) L.fail("model", "missing");
+  if (type_of(model) != "BPE")
+    L.fail("model.type", "\"" + type_of(model) + "\" is not BPE (this reader takes byte-level BPE only)");
+  if (model.contains("dropout") && !model["dropout"].is_null() && !(model["dropout"].is_number() && model["dropout"].get<double>() == 0))
+    L.fail("model.dropout", "BPE dropout is not supported");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(key) && !model[key].is_null() && model[key] != "")
+      L.fail(std::string("model.") + key, "must be empty for a byte-level BPE");
+  if (flag(model, "byte_fallback", false, "model")) L.fail("model.byte_fallback", "is not supported");
+  t->fuse_unk_ = flag(model, "fuse_unk", false, "model");
+  t->ignore_merges_ = flag(model, "ignore_merges", false, "model");
+  if (!model.contains("vocab") || !model["vocab"].is_object()) L.fail("model.vocab", "missing or not an object");
+  for (const auto& [token, id] : model["vocab"].items())  // only what the streaming parse left: bad ids
+    L.fail("model.vocab[\"" + token + "\"]", id.dump() + " is not a non-negative 32-bit id");
+  t->vocab_.reserve(sax.vocab.size());
+  int32_t max_id = -1;
+  for (auto& [token, id] : sax.vocab) {
+    max_id = std::max(max_id, id);
+    t->vocab_[std::move(token)] = id;
+  }
+  const auto id_of = [&](const std::string& token, const std::string& where) {
+    const auto it = t->vocab_.find(token);
+    if (it == t->vocab_.end()) L.fail(where, "token \"" + token + "\" is not in model.vocab");
+    return it->second;
+  };
+  if (model.contains("unk_token") && model["unk_token"].is_string())
+    t->unk_ = id_of(model["unk_token"].get<std::string>(), "model.unk_token");
+  if (model.contains("merges") && !model["merges"].is_array()) L.fail("model.merges", "not a list");
+  t->merges_.reserve(sax.merges.size());
+  for (size_t i = 0; i < sax.merges.size(); ++i) {
+    const std::string where = "model.merges[" + std::to_string(i) + "]";
+    TokenizerJsonSax::Merge& m = sax.merges[i];
+    if (m.bad) L.fail(where, "neither \"a b\" nor [\"a\", \"b\"]");
+    if (!m.pair) {  // "a b"
+      const size_t space = m.a.find(' ');
+      if (space == std::string::npos || m.a.find(' ', space + 1) != std::string::npos)
+        L.fail(where, "\"" + m.a + "\" is not two tokens separated by one space");
+      m.b = m.a.substr(space + 1);
+      m.a.resize(space);
+    }
+    const uint64_t key = (static_cast<uint64_t>(id_of(m.a, where)) << 32) | static_cast<uint32_t>(id_of(m.b, where));
+    t->merges_[key] = {static_cast<int32_t>(i), id_of(m.a + m.b, where)};  // a repeated pair takes the later rank, as tokenizers
+  }
+  const std::array<char32_t, 256> chars = byte_chars();
+  for (int b = 0; b < 256; ++b) {
+    std::string c;
+    utf8::append(c, chars[b]);
+    const auto it = t->vocab_.find(c);
+    t->byte_id_[b] = it == t->vocab_.end() ? -1 : it->second;
+  }
+
+  // ---- normalizer and pre-tokenizer: the class's, or the file's ----
+  const std::string klass = config.contains("tokenizer_class") && config["tokenizer_class"].is_string()
+                                ? config["tokenizer_class"].get<std::string>() : "";
+  const bool prefix_space = flag(config, "add_prefix_space", false, config_file.string());
+  std::map<std::string, std::string> defaults;  // the class's special tokens
+  if (klass == "Qwen2Tokenizer" || klass == "Qwen2TokenizerFast") {
+    t->nfc_ = true;
+    t->pre_ = {{false, false, false, PretokenizePattern::Qwen2}, {true, prefix_space, false}};
+    defaults = {{"unk_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}};
+  } else if (klass == "GPT2Tokenizer" || klass == "GPT2TokenizerFast") {
+    t->pre_ = {{true, prefix_space, true}};
+    defaults = {{"unk_token", "<|endoftext|>"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}};
+  } else if (klass.empty() || klass == "PreTrainedTokenizerFast" || klass == "TokenizersBackend") {
+    std::function<void(const json&, const std::string&)> normalizer = [&](const json& n, const std::string& where) {
+      if (n.is_null()) return;
+      const std::string type = type_of(n);
+      if (type == "NFC") {
+        t->nfc_ = true;
+      } else if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
+        for (size_t i = 0; i < n["normalizers"].size(); ++i)
+          normalizer(n["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]");
+      } else {
+        L.fail(where, "normalizer \"" + type + "\" is not supported (supported: NFC, Sequence)");
+      }
+    };
+    std::function<void(const json&, const std::string&)> pre = [&](const json& p, const std::string& where) {
+      if (p.is_null()) return;
+      const std::string type = type_of(p);
+      if (type == "ByteLevel") {
+        t->pre_.push_back({true, flag(p, "add_prefix_space", true, where), flag(p, "use_regex", true, where)});
+      } else if (type == "Split") {
+        const json& pattern = p.contains("pattern") ? p["pattern"] : json();
+        if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
+          L.fail(where + ".pattern", "must be {\"Regex\": ...}");
+        const auto known = identify_pattern(pattern["Regex"].get<std::string>());
+        if (!known)
+          L.fail(where + ".pattern.Regex", "unsupported pre-tokenizer regex " + pattern["Regex"].dump() +
+                                               "; supported are:\n" + supported_patterns());
+        if (!p.contains("behavior") || p["behavior"] != "Isolated")
+          L.fail(where + ".behavior", "only \"Isolated\" is supported");
+        if (flag(p, "invert", false, where)) L.fail(where + ".invert", "only false is supported");
+        t->pre_.push_back({false, false, false, *known});
+      } else if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
+        for (size_t i = 0; i < p["pretokenizers"].size(); ++i)
+          pre(p["pretokenizers"][i], where + ".pretokenizers[" + std::to_string(i) + "]");
+      } else {
+        L.fail(where, "pre-tokenizer \"" + type + "\" is not supported (supported: ByteLevel, Split, Sequence)");
+      }
+    };
+    normalizer(j.value("normalizer", json()), "normalizer");
+    pre(j.value("pre_tokenizer", json()), "pre_tokenizer");
+    if (std::none_of(t->pre_.begin(), t->pre_.end(), [](const PreStep& s) { return s.byte_level; }))
+      L.fail("pre_tokenizer", "has no ByteLevel step: not a byte-level BPE");
+  } else {
+    throw TokenizerError(config_file.string() + ": tokenizer_class \"" + klass +
+                         "\" is not supported for BPE (supported: Qwen2Tokenizer, GPT2Tokenizer, "
+                         "PreTrainedTokenizerFast, TokenizersBackend)");
+  }
+  if (!defaults.empty()) {  // the class builds its own BPE model: no unk, no ignore_merges
+    t->unk_ = -1;
+    t->fuse_unk_ = t->ignore_merges_ = false;
+  }
+
+  // ---- added tokens, and the config's special tokens missing from them ----
+  AddedTokens added = AddedTokens::from_json(j.value("added_tokens", json()), L.origin);
+  std::vector<AddedToken> tokens = added.tokens();
+  for (const auto& a : tokens) max_id = std::max(max_id, a.id);
+  std::map<std::string, std::string> names;  // key → content
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    const auto d = defaults.find(key);
+    const std::string name = config_token(config, key, d == defaults.end() ? "" : d->second);
+    if (name.empty()) continue;
+    names[key] = name;
+    if (added.id_of(name)) continue;
+    AddedToken extra;
+    extra.content = name;
+    const auto v = t->vocab_.find(name);
+    extra.id = v != t->vocab_.end() ? v->second : ++max_id;
+    tokens.push_back(extra);
+    added = AddedTokens(tokens);
+  }
+  t->added_ = AddedTokens(tokens);
+  t->vocab_size_ = max_id + 1;
+  const auto token_id = [&](const std::string& name) -> int32_t {
+    if (const auto id = t->added_.id_of(name)) return *id;
+    const auto v = t->vocab_.find(name);
+    return v != t->vocab_.end() ? v->second : -1;
+  };
+
+  // ---- post-processor: ids before and after the pieces ----
+  std::function<void(const json&, const std::string&)> post = [&](const json& p, const std::string& where) {
+    if (p.is_null()) return;
+    const std::string type = type_of(p);
+    if (type == "ByteLevel") return;  // offsets only
+    if (type == "Sequence" && p.contains("processors") && p["processors"].is_array()) {
+      for (size_t i = 0; i < p["processors"].size(); ++i)
+        post(p["processors"][i], where + ".processors[" + std::to_string(i) + "]");
+    } else if (type == "TemplateProcessing" && p.contains("single") && p["single"].is_array()) {
+      bool seen_a = false;
+      for (size_t i = 0; i < p["single"].size(); ++i) {
+        const json& e = p["single"][i];
+        const std::string at = where + ".single[" + std::to_string(i) + "]";
+        if (e.contains("Sequence")) {
+          if (seen_a) L.fail(at, "a second sequence in the single template");
+          seen_a = true;
+        } else if (e.contains("SpecialToken") && e["SpecialToken"].contains("id")) {
+          const json& name = e["SpecialToken"]["id"];
+          const json& entry = p.contains("special_tokens") && p["special_tokens"].contains(name.get<std::string>())
+                                  ? p["special_tokens"][name.get<std::string>()] : json();
+          if (!entry.contains("ids") || !entry["ids"].is_array())
+            L.fail(where + ".special_tokens", "no ids for " + name.dump());
+          for (const auto& id : entry["ids"]) (seen_a ? t->suffix_ : t->prefix_).push_back(id.get<int32_t>());
+        } else {
+          L.fail(at, "neither a Sequence nor a SpecialToken");
+        }
+      }
+    } else if ((type == "RobertaProcessing" || type == "BertProcessing") && p.contains("cls") && p.contains("sep")) {
+      t->prefix_.push_back(p["cls"][1].get<int32_t>());
+      t->suffix_.push_back(p["sep"][1].get<int32_t>());
+    } else {
+      L.fail(where, "post-processor \"" + type +
+                        "\" is not supported (supported: ByteLevel, TemplateProcessing, RobertaProcessing, "
+                        "BertProcessing, Sequence)");
+    }
+  };
+  post(j.value("post_processor", json()), "post_processor");
+
+  t->special_.cls = t->prefix_.empty() ? -1 : t->prefix_.front();
+  t->special_.sep = t->suffix_.empty() ? -1 : t->suffix_.back();
+  const auto named = [&](const char* key) { return names.count(key) ? token_id(names[key]) : -1; };
+  t->special_.unk = named("unk_token");
+  t->special_.mask = named("mask_token");
+  t->special_.pad = named("pad_token") >= 0 ? named("pad_token") : named("eos_token") >= 0 ? named("eos_token") : 0;
+  t->model_max_length_ = hf_files::max_length_setting(config, 512);
+  return t;
+}
+
+void BpeTokenizer::bpe_uncached(std::string_view piece, std::vector<int32_t>& out) const {
+  if (ignore_merges_) {
+    const auto it = vocab_.find(byte_mapped(piece));
+    if (it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  struct Symbol {
+    int32_t id, prev, next;
+  };
+  std::vector<Symbol> s;
+  s.reserve(piece.size());
+  for (unsigned char b : piece) {
+    int32_t id = byte_id_[b];
+    if (id < 0) {  // a byte without a token: unk (fused if asked), else dropped, as tokenizers
+      if (unk_ < 0 || (fuse_unk_ && !s.empty() && s.back().id == unk_)) continue;
+      id = unk_;
+    }
+    const auto n = static_cast<int32_t>(s.size());
+    s.push_back({id, n - 1, n + 1});
+  }
+  if (s.empty()) return;
+  s.back().next = -1;
+  using Entry = std::pair<int32_t, int32_t>;  // (rank, position): lowest rank, then leftmost
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  const auto rank_at = [&](int32_t i) -> const std::pair<int32_t, int32_t>* {
+    if (i < 0 || s[i].next < 0) return nullptr;
+    const auto it = merges_.find((static_cast<uint64_t>(s[i].id) << 32) | static_cast<uint32_t>(s[s[i].next].id));
+    return it == merges_.end() ? nullptr : &it->second;
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(s.size()); ++i)
+    if (const auto* m = rank_at(i)) heap.push({m->first, i});
+  while (!heap.empty()) {
+    const auto [rank, i] = heap.top();
+    heap.pop();
+    const auto* m = s[i].id < 0 ? nullptr : rank_at(i);  // stale entries: merged away or changed
+    if (!m || m->first != rank) continue;
+    const int32_t j = s[i].next;
+    s[i].id = m->second;
+    s[i].next = s[j].next;
+    if (s[j].next >= 0) s[s[j].next].prev = i;
+    s[j].id = -1;
+    if (const auto* left = rank_at(s[i].prev)) heap.push({left->first, s[i].prev});
+    if (const auto* right = rank_at(i)) heap.push({right->first, i});
+  }
+  for (int32_t i = 0; i >= 0; i = s[i].next) out.push_back(s[i].id);
+}
+
+void BpeTokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
+  if (piece.size() > 48) return bpe_uncached(piece, out);
+  struct Cache {
+    uint64_t owner = 0;
+    std::unordered_map<std::string, std::vector<int32_t>> ids;
+  };
+  thread_local Cache cache;
+  if (cache.owner != instance_ || cache.ids.size() > 200000) {
+    cache.ids.clear();
+    cache.owner = instance_;
+  }
+  auto [it, fresh] = cache.ids.try_emplace(std::string(piece));
+  if (fresh) bpe_uncached(piece, it->second);
+  out.insert(out.end(), it->second.begin(), it->second.end());
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view input, int max_length) const {
+  std::string valid;
+  if (!utf8::is_valid(input.data(), input.data() + input.size())) {
+    valid = utf8::replace_ill_formed(input.data(), input.data() + input.size());
+    input = valid;
+  }
+  const size_t budget = static_cast<size_t>(
+      std::max<int64_t>(0, int64_t{max_length} - static_cast<int64_t>(prefix_.size() + suffix_.size())));
+  std::vector<int32_t> ids;
+  std::vector<std::string> pieces, next;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const auto& segment : added_.split(input)) {
+    if (ids.size() >= budget) break;
+    if (segment.id >= 0) {
+      ids.push_back(segment.id);
+      continue;
+    }
+    pieces.assign(1, nfc_ ? unicode::nfc(segment.text) : std::string(segment.text));
+    for (const PreStep& step : pre_) {
+      next.clear();
+      for (std::string& p : pieces) {
+        if (step.byte_level && step.add_prefix_space && p[0] != ' ') p.insert(p.begin(), ' ');
+        if (step.byte_level && !step.use_regex) {
+          next.push_back(std::move(p));
+          continue;
+        }
+        ranges.clear();
+        split_pattern(step.byte_level ? PretokenizePattern::Gpt2 : step.pattern, p, ranges);
+        for (const auto& [a, b] : ranges) next.emplace_back(p, a, b - a);
+      }
+      pieces.swap(next);
+    }
+    for (const std::string& p : pieces) {
+      if (ids.size() >= budget) break;
+      bpe(p, ids);
+    }
+  }
+  if (ids.size() > budget) ids.resize(budget);
+  ids.insert(ids.begin(), prefix_.begin(), prefix_.end());
+  ids.insert(ids.end(), suffix_.begin(), suffix_.end());
+  return ids;
+}
+
+void BpeTokenizer::save(const std::string& dir) const {
+  hf_files::make_dir(dir);
+  hf_files::write_file(fs::path(dir) / "tokenizer.json", json_text_);
+  nlohmann::ordered_json config = config_.is_object() ? config_ : nlohmann::ordered_json{{"tokenizer_class", "PreTrainedTokenizerFast"}};
+  config["model_max_length"] = model_max_length_;
+  hf_files::write_json(fs::path(dir) / "tokenizer_config.json", config);
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,60 @@
+// Byte-level BPE from a Hugging Face tokenizer.json (Qwen2/Qwen3, Qwen3-Embedding, GPT-2,
+// RoBERTa-style, Llama-3-style files), giving the ids transformers 5's AutoTokenizer gives.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenize/added_tokens.h"
+#include "tokenize/pretokenize_regex.h"
+#include "tokenize/tokenizer.h"
+
+namespace ddp_embed {
+
+class BpeTokenizer : public Tokenizer {
+ public:
+  // path: a folder with tokenizer.json (and usually tokenizer_config.json), or the
+  // tokenizer.json itself. Throws TokenizerError naming the file and the JSON path of what
+  // is wrong or not supported.
+  static std::unique_ptr<Tokenizer> load(const std::string& path);
+
+  std::vector<int32_t> encode(std::string_view text, int max_length) const override;
+  int32_t vocab_size() const override { return vocab_size_; }
+  SpecialIds special() const override { return special_; }
+  std::string type() const override { return "bpe"; }
+  // tokenizer.json as it was read, and tokenizer_config.json as it was read with
+  // model_max_length set (a minimal generic one where there was none).
+  void save(const std::string& dir) const override;
+
+  // One pre-tokenizer step: Split(pattern, isolated) or ByteLevel.
+  struct PreStep {
+    bool byte_level = false, add_prefix_space = false, use_regex = false;
+    PretokenizePattern pattern = PretokenizePattern::Gpt2;
+  };
+
+ private:
+  void bpe(std::string_view piece, std::vector<int32_t>& out) const;
+  void bpe_uncached(std::string_view piece, std::vector<int32_t>& out) const;
+
+  bool nfc_ = false;
+  std::vector<PreStep> pre_;
+  std::unordered_map<std::string, int32_t> vocab_;                      // byte-mapped strings
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;    // (left << 32 | right) → (rank, merged id)
+  int32_t byte_id_[256] = {};                                           // the id of each byte's character, -1 if none
+  int32_t unk_ = -1;
+  bool fuse_unk_ = false, ignore_merges_ = false;
+  AddedTokens added_;
+  std::vector<int32_t> prefix_, suffix_;  // what the post-processor puts around the pieces
+  SpecialIds special_;
+  int32_t vocab_size_ = 0;
+  uint64_t instance_ = 0;  // keys the per-thread cache
+  std::string json_text_;
+  nlohmann::ordered_json config_;  // tokenizer_config.json, null when absent
+};
+
+}  // namespace ddp_embed
