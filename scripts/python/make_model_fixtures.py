@@ -23,6 +23,7 @@ head_dim (32) other than hidden / heads (16).
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -100,6 +101,11 @@ def make_qwen3(torch, transformers, st, tokenizer_dir, out):
     wrapped.save(out)
     copy_tokenizer(tokenizer_dir, out)
     shutil.rmtree(hf)
+    # Qwen3-Embedding's own sentence_bert_config.json: the text as it is, never through the
+    # tokenizer's chat template (sentence-transformers 6 writes a "message" modality when the
+    # tokenizer has one, and then renders every text as a chat turn).
+    with open(os.path.join(out, "sentence_bert_config.json"), "w") as f:
+        json.dump({"max_seq_length": 512, "do_lower_case": False}, f, indent=2)
     # The bf16 weights as they were made (SentenceTransformer.save wrote what it loaded).
     qwen3_model(torch, transformers, tokenizer_dir, causal=False).save_pretrained(out)
 

@@ -88,6 +88,10 @@ def parse_args(argv=None):
                         "(\"query\" and \"pos\")")
     parser.add_argument("--as-cls", action="store_true",
                         help="use a copy of the model with [CLS] pooling (stands for BGE-style models)")
+    parser.add_argument("--prompt-name", metavar="NAME",
+                        help="encode with the folder's prompt NAME on both sides (SentenceTransformer.encode("
+                             "prompt_name=NAME), embed-train encode --prompt-name NAME); the token ids are "
+                             "compared on the prompted texts")
     parser.add_argument("--atol", type=float, default=1e-5,
                         help="largest allowed absolute difference of an embedding entry (default 1e-5)")
     parser.add_argument("--report", metavar="JSON", help="also write the results to this JSON file")
@@ -252,8 +256,9 @@ def describe_reference(model, tokenizer):
             f"AutoTokenizer {type(tokenizer).__name__} ({kind})")
 
 
-def reference_embeddings(model, texts):
-    return model.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
+def reference_embeddings(model, texts, prompt_name=None):
+    return model.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False,
+                        prompt_name=prompt_name)
 
 
 def reference_token_ids(tokenizer, texts, max_length):
@@ -273,8 +278,8 @@ def sentence_transformer_token_ids(model, texts):
 # Ours: embed-train
 
 
-def run_embed_train(binary, subcommand, model_dir, input_path, output_path):
-    command = [binary, subcommand, "--model", model_dir, "--input", input_path, "--output", output_path]
+def run_embed_train(binary, subcommand, model_dir, input_path, output_path, extra=()):
+    command = [binary, subcommand, "--model", model_dir, "--input", input_path, "--output", output_path, *extra]
     try:
         result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as e:
@@ -414,20 +419,25 @@ class Reference:
     model_ids: list  # the SentenceTransformer's own ids
 
 
-def compute_reference(model_dir, texts, libraries):
+def compute_reference(model_dir, texts, libraries, prompt_name=None):
     numpy, torch, sentence_transformers, transformers = libraries
     model, tokenizer = load_reference(model_dir, torch, sentence_transformers, transformers)
+    if prompt_name is not None and prompt_name not in model.prompts:
+        raise Problem(f"{model_dir} has no prompt {prompt_name!r} (it has {sorted(model.prompts)})")
+    prompted = [model.prompts[prompt_name] + t for t in texts] if prompt_name is not None else texts
     return Reference(model=model, tokenizer=tokenizer,
-                     embeddings=reference_embeddings(model, texts),
-                     ids=reference_token_ids(tokenizer, texts, model.max_seq_length),
-                     model_ids=sentence_transformer_token_ids(model, texts))
+                     embeddings=reference_embeddings(model, texts, prompt_name),
+                     ids=reference_token_ids(tokenizer, prompted, model.max_seq_length),
+                     model_ids=sentence_transformer_token_ids(model, prompted))
 
 
-def compute_ours(binary, model_dir, input_path, workdir, numpy):
-    """(embeddings, token ids) from `embed-train encode` and `embed-train tokenize`."""
+def compute_ours(binary, model_dir, input_path, workdir, numpy, prompt_name=None, prompted_path=None):
+    """(embeddings, token ids) from `embed-train encode` and `embed-train tokenize` (of the
+    prompted texts when a prompt is named)."""
     npy, jsonl = os.path.join(workdir, "ours.npy"), os.path.join(workdir, "ours.jsonl")
-    run_embed_train(binary, "encode", model_dir, input_path, npy)
-    run_embed_train(binary, "tokenize", model_dir, input_path, jsonl)
+    run_embed_train(binary, "encode", model_dir, input_path, npy,
+                    ["--prompt-name", prompt_name] if prompt_name is not None else [])
+    run_embed_train(binary, "tokenize", model_dir, prompted_path or input_path, jsonl)
     return read_our_embeddings(numpy, npy), read_our_token_ids(jsonl)
 
 
@@ -449,12 +459,22 @@ def check(args):
         input_path = os.path.join(workdir, "sentences.txt")
         write_sentences(sentences, input_path)
         t = time.monotonic()
-        ref = compute_reference(model_dir, texts, libraries)
+        ref = compute_reference(model_dir, texts, libraries, args.prompt_name)
         reference_s = time.monotonic() - t
+        prompted_path = None
+        if args.prompt_name is not None:
+            prompt = ref.model.prompts[args.prompt_name]
+            # JSONL: a prompt may hold a newline (Qwen3-Embedding's "Instruct: ...\nQuery:").
+            prompted_path = os.path.join(workdir, "prompted.jsonl")
+            with open(prompted_path, "w", encoding="utf-8") as f:
+                for text in texts:
+                    f.write(json.dumps({"text": prompt + text}, ensure_ascii=False) + "\n")
+            print(f"prompt: {args.prompt_name!r} = {prompt!r}")
         print(f"reference: {args.model}{' (as CLS)' if args.as_cls else ''}: "
               f"{describe_reference(ref.model, ref.tokenizer)}")
         t = time.monotonic()
-        our_embeddings, our_ids = compute_ours(args.embed_train, model_dir, input_path, workdir, numpy)
+        our_embeddings, our_ids = compute_ours(args.embed_train, model_dir, input_path, workdir, numpy,
+                                               args.prompt_name, prompted_path)
         embed_train_s = time.monotonic() - t
 
     embeddings = compare_embeddings(numpy, ref.embeddings, our_embeddings, args.atol)

@@ -1,0 +1,220 @@
+// The encoders besides BERT, end to end against the Python libraries: XLM-RoBERTa (BGE-M3's
+// and multilingual-E5's architecture, with XLM-R's own Unigram tokenizer) and Qwen3
+// (Qwen3-Embedding's, with Qwen3's real byte-level BPE tokenizer from the pinned package).
+// No such weights can be downloaded here, so scripts/python/make_model_fixtures.py has
+// transformers build small ones of each architecture with random weights and
+// sentence-transformers wrap them as the public models are wrapped; the tests then hold
+// embed-train to those libraries:
+//  - encode and tokenize equal SentenceTransformer.encode and AutoTokenizer
+//    (scripts/python/parity.py: every entry within 1e-5, every id equal), on the parity
+//    sentences and the WordNet test texts, with Qwen3-Embedding's query instruction too;
+//  - fine-tuning runs on 2 workers as on 1 (the same weights), with GradCache as without,
+//    and the folder it writes loads in sentence-transformers with our embeddings.
+#include <sys/file.h>
+
+#include "e2e_support.h"
+
+using namespace e2e;
+
+namespace {
+
+const std::string kPython = DDP_EMBED_PYTHON;
+
+// The fixture folders (xlmr-cls, xlmr-mean, e5, qwen3, qwen3-causal), made once for all the
+// tests of this file, which ctest runs as parallel processes: the first one makes them under
+// a lock, and they are made again when the script changes.
+fs::path model_fixtures(std::string& error) {
+  const fs::path dir = fs::path(kBin) / "test-fixtures" / "architectures";
+  fs::create_directories(dir.parent_path());
+  const std::string lock_path = dir.string() + ".lock";
+  const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
+  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+    error = "cannot lock " + lock_path;
+    return dir;
+  }
+  const std::string script = kSrc + "/scripts/python/make_model_fixtures.py";
+  const std::string stamp = read_file(script) + read_file(kSrc + "/scripts/python/make_bpe_fixtures.py");
+  std::ostringstream old;
+  old << std::ifstream(dir / "stamp").rdbuf();
+  if (old.str() != stamp) {
+    fs::remove_all(dir);
+    const RunResult r = run(kPython + " " + script + " --out " + dir.string() + " 2>&1");
+    if (r.exit_code == 0) std::ofstream(dir / "stamp") << stamp;
+    else error = r.output;
+  }
+  ::flock(lock, LOCK_UN);
+  ::close(lock);
+  return dir;
+}
+
+class Architectures : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    fixtures_ = model_fixtures(error);
+    ASSERT_TRUE(error.empty()) << "make_model_fixtures.py failed:\n" << error;
+  }
+  fs::path fixture(const std::string& kind) const { return fixtures_ / kind; }
+
+  // scripts/python/parity.py on a folder: exit 0 and "parity: OK".
+  void expect_parity(const std::string& kind, const std::string& extra = "") {
+    const RunResult r = run(kPython + " " + kSrc + "/scripts/python/parity.py --model " + fixture(kind).string() +
+                            " --embed-train " + kBin + "/embed-train --sentences " + kSrc +
+                            "/tests/fixtures/parity/sentences.txt " + kBin + "/test-data/eval.jsonl " + extra + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("parity: OK"), std::string::npos) << r.output;
+  }
+
+  fs::path fixtures_;
+};
+
+// A few fine-tuning steps of a fixture model on the WordNet test pairs, deterministic (no
+// dropout, one thread): `chunk` > 0 is GradCache.
+json finetune_config(const fs::path& out, const fs::path& init, int64_t chunk = 0) {
+  return {{"model", {{"init", init.string()}, {"dropout", 0.0}, {"projection_dim", 16}}},
+          {"tokenizer", {{"max_length", 24}}},
+          {"data", {{"train", kBin + "/test-data/train.jsonl"}, {"eval", nullptr}}},
+          {"loss", {{"type", "infonce"}, {"temperature", 0.05}, {"cross_rank_negatives", true}}},
+          {"train", {{"batch_size", 16}, {"lr", 1e-3}, {"warmup_steps", 0}, {"schedule", "constant"},
+                     {"max_steps", 4}, {"seed", 5}, {"gradcache_chunk", chunk}}},
+          {"dist", {{"timeout_s", 120}}},
+          {"output", {{"dir", out.string()}, {"log_every", 1}, {"save_every", 0}, {"eval_every", 0},
+                      {"resume", "never"}}}};
+}
+
+// 1 worker, 2 workers and 2 workers with GradCache train the same model; the 2-worker
+// folder loads in sentence-transformers with our embeddings.
+void expect_training_agrees(const fs::path& init, const std::string& name) {
+  const fs::path one = fresh_dir(name + "-1"), two = fresh_dir(name + "-2"), cached = fresh_dir(name + "-gc");
+  RunResult r = train(one, finetune_config(one / "out", init), 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = train(two, finetune_config(two / "out", init), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = train(cached, finetune_config(cached / "out", init, 8), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("GradCache chunks of 8 sequences"), std::string::npos) << r.output;
+  for (const fs::path& other : {two, cached}) {
+    expect_same_series(series(one / "out", "loss"), series(other / "out", "loss"), 1e-5, "loss " + other.string());
+    expect_same_series(series(one / "out", "grad_norm"), series(other / "out", "grad_norm"), 1e-4,
+                       "grad_norm " + other.string());
+    expect_same_model(one / "out", other / "out", 1e-5);
+  }
+  // The loss moved: these are real training steps.
+  const auto loss = series(one / "out", "loss");
+  ASSERT_EQ(loss.size(), 4u);
+  const fs::path model = two / "out" / "final";
+  const RunResult check = run(kPython + " " + kSrc + "/scripts/check-st-load.py " + model.string() + " " + kSrc +
+                              "/tests/fixtures/parity/sentences.txt --embed-train " + kBin + "/embed-train 2>&1");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("OK: every sentence has cosine >= 0.9999"), std::string::npos) << check.output;
+}
+
+}  // namespace
+
+// BGE-M3's modules: XLM-R, CLS pooling, Normalize; its tokenizer from sentencepiece.bpe.model.
+TEST_F(Architectures, XlmRobertaWithClsPoolingMatchesSentenceTransformers) { expect_parity("xlmr-cls"); }
+
+// multilingual-E5's modules: XLM-R, mean pooling, Normalize; the tokenizer from tokenizer.json.
+TEST_F(Architectures, XlmRobertaWithMeanPoolingMatchesSentenceTransformers) { expect_parity("xlmr-mean"); }
+
+// multilingual-E5-small's shape: a BERT (positions from 0, two token types) with XLM-R's tokenizer.
+TEST_F(Architectures, BertWithTheXlmRobertaTokenizerMatchesSentenceTransformers) { expect_parity("e5"); }
+
+// Qwen3-Embedding: Qwen3, last-token pooling with <|endoftext|> appended, Normalize; bf16 file.
+TEST_F(Architectures, Qwen3WithLastTokenPoolingMatchesSentenceTransformers) { expect_parity("qwen3"); }
+
+// ... and its queries, with the instruction prompt before them.
+TEST_F(Architectures, Qwen3QueriesWithTheInstructionPromptMatchSentenceTransformers) {
+  expect_parity("qwen3", "--prompt-name query");
+}
+
+// A Qwen3ForCausalLM folder ("model." names, an lm_head) is the same encoder: a plain folder
+// pools the last token, and gives the sentence-transformers folder's embeddings unnormalized.
+TEST_F(Architectures, Qwen3CausalLmFolderLoadsTheSameEncoder) {
+  const fs::path dir = fresh_dir("qwen3-causal");
+  const std::string input = kSrc + "/tests/fixtures/parity/sentences.txt";
+  for (const auto& [kind, extra] : {std::pair<std::string, std::string>{"qwen3", ""}, {"qwen3-causal", " --normalize"}}) {
+    const RunResult r = run(kBin + "/embed-train encode --model " + fixture(kind).string() + " --input " + input +
+                            " --output " + (dir / (kind + ".jsonl")).string() + extra + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  const std::string a = read_file(dir / "qwen3.jsonl"), b = read_file(dir / "qwen3-causal.jsonl");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(Architectures, XlmRobertaFineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
+  expect_training_agrees(fixture("xlmr-cls"), "arch-xlmr");
+}
+
+TEST_F(Architectures, Qwen3FineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
+  expect_training_agrees(fixture("qwen3"), "arch-qwen3");
+}
+
+// What embed-train does not implement is refused by name, before anything trains.
+TEST_F(Architectures, UnknownArchitecturesAndTokenizersAreRefusedNamingTheFile) {
+  const fs::path dir = fresh_dir("arch-refused");
+  const auto copy_of = [&](const std::string& kind, const std::string& name) {
+    const fs::path to = dir / name;
+    fs::copy(fixture(kind), to, fs::copy_options::recursive);
+    return to;
+  };
+  const auto encode = [&](const fs::path& model) {
+    return run(kBin + "/embed-train encode --model " + model.string() + " --input " + kSrc +
+               "/tests/fixtures/parity/sentences.txt --output " + (dir / "out.npy").string() + " 2>&1");
+  };
+  {  // An architecture: named, with the list of those there are.
+    const fs::path m = copy_of("xlmr-cls", "mistral");
+    json config = json::parse(read_file(m / "config.json"));
+    config["model_type"] = "mistral";
+    std::ofstream(m / "config.json") << config.dump();
+    const RunResult r = encode(m);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.output.find((m / "config.json").string() + ": model_type \"mistral\" is not implemented "
+                            "(embed-train trains bert, xlm-roberta and qwen3)"),
+              std::string::npos)
+        << r.output;
+  }
+  {  // A feature of an architecture: Qwen3 with sliding-window attention.
+    const fs::path m = copy_of("qwen3", "sliding");
+    json config = json::parse(read_file(m / "config.json"));
+    config["use_sliding_window"] = true;
+    std::ofstream(m / "config.json") << config.dump();
+    const RunResult r = encode(m);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.output.find((m / "config.json").string() + ": use_sliding_window true is not implemented"),
+              std::string::npos)
+        << r.output;
+  }
+  {  // A tokenizer.json model type.
+    const fs::path m = copy_of("qwen3", "wordlevel");
+    json tok = json::parse(read_file(m / "tokenizer.json"));
+    tok["model"]["type"] = "WordLevel";
+    std::ofstream(m / "tokenizer.json") << tok.dump();
+    const RunResult r = encode(m);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.output.find((m / "tokenizer.json").string() + ": model type \"WordLevel\" is not implemented"),
+              std::string::npos)
+        << r.output;
+  }
+  {  // A tokenizer larger than the model's vocabulary.
+    const fs::path m = copy_of("qwen3", "small-vocab");
+    json config = json::parse(read_file(m / "config.json"));
+    config["vocab_size"] = 1000;
+    std::ofstream(m / "config.json") << config.dump();
+    const RunResult r = encode(m);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.output.find("the tokenizer has 151669 ids but config.json's vocab_size is 1000"), std::string::npos)
+        << r.output;
+  }
+  {  // A chat-template modality, which sentence-transformers would render and we would not.
+    const fs::path m = copy_of("qwen3", "message");
+    std::ofstream(m / "sentence_bert_config.json")
+        << R"({"modality_config": {"text": {"method": "forward"}, "message": {"method": "forward"}}})";
+    const RunResult r = encode(m);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.output.find((m / "sentence_bert_config.json").string() + ": modality_config.message"),
+              std::string::npos)
+        << r.output;
+  }
+}
