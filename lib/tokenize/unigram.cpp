@@ -155,6 +155,25 @@ struct UnigramTokenizer::Impl {
     }
   }
 
+  // Tokens matched on the raw text, and those ("normalized": true) matched on the
+  // normalized text, as their normalized content (tokenizers' AddedVocabulary).
+  static void set_added(UnigramTokenizer& t, std::vector<AddedToken> tokens) {
+    std::vector<AddedToken> raw, normalized;
+    for (auto& a : tokens) {
+      if (a.normalized) {
+        std::string content;
+        t.normalize(a.content, content);
+        normalized.push_back(a);
+        normalized.back().content = std::move(content);
+      } else {
+        raw.push_back(a);
+      }
+    }
+    t.added_all_ = std::move(tokens);
+    t.added_ = AddedTokens(std::move(raw));
+    t.added_normalized_ = AddedTokens(std::move(normalized));
+  }
+
   static int32_t required_id(const UnigramTokenizer& t, const std::string& piece, const std::string& where) {
     const int32_t id = t.exact_id(piece);
     if (id < 0) throw TokenizerError(where + ": the special token \"" + piece + "\" is not in the vocabulary");
@@ -330,7 +349,7 @@ struct UnigramTokenizer::Impl {
         t->special_.pad = t->exact_id(hf_files::token_name(config, "pad_token", "<pad>"));
         t->special_.mask = t->exact_id(hf_files::token_name(config, "mask_token", "<mask>"));
       }
-      t->added_ = AddedTokens::from_json(tj.contains("added_tokens") ? tj["added_tokens"] : json(), src);
+      set_added(*t, AddedTokens::from_json(tj.contains("added_tokens") ? tj["added_tokens"] : json(), src).tokens());
     } catch (const json::exception& e) {
       throw TokenizerError(src + ": " + e.what());
     }
@@ -392,7 +411,7 @@ struct UnigramTokenizer::Impl {
     for (size_t i = 3; i < model.pieces.size(); ++i)
       if (model.pieces[i].type == SpmModelFile::kControl || model.pieces[i].type == SpmModelFile::kUserDefined)
         add(model.pieces[i].text, model.pieces[i].type == SpmModelFile::kControl);
-    t->added_ = AddedTokens(std::move(added));
+    set_added(*t, std::move(added));
     return t;
   }
 };
@@ -521,14 +540,12 @@ void UnigramTokenizer::encode_word(std::string_view word, std::vector<int32_t>& 
   std::reverse(out.begin() + std::ptrdiff_t(first), out.end());
 }
 
-void UnigramTokenizer::encode_plain(std::string_view text, bool at_start, size_t limit,
-                                    std::vector<int32_t>& out) const {
-  // Normalizers, in the file's order.
-  std::string& norm = tls.normalized;
+void UnigramTokenizer::normalize(std::string_view text, std::string& out) const {
   std::string& s = tls.scratch;
-  norm.assign(text);
+  out.assign(text);
   for (const auto& step : normalizers_) {
     s.clear();
+    const std::string& norm = out;
     switch (step.kind) {
       case NormStep::Charsmap: charsmap_.normalize(norm, s); break;
       case NormStep::CollapseSpaces:  // Replace(Regex " {2,}", " "): a space after a space goes
@@ -562,9 +579,29 @@ void UnigramTokenizer::encode_plain(std::string_view text, bool at_start, size_t
         break;
       }
     }
-    norm.swap(s);
+    out.swap(s);
   }
-  const std::string_view rest = norm;
+}
+
+void UnigramTokenizer::encode_plain(std::string_view text, bool at_start, size_t limit,
+                                    std::vector<int32_t>& out) const {
+  std::string& norm = tls.normalized;
+  normalize(text, norm);
+  if (added_normalized_.empty()) {
+    encode_normalized(norm, at_start, limit, out);
+    return;
+  }
+  for (const auto& segment : added_normalized_.split(norm)) {
+    if (out.size() >= limit) return;
+    if (segment.id >= 0)
+      out.push_back(segment.id);
+    else
+      encode_normalized(segment.text, at_start && segment.text.data() == norm.data(), limit, out);
+  }
+}
+
+void UnigramTokenizer::encode_normalized(std::string_view rest, bool at_start, size_t limit,
+                                         std::vector<int32_t>& out) const {
 
   // Pre-tokenizers: WhitespaceSplit, then Metaspace on each word.
   auto metaspace = [&](std::string_view w, bool starts_input) {
@@ -671,7 +708,7 @@ void UnigramTokenizer::save(const std::string& dir) const {
   if (source_name_ != "tokenizer.json") {
     // The flags of the added tokens (lstrip on <mask> ...), which a .model cannot hold.
     nlohmann::ordered_json decoder = nlohmann::ordered_json::object();
-    std::vector<AddedToken> sorted = added_.tokens();
+    std::vector<AddedToken> sorted = added_all_;
     std::sort(sorted.begin(), sorted.end(), [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
     for (const auto& a : sorted)
       decoder[std::to_string(a.id)] = {{"content", a.content}, {"lstrip", a.lstrip},   {"normalized", a.normalized},

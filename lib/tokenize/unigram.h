@@ -48,6 +48,10 @@ class UnigramTokenizer : public Tokenizer {
   // One text between added tokens (at_start: it begins the input): normalized,
   // pre-tokenized, each word's piece ids appended to out until it holds `limit` ids.
   void encode_plain(std::string_view text, bool at_start, size_t limit, std::vector<int32_t>& out) const;
+  // The normalizers' result for `text` (replacing out).
+  void normalize(std::string_view text, std::string& out) const;
+  // Pre-tokenizers and model over normalized text (no added token in it).
+  void encode_normalized(std::string_view text, bool at_start, size_t limit, std::vector<int32_t>& out) const;
   // The Viterbi pieces of one pre-token (no spaces unless the pipeline keeps them).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
   int32_t exact_id(std::string_view piece) const;  // -1 when not a piece
@@ -79,7 +83,9 @@ class UnigramTokenizer : public Tokenizer {
   bool metaspace_ = true;
   enum class Prepend { Always, First, Never } prepend_ = Prepend::Always;
   bool metaspace_split_ = true;
-  AddedTokens added_;
+  std::vector<AddedToken> added_all_;
+  AddedTokens added_;             // matched on the raw text
+  AddedTokens added_normalized_;  // "normalized": true, matched on the normalized text
   std::vector<int32_t> prefix_, suffix_;  // the post-processor's ids around the pieces
   SpecialIds special_;
 

@@ -14,6 +14,9 @@ OUT:
             (Precompiled + Replace(" {2,}" -> " "), plain Metaspace), still under the
             XLMRobertaTokenizer class, which ignores it
   generic/  legacy/ under PreTrainedTokenizerFast: transformers runs the file's pipeline
+  json_mask/  json/ with <mask> lstrip and normalized (matched after normalization:
+            "＜mask＞" is <mask>), as hub files of XLM-R models may have it
+  spm_mask/   spm/ with <mask> lstrip in tokenizer_config.json's added_tokens_decoder
   bad/      broken inputs: a BPE-type .model, one with another special-id layout
   refs.jsonl       {"folder", "text", "max_length", "ids"}: AutoTokenizer.from_pretrained(
                    folder)(text, truncation=True, max_length=...) for every sentence
@@ -41,6 +44,7 @@ from transformers import AutoTokenizer, XLMRobertaTokenizer  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAX_LENGTHS = (4, 16, 512)
+FOLDERS = ("spm", "json", "legacy", "generic", "json_mask", "spm_mask")
 FUZZ_COUNT = 3000
 
 
@@ -68,7 +72,7 @@ EDGE = [
     # literal special tokens, with and without spaces around them
     "<mask> token <s> and </s>", "<unk>", "<pad>", "a <mask> b", "a<mask>b", "a  <mask>  b",
     " <mask>", "<mask> ", "<s></s>", "x</s>y", "<s> x </s>", "<mask><mask>", "\t<mask>\n",
-    "<<mask>>", "</s", "<s", "<mask", "mask>",
+    "<<mask>>", "</s", "<s", "<mask", "mask>", "a ＜mask＞ b", "＜ｍａｓｋ＞", "x＜mask＞y", "<ｓ>", "＜/s＞",
     "a" * 300, ("word " * 500).strip(), "a" * 100000,
 ]
 
@@ -81,7 +85,7 @@ POOL = [chr(c) for c in list(range(0x20, 0x7F)) + list(range(0xA0, 0x250)) + lis
         [0x200B, 0x200D, 0xFEFF, 0x3000, 0x2028, 0x2029, 9, 10, 13, 0x85, 0xA0, 0x1680, 0x2000, 0x2009,
          0x202F, 0x205F, 0x1C, 0x1F, 0x2581, 0x1F1E9, 0x1F1EA, 0x1F3FD, 0xFE0F, 0x20DD, 0x0E33, 0x0937,
          0x093F, 0x094D, 0x0BCD, 0x0600, 0x1160, 0x11A8]]
-SPECIALS = ["<s>", "</s>", "<pad>", "<unk>", "<mask>", " <mask> ", "<mask> ", " </s>"]
+SPECIALS = ["<s>", "</s>", "<pad>", "<unk>", "<mask>", " <mask> ", "<mask> ", " </s>", "＜mask＞", " ＜ｍａｓｋ＞"]
 
 
 def fuzz(base, count, seed):
@@ -156,6 +160,23 @@ def main():
         with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
             json.dump(config, f, indent=2)
 
+    mask = copy.deepcopy(tj)
+    entry = next(a for a in mask["added_tokens"] if a["content"] == "<mask>")
+    entry["lstrip"] = entry["normalized"] = True
+    os.makedirs(os.path.join(out, "json_mask"), exist_ok=True)
+    with open(os.path.join(out, "json_mask", "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(mask, f, ensure_ascii=False)
+    shutil.copy(os.path.join(json_dir, "tokenizer_config.json"), os.path.join(out, "json_mask"))
+    spm_mask = os.path.join(out, "spm_mask")
+    os.makedirs(spm_mask, exist_ok=True)
+    shutil.copy(os.path.join(spm_dir, "sentencepiece.bpe.model"), spm_mask)
+    config = json.load(open(os.path.join(spm_dir, "tokenizer_config.json")))
+    config["added_tokens_decoder"] = {str(entry["id"]): {
+        "content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False, "single_word": False,
+        "special": True}}
+    with open(os.path.join(spm_mask, "tokenizer_config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
     # Broken .model files: another model type, another special-id layout.
     bad = os.path.join(out, "bad")
     os.makedirs(bad, exist_ok=True)
@@ -172,7 +193,7 @@ def main():
 
     texts = sentences + EDGE + fuzz(corpus + sentences, FUZZ_COUNT, seed=20251125)
     with open(os.path.join(out, "refs.jsonl"), "w", encoding="utf-8") as f:
-        for name in ("spm", "json", "legacy", "generic"):
+        for name in FOLDERS:
             tok = AutoTokenizer.from_pretrained(os.path.join(out, name))
             for max_length in MAX_LENGTHS:
                 ids = tok(texts, truncation=True, max_length=max_length)["input_ids"]

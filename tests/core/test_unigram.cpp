@@ -147,6 +147,8 @@ TEST(Unigram, SentencepieceModelFolderEqualsTransformers) { expect_folder("spm")
 TEST(Unigram, TokenizerJsonFolderEqualsTransformers) { expect_folder("json"); }
 TEST(Unigram, LegacyJsonUnderXlmrClassEqualsTransformers) { expect_folder("legacy"); }
 TEST(Unigram, LegacyJsonUnderGenericClassRunsTheFilesPipeline) { expect_folder("generic"); }
+TEST(Unigram, NormalizedLstripMaskEqualsTransformers) { expect_folder("json_mask"); }
+TEST(Unigram, AddedTokensDecoderOfTheConfigEqualsTransformers) { expect_folder("spm_mask"); }
 
 TEST(Unigram, CharsmapEqualsTokenizersPrecompiledNormalizer) {
   const fs::path model_path = fixtures() / "spm" / "sentencepiece.bpe.model";
@@ -170,7 +172,7 @@ TEST(Unigram, CharsmapEqualsTokenizersPrecompiledNormalizer) {
 }
 
 TEST(Unigram, SpecialIdsAreXlmrs) {
-  for (const std::string name : {"spm", "json", "legacy"}) {
+  for (const std::string name : {"spm", "json", "legacy", "json_mask", "spm_mask"}) {
     const auto tok = load_tokenizer("unigram", (fixtures() / name).string());
     const SpecialIds s = tok->special();
     EXPECT_EQ(s.cls, 0) << name;
