@@ -13,32 +13,35 @@ namespace {
 
 struct GraphemeRun {
   char32_t first, last;
-  uint8_t gcb;
+  uint8_t value;  // Gcb | InCB << 4
 };
 #include "tokenize/grapheme_table.inc"
 
 }  // namespace
 
-Gcb property(char32_t cp) {
-  if (cp < 0x20) return cp == '\r' ? Gcb::CR : cp == '\n' ? Gcb::LF : Gcb::Control;
-  if (cp < 0x7F) return Gcb::Other;
+Properties properties(char32_t cp) {
+  if (cp < 0x20) return {cp == '\r' ? Gcb::CR : cp == '\n' ? Gcb::LF : Gcb::Control, InCB::None};
+  if (cp < 0x7F) return {Gcb::Other, InCB::None};
   const auto* end = std::end(kGraphemeRuns);
   const auto* it = std::upper_bound(std::begin(kGraphemeRuns), end, cp,
                                     [](char32_t c, const GraphemeRun& r) { return c < r.first; });
-  if (it == std::begin(kGraphemeRuns)) return Gcb::Other;
-  --it;
-  return cp <= it->last ? static_cast<Gcb>(it->gcb) : Gcb::Other;
+  if (it == std::begin(kGraphemeRuns) || cp > (--it)->last) return {Gcb::Other, InCB::None};
+  return {static_cast<Gcb>(it->value & 0xF), static_cast<InCB>(it->value >> 4)};
 }
 
 size_t cluster_length(const char* p, const char* end) {
   const char* const start = p;
-  Gcb prev = property(utf8::decode(p, end));
+  const Properties first = properties(utf8::decode(p, end));
+  Gcb prev = first.gcb;
   bool emoji = prev == Gcb::ExtPict;          // GB11: ExtPict Extend* so far
   bool emoji_zwj = false;                      // ... followed by ZWJ
   int regional = prev == Gcb::RegionalIndicator ? 1 : 0;  // RIs in a row so far
+  // GB9c: 1 after an InCB Consonant (Extend* since), 2 once a Linker followed it.
+  int conjunct = first.incb == InCB::Consonant ? 1 : 0;
   while (p < end) {
     const char* next = p;
-    const Gcb cur = property(utf8::decode(next, end));
+    const Properties props = properties(utf8::decode(next, end));
+    const Gcb cur = props.gcb;
     bool join;
     if (prev == Gcb::CR && cur == Gcb::LF) join = true;                                  // GB3
     else if (prev == Gcb::CR || prev == Gcb::LF || prev == Gcb::Control) join = false;   // GB4
@@ -48,6 +51,7 @@ size_t cluster_length(const char* p, const char* end) {
     else if ((prev == Gcb::LVT || prev == Gcb::T) && cur == Gcb::T) join = true;                     // GB8
     else if (cur == Gcb::Extend || cur == Gcb::ZWJ || cur == Gcb::SpacingMark) join = true;  // GB9, GB9a
     else if (prev == Gcb::Prepend) join = true;                                                  // GB9b
+    else if (conjunct == 2 && props.incb == InCB::Consonant) join = true;                        // GB9c
     else if (emoji_zwj && cur == Gcb::ExtPict) join = true;                                      // GB11
     else if (prev == Gcb::RegionalIndicator && cur == Gcb::RegionalIndicator) join = regional % 2 == 1;  // GB12/13
     else join = false;
@@ -58,6 +62,9 @@ size_t cluster_length(const char* p, const char* end) {
     else if (cur == Gcb::ZWJ) emoji_zwj = emoji, emoji = false;
     else emoji = emoji_zwj = false;
     regional = cur == Gcb::RegionalIndicator ? regional + 1 : 0;
+    if (props.incb == InCB::Consonant) conjunct = 1;
+    else if (props.incb == InCB::Linker && conjunct) conjunct = 2;
+    else if (props.incb != InCB::Extend) conjunct = 0;
     prev = cur;
     p = next;
   }

@@ -15,12 +15,17 @@ enum class Gcb : uint8_t {
   Other, CR, LF, Control, Extend, ZWJ, RegionalIndicator, Prepend, SpacingMark, L, V, T, LV, LVT, ExtPict
 };
 
-Gcb property(char32_t cp);
+// Indic_Conjunct_Break, for GB9c.
+enum class InCB : uint8_t { None, Linker, Consonant, Extend };
+
+struct Properties {
+  Gcb gcb;
+  InCB incb;
+};
+Properties properties(char32_t cp);
 
 // The length in bytes of the grapheme cluster that starts at p (p < end; well-formed UTF-8
-// expected, an ill-formed byte is a cluster of its own maximal ill-formed sequence).
-// GB9c (Indic conjuncts) is not applied: such clusters are 9 bytes or more, which the
-// normalizer treats character by character anyway.
+// expected, an ill-formed sequence counts as one Other character).
 size_t cluster_length(const char* p, const char* end);
 
 }  // namespace grapheme

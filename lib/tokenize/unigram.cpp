@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
-#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -115,36 +114,43 @@ struct UnigramTokenizer::Impl {
     t.pieces_.clear();
     t.scores_.clear();
     double min_score = std::numeric_limits<double>::infinity();
-    // Build with a hash map of edges, then flatten into sorted child ranges.
-    std::unordered_map<uint64_t, int32_t> edges;
-    edges.reserve(vocab.size() * 4);
-    std::vector<int32_t> node_piece(1, -1);
-    for (size_t id = 0; id < vocab.size(); ++id) {
-      auto& [piece, score] = vocab[id];
+    for (auto& [piece, score] : vocab) {
       min_score = std::min(min_score, score);
-      int32_t node = 0;
-      for (unsigned char c : piece) {
-        const uint64_t key = (uint64_t(node) << 8) | c;
-        auto [it, inserted] = edges.try_emplace(key, int32_t(node_piece.size()));
-        if (inserted) node_piece.push_back(-1);
-        node = it->second;
-      }
-      if (node != 0) node_piece[size_t(node)] = int32_t(id);  // a repeated piece: the last id, as tokenizers
       t.pieces_.push_back(std::move(piece));
       t.scores_.push_back(score);
     }
-    std::vector<std::pair<uint64_t, int32_t>> sorted(edges.begin(), edges.end());
-    std::sort(sorted.begin(), sorted.end());
-    t.edge_begin_.assign(node_piece.size() + 1, 0);
-    t.edge_label_.resize(sorted.size());
-    t.edge_child_.resize(sorted.size());
-    for (size_t i = 0; i < sorted.size(); ++i) {
-      t.edge_begin_[size_t(sorted[i].first >> 8) + 1]++;
-      t.edge_label_[i] = uint8_t(sorted[i].first & 0xFF);
-      t.edge_child_[i] = sorted[i].second;
+    // The trie, breadth first over the pieces in byte order: a node is a run of sorted
+    // pieces sharing `depth` bytes; its children (one per next byte) are numbered as they
+    // are made, so each node's edges are contiguous and in label order.
+    std::vector<int32_t> order(t.pieces_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return t.pieces_[size_t(a)] < t.pieces_[size_t(b)]; });
+    struct Run {
+      size_t lo, hi, depth;
+    };
+    std::vector<Run> runs = {{0, order.size(), 0}};  // runs[n] is node n
+    t.node_piece_.clear();
+    t.edge_begin_.clear();
+    t.edge_label_.clear();
+    t.edge_child_.clear();
+    for (size_t n = 0; n < runs.size(); ++n) {
+      auto [lo, hi, depth] = runs[n];
+      int32_t piece = -1;
+      while (lo < hi && t.pieces_[size_t(order[lo])].size() == depth) piece = order[lo++];  // a repeat: the last id, as tokenizers
+      t.node_piece_.push_back(n == 0 ? -1 : piece);
+      t.edge_begin_.push_back(uint32_t(t.edge_label_.size()));
+      while (lo < hi) {
+        const auto c = static_cast<unsigned char>(t.pieces_[size_t(order[lo])][depth]);
+        size_t end = lo + 1;
+        while (end < hi && static_cast<unsigned char>(t.pieces_[size_t(order[end])][depth]) == c) ++end;
+        t.edge_label_.push_back(c);
+        t.edge_child_.push_back(int32_t(runs.size()));
+        runs.push_back({lo, end, depth + 1});
+        lo = end;
+      }
     }
-    for (size_t n = 1; n < t.edge_begin_.size(); ++n) t.edge_begin_[n] += t.edge_begin_[n - 1];
-    t.node_piece_ = std::move(node_piece);
+    t.edge_begin_.push_back(uint32_t(t.edge_label_.size()));
     t.unk_id_ = unk_id;
     t.unk_score_ = min_score - kUnkPenalty;
     t.byte_fallback_ = byte_fallback;

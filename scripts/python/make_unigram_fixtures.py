@@ -17,11 +17,20 @@ OUT:
   json_mask/  json/ with <mask> lstrip and normalized (matched after normalization:
             "＜mask＞" is <mask>), as hub files of XLM-R models may have it
   spm_mask/   spm/ with <mask> lstrip in tokenizer_config.json's added_tokens_decoder
+  big/      json/ with 40,000 more pieces (seeded random substrings of the texts, with and
+            without "▁", unnormalized forms among them, random scores): a deep trie and
+            many competing segmentations, as a real 250k vocabulary has
   bad/      broken inputs: a BPE-type .model, one with another special-id layout
   refs.jsonl       {"folder", "text", "max_length", "ids"}: AutoTokenizer.from_pretrained(
                    folder)(text, truncation=True, max_length=...) for every sentence
   normalize.jsonl  {"text", "normalized"}: tokenizers' Precompiled normalizer on the
                    model's charsmap (normalize_str)
+  graphemes.jsonl  {"text", "lengths"}: the UTF-8 lengths of the regex module's \\X
+                   clusters (the table of lib/tokenize/grapheme_table.inc comes from it),
+                   for the texts without an Indic_Conjunct_Break Linker (virama): there
+                   \\X joins "²" + U+094D + "क" although no consonant precedes the linker,
+                   unlike UAX #29's GB9c and tokenizers (which gives "2क"); those texts are
+                   checked against tokenizers itself, in normalize.jsonl and refs.jsonl
 Sentences: tests/fixtures/parity/sentences.txt (lines as embed-train reads them), edge
 cases, and a seeded fuzz set. Deterministic for a given environment.
 """
@@ -37,6 +46,7 @@ import tempfile
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import regex  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 from sentencepiece import sentencepiece_model_pb2 as pb  # noqa: E402
 from tokenizers import normalizers  # noqa: E402
@@ -44,7 +54,7 @@ from transformers import AutoTokenizer, XLMRobertaTokenizer  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAX_LENGTHS = (4, 16, 512)
-FOLDERS = ("spm", "json", "legacy", "generic", "json_mask", "spm_mask")
+FOLDERS = ("spm", "json", "legacy", "generic", "json_mask", "spm_mask", "big")
 FUZZ_COUNT = 3000
 
 
@@ -69,6 +79,9 @@ EDGE = [
     "\u3000\u0301x", "\u00a0\u0301", "①\u20dd", "㎏\u0300", "ｶﾞ", "ﾊﾟﾝ",
     "▁", "a▁b", "▁▁hello", "hello▁", "\u0085x\u0085", "a\u200bb", "\u001cfile\u001dsep",
     "it'ſx", "\U00031350 ext-H", "\U0002a6d6",
+    # GB9c: a mapped character + virama + consonant ("2क" in tokenizers), real conjuncts
+    "²\u094d\u0915", "a²\u094d\u0915\u093e", "½\u094d\u0930", "²\u0301\u094d\u0915", "²\u094d",
+    "\u0915\u094d\u0937", "\u0915\u094d\u200d\u0937", "ｗ\u094d\u0915", "¹\u09cd\u09b0",
     # literal special tokens, with and without spaces around them
     "<mask> token <s> and </s>", "<unk>", "<pad>", "a <mask> b", "a<mask>b", "a  <mask>  b",
     " <mask>", "<mask> ", "<s></s>", "x</s>y", "<s> x </s>", "<mask><mask>", "\t<mask>\n",
@@ -177,6 +190,28 @@ def main():
     with open(os.path.join(spm_mask, "tokenizer_config.json"), "w") as f:
         json.dump(config, f, indent=2)
 
+    rng = random.Random(7)
+    text = " ".join(corpus + sentences)
+    seen = {piece for piece, _ in tj["model"]["vocab"]}
+    extra = []
+    while len(extra) < 40000:
+        at = rng.randrange(len(text))
+        piece = text[at:at + rng.randint(1, 12)].replace(" ", "\u2581")
+        if rng.random() < 0.5:
+            piece = "\u2581" + piece
+        if piece not in seen and "\u2581\u2581" not in piece:
+            seen.add(piece)
+            extra.append([piece, -rng.uniform(4.0, 16.0)])
+        elif rng.random() < 0.01:  # the same text again under another id: the last one counts
+            extra.append([piece, -rng.uniform(4.0, 16.0)])
+    big = copy.deepcopy(tj)
+    big["model"]["vocab"] = tj["model"]["vocab"][:-1] + extra + [tj["model"]["vocab"][-1]]
+    next(a for a in big["added_tokens"] if a["content"] == "<mask>")["id"] = len(big["model"]["vocab"]) - 1
+    os.makedirs(os.path.join(out, "big"), exist_ok=True)
+    with open(os.path.join(out, "big", "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(big, f, ensure_ascii=False)
+    shutil.copy(os.path.join(json_dir, "tokenizer_config.json"), os.path.join(out, "big"))
+
     # Broken .model files: another model type, another special-id layout.
     bad = os.path.join(out, "bad")
     os.makedirs(bad, exist_ok=True)
@@ -200,6 +235,13 @@ def main():
                 for text, row in zip(texts, ids):
                     f.write(json.dumps({"folder": name, "text": text, "max_length": max_length, "ids": row},
                                        ensure_ascii=False) + "\n")
+
+    with open(os.path.join(out, "graphemes.jsonl"), "w", encoding="utf-8") as f:
+        for text in texts:
+            if regex.search(r"\p{InCB=Linker}", text):
+                continue
+            lengths = [len(g.encode("utf-8", "surrogatepass")) for g in regex.findall(r"\X", text)]
+            f.write(json.dumps({"text": text, "lengths": lengths}, ensure_ascii=False) + "\n")
 
     norm = normalizers.Precompiled(base64.b64decode(charsmap))
     with open(os.path.join(out, "normalize.jsonl"), "w", encoding="utf-8") as f:

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "tokenize/grapheme.h"
 #include "tokenize/precompiled_charsmap.h"
 #include "tokenize/spm_model_file.h"
 #include "tokenize/tokenizer.h"
@@ -149,6 +150,28 @@ TEST(Unigram, LegacyJsonUnderXlmrClassEqualsTransformers) { expect_folder("legac
 TEST(Unigram, LegacyJsonUnderGenericClassRunsTheFilesPipeline) { expect_folder("generic"); }
 TEST(Unigram, NormalizedLstripMaskEqualsTransformers) { expect_folder("json_mask"); }
 TEST(Unigram, AddedTokensDecoderOfTheConfigEqualsTransformers) { expect_folder("spm_mask"); }
+TEST(Unigram, LargeVocabularyEqualsTransformers) { expect_folder("big"); }
+
+TEST(Unigram, GraphemeClustersEqualRegexModule) {
+  std::ifstream in(fixtures() / "graphemes.jsonl");
+  std::string line;
+  size_t n = 0, bad = 0;
+  while (std::getline(in, line)) {
+    const json row = json::parse(line);
+    const std::string text = row["text"].get<std::string>();
+    std::vector<size_t> got;
+    for (const char* p = text.data(); p < text.data() + text.size();) {
+      got.push_back(grapheme::cluster_length(p, text.data() + text.size()));
+      p += got.back();
+    }
+    ++n;
+    if (got != row["lengths"].get<std::vector<size_t>>() && ++bad <= 5)
+      ADD_FAILURE() << "text " << row["text"].dump() << "\n  regex " << row["lengths"].dump() << "\n  ours  "
+                    << json(got).dump();
+  }
+  EXPECT_GT(n, 2500u);
+  EXPECT_EQ(bad, 0u);
+}
 
 TEST(Unigram, CharsmapEqualsTokenizersPrecompiledNormalizer) {
   const fs::path model_path = fixtures() / "spm" / "sentencepiece.bpe.model";
