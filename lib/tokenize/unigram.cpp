@@ -299,7 +299,6 @@ struct UnigramTokenizer::Impl {
                                                            bool xlmr_class) {
     auto t = std::unique_ptr<UnigramTokenizer>(new UnigramTokenizer());
     const std::string src = file.string();
-    t->source_ = src;
     t->source_name_ = "tokenizer.json";
     t->source_bytes_ = hf_files::read_file(file);
     json tj;
@@ -311,9 +310,14 @@ struct UnigramTokenizer::Impl {
       std::vector<std::pair<std::string, double>> vocab;
       const json& list = model.at("vocab");
       vocab.reserve(list.size());
-      for (const auto& entry : list)
-        vocab.emplace_back(entry.at(0).get<std::string>(),
-                           xlmr_class ? entry.at(1).get<double>() : serde_json_f64(entry.at(1).get<double>()));
+      if (!list.is_array()) throw TokenizerError(src + ": model.vocab is not a list");
+      for (size_t i = 0; i < list.size(); ++i) {
+        const json& entry = list[i];
+        if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_number())
+          throw TokenizerError(src + ": model.vocab[" + std::to_string(i) + "] is not a [piece, score] pair");
+        const double score = entry[1].get<double>();
+        vocab.emplace_back(entry[0].get<std::string>(), xlmr_class ? score : serde_json_f64(score));
+      }
       const bool byte_fallback = model.value("byte_fallback", false);
       if (xlmr_class) {
         // The class: Unigram(vocab, unk_id=3, byte_fallback=False), the file's charsmap only.
@@ -365,7 +369,6 @@ struct UnigramTokenizer::Impl {
   static std::unique_ptr<UnigramTokenizer> from_model_file(const fs::path& file, const json& config) {
     auto t = std::unique_ptr<UnigramTokenizer>(new UnigramTokenizer());
     const std::string src = file.string();
-    t->source_ = src;
     t->source_name_ = "sentencepiece.bpe.model";
     t->source_bytes_ = hf_files::read_file(file);
     const SpmModelFile model = parse_spm_model(t->source_bytes_, src);
@@ -608,7 +611,6 @@ void UnigramTokenizer::encode_plain(std::string_view text, bool at_start, size_t
 
 void UnigramTokenizer::encode_normalized(std::string_view rest, bool at_start, size_t limit,
                                          std::vector<int32_t>& out) const {
-
   // Pre-tokenizers: WhitespaceSplit, then Metaspace on each word.
   auto metaspace = [&](std::string_view w, bool starts_input) {
     if (!metaspace_) {
@@ -648,13 +650,12 @@ void UnigramTokenizer::encode_normalized(std::string_view rest, bool at_start, s
     // Skip whitespace, then take the word up to the next.
     const char* p = rest.data() + i;
     const char* const end = rest.data() + rest.size();
-    size_t word_begin = i;
     while (p < end) {
       const char* q = p;
       if (!is_white_space(utf8::decode(q, end))) break;
       p = q;
     }
-    word_begin = size_t(p - rest.data());
+    const size_t word_begin = size_t(p - rest.data());
     const char* q = p;
     while (q < end) {
       const char* r = q;

@@ -90,7 +90,6 @@ class UnigramTokenizer : public Tokenizer {
   SpecialIds special_;
 
   // What save() writes back.
-  std::string source_;       // the file read, for messages
   std::string source_name_;  // "tokenizer.json" | "sentencepiece.bpe.model"
   std::string source_bytes_;
   std::string tokenizer_class_;

@@ -326,6 +326,15 @@ TEST(Unigram, RefusesWhatItCannotRead) {
   EXPECT_NE(e.find((tmp / "nfkc" / "tokenizer_config.json").string() + ": tokenizer_class \"T5Tokenizer\""),
             std::string::npos)
       << e;
+  // A vocabulary entry that is not a [piece, score] pair.
+  tj = json::parse(read_text(fixtures() / "json" / "tokenizer.json"));
+  tj["model"]["vocab"][5] = "piece";
+  fs::create_directories(tmp / "vocab");
+  write_text(tmp / "vocab" / "tokenizer.json", tj.dump());
+  e = load_error(tmp / "vocab");
+  EXPECT_NE(e.find((tmp / "vocab" / "tokenizer.json").string() + ": model.vocab[5] is not a [piece, score] pair"),
+            std::string::npos)
+      << e;
   // A broken charsmap.
   tj = json::parse(read_text(fixtures() / "json" / "tokenizer.json"));
   tj["normalizer"]["precompiled_charsmap"] = "AAAA*AAA";
