@@ -175,6 +175,8 @@ struct UnigramTokenizer::Impl {
         raw.push_back(a);
       }
     }
+    t.vocab_size_ = int32_t(t.pieces_.size());
+    for (const auto& a : tokens) t.vocab_size_ = std::max(t.vocab_size_, a.id + 1);
     t.added_all_ = std::move(tokens);
     t.added_ = AddedTokens(std::move(raw));
     t.added_normalized_ = AddedTokens(std::move(normalized));

@@ -33,7 +33,8 @@ class UnigramTokenizer : public Tokenizer {
   static std::unique_ptr<Tokenizer> load(const std::string& path);
 
   std::vector<int32_t> encode(std::string_view text, int max_length) const override;
-  int32_t vocab_size() const override { return int32_t(pieces_.size()); }
+  // The pieces, and added tokens whose ids lie beyond them (len(tokenizer) in transformers).
+  int32_t vocab_size() const override { return vocab_size_; }
   SpecialIds special() const override { return special_; }
   std::string type() const override { return "unigram"; }
   // The source tokenizer.json or sentencepiece.bpe.model as it was read, plus
@@ -83,6 +84,7 @@ class UnigramTokenizer : public Tokenizer {
   bool metaspace_ = true;
   enum class Prepend { Always, First, Never } prepend_ = Prepend::Always;
   bool metaspace_split_ = true;
+  int32_t vocab_size_ = 0;
   std::vector<AddedToken> added_all_;
   AddedTokens added_;             // matched on the raw text
   AddedTokens added_normalized_;  // "normalized": true, matched on the normalized text
