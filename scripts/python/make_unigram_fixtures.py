@@ -14,6 +14,8 @@ OUT:
             (Precompiled + Replace(" {2,}" -> " "), plain Metaspace), still under the
             XLMRobertaTokenizer class, which ignores it
   generic/  legacy/ under PreTrainedTokenizerFast: transformers runs the file's pipeline
+  generic_bytes/  generic/ with byte_fallback and the 256 <0xXX> pieces (unknown
+            characters become their UTF-8 bytes)
   json_mask/  json/ with <mask> lstrip and normalized (matched after normalization:
             "＜mask＞" is <mask>), as hub files of XLM-R models may have it
   spm_mask/   spm/ with <mask> lstrip in tokenizer_config.json's added_tokens_decoder
@@ -54,7 +56,7 @@ from transformers import AutoTokenizer, XLMRobertaTokenizer  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAX_LENGTHS = (4, 16, 512)
-FOLDERS = ("spm", "json", "legacy", "generic", "json_mask", "spm_mask", "big")
+FOLDERS = ("spm", "json", "legacy", "generic", "generic_bytes", "json_mask", "spm_mask", "big")
 FUZZ_COUNT = 3000
 
 
@@ -172,6 +174,15 @@ def main():
         config["tokenizer_class"] = cls
         with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
             json.dump(config, f, indent=2)
+
+    byte_json = copy.deepcopy(legacy)
+    byte_json["model"]["byte_fallback"] = True
+    byte_json["model"]["vocab"] += [["<0x%02X>" % b, -20.0 - b / 100] for b in range(256)]
+    folder = os.path.join(out, "generic_bytes")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(byte_json, f, ensure_ascii=False)
+    shutil.copy(os.path.join(out, "generic", "tokenizer_config.json"), folder)
 
     mask = copy.deepcopy(tj)
     entry = next(a for a in mask["added_tokens"] if a["content"] == "<mask>")

@@ -148,6 +148,7 @@ TEST(Unigram, SentencepieceModelFolderEqualsTransformers) { expect_folder("spm")
 TEST(Unigram, TokenizerJsonFolderEqualsTransformers) { expect_folder("json"); }
 TEST(Unigram, LegacyJsonUnderXlmrClassEqualsTransformers) { expect_folder("legacy"); }
 TEST(Unigram, LegacyJsonUnderGenericClassRunsTheFilesPipeline) { expect_folder("generic"); }
+TEST(Unigram, ByteFallbackUnderGenericClassEqualsTransformers) { expect_folder("generic_bytes"); }
 TEST(Unigram, NormalizedLstripMaskEqualsTransformers) { expect_folder("json_mask"); }
 TEST(Unigram, AddedTokensDecoderOfTheConfigEqualsTransformers) { expect_folder("spm_mask"); }
 TEST(Unigram, LargeVocabularyEqualsTransformers) { expect_folder("big"); }
