@@ -2,11 +2,12 @@
 
 #include <filesystem>
 
-#include "tokenize/bpe.h"
 #include <nlohmann/json.hpp>
 
+#include "tokenize/bpe.h"
 #include "tokenize/hf_files.h"
 #include "tokenize/sentencepiece_tokenizer.h"
+#include "tokenize/unigram.h"
 #include "tokenize/wordpiece.h"
 
 namespace ddp_embed {
@@ -88,8 +89,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& type, const std::st
   if (type == "auto") return load_tokenizer(detect_tokenizer_type(path), path, lower_case);
   if (type == "wordpiece") return WordPieceTokenizer::load(path, lower_case);
   if (type == "sentencepiece") return SentencePieceTokenizer::load(path);
+  if (type == "unigram") return UnigramTokenizer::load(path);
   if (type == "bpe") return BpeTokenizer::load(path);
-  // "unigram": tokenize/unigram.h.
   throw TokenizerError("unknown tokenizer type \"" + type + "\" for " + path +
                        " (expected wordpiece, sentencepiece, unigram, bpe or auto)");
 }
