@@ -3,13 +3,19 @@
 transformers and wrapped by sentence-transformers exactly as the public models are, for the
 parity and training tests (no real XLM-R or Qwen3 weights can be downloaded here).
 
-    python scripts/python/make_model_fixtures.py --out DIR --tokenizer TOKDIR [--kinds k1,k2]
+    python scripts/python/make_model_fixtures.py --out DIR [--tokenizer TOKDIR] [--kinds k1,k2]
 
-TOKDIR holds the tokenizer files the models use (its vocabulary decides vocab_size); they
-are copied into every model folder. Kinds (default: all), each a folder DIR/<kind>:
+The tokenizers are the real kinds, made here into DIR/tokenizers (unless --tokenizer names
+one folder of tokenizer files for every model): XLM-R's Unigram, trained on
+tests/fixtures/unigram/corpus.txt, as sentencepiece.bpe.model (xlmr-spm) and as
+tokenizer.json (xlmr-json) (make_unigram_fixtures.py), and Qwen3's real byte-level BPE
+in Qwen3-Embedding's form, <|endoftext|> appended (make_bpe_fixtures.py). Each model's
+vocab_size is its tokenizer's size. Kinds (default: all), each a folder DIR/<kind>:
 
-  xlmr-cls      XLMRobertaModel + Pooling cls + Normalize (BGE-M3's modules)
-  xlmr-mean     XLMRobertaModel + Pooling mean + Normalize (multilingual-E5's)
+  xlmr-cls      XLMRobertaModel + Pooling cls + Normalize (BGE-M3's modules), xlmr-spm
+  xlmr-mean     XLMRobertaModel + Pooling mean + Normalize (multilingual-E5's), xlmr-json
+  e5            BertModel + XLM-R's tokenizer (xlmr-json) + mean + Normalize: the shape of
+                multilingual-e5-small, whose encoder is a BERT
   qwen3         Qwen3Model saved in bf16 + Pooling lasttoken + Normalize, with
                 Qwen3-Embedding's query prompt (what Qwen3-Embedding-0.6B is)
   qwen3-causal  the same as Qwen3ForCausalLM weights ("model." names, an lm_head), plain
@@ -34,11 +40,32 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "sentencepiece.bpe.model", "spiece.model", "vocab.json", "merges.txt", "added_tokens.json")
 QWEN3_QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
-KINDS = ("xlmr-cls", "xlmr-mean", "qwen3", "qwen3-causal")
+KINDS = ("xlmr-cls", "xlmr-mean", "e5", "qwen3", "qwen3-causal")
+TOKENIZER_OF = {"xlmr-cls": "xlmr-spm", "xlmr-mean": "xlmr-json", "e5": "xlmr-json", "qwen3": "qwen3-emb",
+                "qwen3-causal": "qwen3-emb"}
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def make_tokenizers(out):
+    """DIR/tokenizers/{xlmr-spm, xlmr-json, qwen3-emb}: see the module's description."""
+    import make_bpe_fixtures
+    import make_unigram_fixtures
+    corpus = make_unigram_fixtures.read_lines(os.path.join(ROOT, "tests/fixtures/unigram/corpus.txt"))
+    sentences = make_unigram_fixtures.read_lines(os.path.join(ROOT, "tests/fixtures/parity/sentences.txt"))
+    xlmr = os.path.join(out, "xlmr")
+    spm_dir, json_dir = make_unigram_fixtures.write_xlmr_tokenizers(xlmr, corpus, sentences)
+    os.rename(spm_dir, os.path.join(out, "xlmr-spm"))
+    os.rename(json_dir, os.path.join(out, "xlmr-json"))
+    os.rmdir(xlmr)
+    make_bpe_fixtures.write_qwen3_embedding_tokenizer(os.path.join(out, "qwen3-emb"))
 
 
 def copy_tokenizer(src, dst):
+    """dst's tokenizer files become src's, exactly (sentence-transformers' save writes a
+    tokenizer.json even where the source has only sentencepiece.bpe.model)."""
     for name in TOKENIZER_FILES:
+        if os.path.exists(os.path.join(dst, name)):
+            os.remove(os.path.join(dst, name))
         if os.path.exists(os.path.join(src, name)):
             shutil.copy(os.path.join(src, name), os.path.join(dst, name))
 
@@ -55,17 +82,25 @@ def vocabulary(transformers, tokenizer_dir):
     return tok, len(tok)
 
 
-def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling):
+def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
     tok, n = vocabulary(transformers, tokenizer_dir)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 1
-    config = transformers.XLMRobertaConfig(
-        vocab_size=n, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=pad,
-        bos_token_id=tok.cls_token_id if tok.cls_token_id is not None else 0,
-        eos_token_id=tok.sep_token_id if tok.sep_token_id is not None else 2,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    torch.manual_seed(11)
-    model = transformers.XLMRobertaModel(config, add_pooling_layer=False)
+    if bert:  # multilingual-e5-small: a BERT (positions from 0, two token types) on XLM-R's tokenizer
+        config = transformers.BertConfig(
+            vocab_size=n, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=512, type_vocab_size=2, pad_token_id=pad, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0)
+        torch.manual_seed(13)
+        model = transformers.BertModel(config, add_pooling_layer=False)
+    else:
+        config = transformers.XLMRobertaConfig(
+            vocab_size=n, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=pad,
+            bos_token_id=tok.cls_token_id if tok.cls_token_id is not None else 0,
+            eos_token_id=tok.sep_token_id if tok.sep_token_id is not None else 2,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        torch.manual_seed(11)
+        model = transformers.XLMRobertaModel(config, add_pooling_layer=False)
     perturb_norms(torch, model)
     hf = out + ".hf"
     model.save_pretrained(hf)
@@ -118,7 +153,8 @@ def make_qwen3_causal(torch, transformers, tokenizer_dir, out):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--tokenizer", required=True, help="folder with the tokenizer files")
+    parser.add_argument("--tokenizer", help="one folder of tokenizer files for every model (default: the real "
+                                            "kinds, made into OUT/tokenizers)")
     parser.add_argument("--kinds", default=",".join(KINDS))
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
@@ -133,15 +169,22 @@ def main(argv=None):
     transformers.utils.logging.disable_progress_bar()
     torch.set_num_threads(2)
     os.makedirs(args.out, exist_ok=True)
+    if not args.tokenizer:
+        tokenizers = os.path.join(args.out, "tokenizers")
+        shutil.rmtree(tokenizers, ignore_errors=True)
+        make_tokenizers(tokenizers)
     for kind in kinds:
         out = os.path.join(args.out, kind)
+        tokenizer = args.tokenizer or os.path.join(args.out, "tokenizers", TOKENIZER_OF[kind])
         shutil.rmtree(out, ignore_errors=True)
         if kind.startswith("xlmr-"):
-            make_xlmr(torch, transformers, st, args.tokenizer, out, kind.split("-")[1])
+            make_xlmr(torch, transformers, st, tokenizer, out, kind.split("-")[1])
+        elif kind == "e5":
+            make_xlmr(torch, transformers, st, tokenizer, out, "mean", bert=True)
         elif kind == "qwen3":
-            make_qwen3(torch, transformers, st, args.tokenizer, out)
+            make_qwen3(torch, transformers, st, tokenizer, out)
         else:
-            make_qwen3_causal(torch, transformers, args.tokenizer, out)
+            make_qwen3_causal(torch, transformers, tokenizer, out)
         print(f"make_model_fixtures: {out}")
 
 

@@ -127,14 +127,12 @@ def write_config(folder, cls):
         json.dump(config, f, indent=2)
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    out = sys.argv[1]
+def write_xlmr_tokenizers(out, corpus, sentences):
+    """A small XLM-R tokenizer in both of its folder forms, OUT/spm (sentencepiece.bpe.model,
+    a Unigram model with XLM-R's <unk>/<s>/</s> layout) and OUT/json (the tokenizer.json that
+    XLMRobertaTokenizer.save_pretrained makes of it), trained on the lines given.
+    Returns (spm_dir, json_dir)."""
     os.makedirs(out, exist_ok=True)
-    corpus = read_lines(os.path.join(ROOT, "tests/fixtures/unigram/corpus.txt"))
-    sentences = read_lines(os.path.join(ROOT, "tests/fixtures/parity/sentences.txt"))
-
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "corpus.txt"), "w", encoding="utf-8") as f:
             f.write("\n".join(line for line in corpus + sentences if line.strip()) + "\n")
@@ -156,6 +154,18 @@ def main():
         os.makedirs(json_dir, exist_ok=True)
         for name in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copy(os.path.join(saved, name), json_dir)
+    return spm_dir, json_dir
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    corpus = read_lines(os.path.join(ROOT, "tests/fixtures/unigram/corpus.txt"))
+    sentences = read_lines(os.path.join(ROOT, "tests/fixtures/parity/sentences.txt"))
+
+    spm_dir, json_dir = write_xlmr_tokenizers(out, corpus, sentences)
 
     tj = json.load(open(os.path.join(json_dir, "tokenizer.json"), encoding="utf-8"))
     charsmap = tj["normalizer"]["precompiled_charsmap"]
