@@ -21,8 +21,10 @@ vocab_size is its tokenizer's size. Kinds (default: all), each a folder DIR/<kin
   qwen3-causal  the same as Qwen3ForCausalLM weights ("model." names, an lm_head), plain
                 Hugging Face folder (no modules.json)
 
-Weights: transformers' initialization under a fixed seed, then every norm's weight (and
-bias) moved by N(0, 0.1) so that a norm applied wrongly shows. Dropout is 0. Sizes are tiny
+Weights: transformers' initialization under a fixed seed (the encoders' with a std of 0.2
+instead of 0.02: at 0.02 a 2-layer XLM-R gives every text nearly the same vector, and a
+training test on it would only compare rounding), then every norm's weight (and bias)
+moved by N(0, 0.1) so that a norm applied wrongly shows. Dropout is 0. Sizes are tiny
 (hidden 64, 2 layers) but keep each architecture's features: XLM-R's positions after the
 padding index; Qwen3's grouped-query attention (4 query heads on 2 key/value heads) and a
 head_dim (32) other than hidden / heads (16).
@@ -89,7 +91,7 @@ def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
         config = transformers.BertConfig(
             vocab_size=n, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
             max_position_embeddings=512, type_vocab_size=2, pad_token_id=pad, hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0)
+            attention_probs_dropout_prob=0.0, initializer_range=0.2)
         torch.manual_seed(13)
         model = transformers.BertModel(config, add_pooling_layer=False)
     else:
@@ -98,7 +100,7 @@ def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
             max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=pad,
             bos_token_id=tok.cls_token_id if tok.cls_token_id is not None else 0,
             eos_token_id=tok.sep_token_id if tok.sep_token_id is not None else 2,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2)
         torch.manual_seed(11)
         model = transformers.XLMRobertaModel(config, add_pooling_layer=False)
     perturb_norms(torch, model)
@@ -112,7 +114,7 @@ def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
     shutil.rmtree(hf)
 
 
-def qwen3_model(torch, transformers, tokenizer_dir, causal):
+def qwen3_model(torch, transformers, tokenizer_dir):
     tok, n = vocabulary(transformers, tokenizer_dir)
     eos = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
     config = transformers.Qwen3Config(
@@ -121,14 +123,14 @@ def qwen3_model(torch, transformers, tokenizer_dir, causal):
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, tie_word_embeddings=True,
         bos_token_id=eos, eos_token_id=eos, pad_token_id=tok.pad_token_id)
     torch.manual_seed(12)
-    model = (transformers.Qwen3ForCausalLM if causal else transformers.Qwen3Model)(config)
+    model = transformers.Qwen3Model(config)
     perturb_norms(torch, model)
     return model.to(torch.bfloat16)  # as Qwen3-Embedding's files are
 
 
 def make_qwen3(torch, transformers, st, tokenizer_dir, out):
     hf = out + ".hf"
-    qwen3_model(torch, transformers, tokenizer_dir, causal=False).save_pretrained(hf)
+    qwen3_model(torch, transformers, tokenizer_dir).save_pretrained(hf)
     copy_tokenizer(tokenizer_dir, hf)
     transformer = st.models.Transformer(hf, max_seq_length=512, model_kwargs={"dtype": torch.float32})
     wrapped = st.SentenceTransformer(modules=[transformer, st.models.Pooling(64, "lasttoken"), st.models.Normalize()],
@@ -142,11 +144,15 @@ def make_qwen3(torch, transformers, st, tokenizer_dir, out):
     with open(os.path.join(out, "sentence_bert_config.json"), "w") as f:
         json.dump({"max_seq_length": 512, "do_lower_case": False}, f, indent=2)
     # The bf16 weights as they were made (SentenceTransformer.save wrote what it loaded).
-    qwen3_model(torch, transformers, tokenizer_dir, causal=False).save_pretrained(out)
+    qwen3_model(torch, transformers, tokenizer_dir).save_pretrained(out)
 
 
 def make_qwen3_causal(torch, transformers, tokenizer_dir, out):
-    qwen3_model(torch, transformers, tokenizer_dir, causal=True).save_pretrained(out)
+    """The qwen3 kind's weights as a Qwen3ForCausalLM folder (its lm_head tied to them)."""
+    base = qwen3_model(torch, transformers, tokenizer_dir)
+    causal = transformers.Qwen3ForCausalLM(base.config).to(torch.bfloat16)
+    causal.model.load_state_dict(base.state_dict())
+    causal.save_pretrained(out)
     copy_tokenizer(tokenizer_dir, out)
 
 
