@@ -255,7 +255,7 @@ std::string sentence_transformers_conversion(const fs::path& root) {
 // them runs code); a folder holding only those gets the command that converts it.
 void require_safetensors(const fs::path& dir, const std::string& conversion) {
   const fs::path file = dir / "model.safetensors";
-  if (fs::exists(file)) return;
+  if (fs::exists(file) || fs::exists(dir / "model.safetensors.index.json")) return;  // one file, or shards
   const fs::path pickled = dir / "pytorch_model.bin";
   if (fs::exists(pickled))
     fail(pickled, "embed-train reads safetensors only (" + file.string() +
@@ -575,8 +575,7 @@ LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout&
   // A Qwen3ForCausalLM file names its tensors "model.*" (and has an lm_head, unused).
   LoadOptions options;
   if (layout.encoder.is_decoder()) options.strip_prefixes = {"model."};
-  LoadReport report =
-      load_module(model->encoder(), (fs::path(layout.transformer_dir) / "model.safetensors").string(), options);
+  LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);
   if (layout.dense) load_dense_weights(model, *layout.dense);
   return report;
 }

@@ -1,7 +1,10 @@
 #include "model/weights.h"
 
 #include <cstring>
+#include <fstream>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 
@@ -76,6 +79,26 @@ std::vector<std::string> candidate_names(const std::string& name, const LoadOpti
   return out;
 }
 
+// Checks every (file tensor, module tensor) pair of `path` (shape; a float fills a float,
+// an integer the same integer type), then copies them all.
+void check_and_copy(std::vector<std::pair<const StTensorView*, at::Tensor>>& plan, const std::string& path) {
+  for (const auto& [view, target] : plan) {
+    if (at::IntArrayRef(view->shape) != target.sizes())
+      throw WeightsError(path + ": tensor \"" + view->name + "\" has shape " + shape_text(view->shape) +
+                         ", the model's has " + shape_text(target.sizes()));
+    const at::ScalarType from = to_scalar_type(view->dtype);
+    const bool ok = at::isFloatingType(target.scalar_type()) ? at::isFloatingType(from) : from == target.scalar_type();
+    if (!ok)
+      throw WeightsError(path + ": tensor \"" + view->name + "\" is " + std::string(st_dtype_name(view->dtype)) +
+                         ", which cannot fill a " + std::string(c10::toString(target.scalar_type())) + " tensor");
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [view, target] : plan) {
+    at::Tensor t = target;  // shares storage with the module's tensor
+    t.copy_(to_tensor(*view));
+  }
+}
+
 }  // namespace
 
 NamedTensors load_tensors(const std::string& path) {
@@ -126,20 +149,67 @@ LoadReport load_module(torch::nn::Module& module, const std::string& path, const
                        "; tensors of the file that matched nothing: " + name_list(report.unused));
 
   // Check everything before changing anything: a failed load leaves the module as it was.
-  for (const auto& [view, target] : plan) {
-    if (at::IntArrayRef(view->shape) != target.sizes())
-      throw WeightsError(path + ": tensor \"" + view->name + "\" has shape " + shape_text(view->shape) +
-                         ", the model's has " + shape_text(target.sizes()));
-    const at::ScalarType from = to_scalar_type(view->dtype);
-    const bool ok = at::isFloatingType(target.scalar_type()) ? at::isFloatingType(from) : from == target.scalar_type();
-    if (!ok)
-      throw WeightsError(path + ": tensor \"" + view->name + "\" is " + std::string(st_dtype_name(view->dtype)) +
-                         ", which cannot fill a " + std::string(c10::toString(target.scalar_type())) + " tensor");
+  check_and_copy(plan, path);
+  return report;
+}
+
+LoadReport load_module_from_folder(torch::nn::Module& module, const std::string& dir, const LoadOptions& options) {
+  const std::string single = dir + "/model.safetensors", index_path = dir + "/model.safetensors.index.json";
+  if (std::ifstream(single).good()) return load_module(module, single, options);
+  std::ifstream in(index_path);
+  if (!in) throw WeightsError(dir + ": neither model.safetensors nor model.safetensors.index.json");
+  nlohmann::json index;
+  try {
+    in >> index;
+  } catch (const nlohmann::json::exception& e) {
+    throw WeightsError(index_path + ": not valid JSON: " + e.what());
   }
-  at::NoGradGuard no_grad;
-  for (auto& [view, target] : plan) {
-    at::Tensor t = target;  // shares storage with the module's tensor
-    t.copy_(to_tensor(*view));
+  const auto map = index.find("weight_map");
+  if (!index.is_object() || map == index.end() || !map->is_object())
+    throw WeightsError(index_path + ": needs a \"weight_map\" object (tensor name → shard file)");
+  std::map<std::string, std::string> file_of;  // tensor name → shard file name
+  for (const auto& item : map->items()) {
+    if (!item.value().is_string() || item.value().get<std::string>().find('/') != std::string::npos)
+      throw WeightsError(index_path + ": weight_map." + item.key() + " must name a file of the folder, not " +
+                         item.value().dump());
+    file_of[item.key()] = item.value().get<std::string>();
+  }
+
+  // Which file name fills each module tensor, and so which shard it is in.
+  std::map<std::string, std::vector<std::pair<std::string, at::Tensor>>> by_shard;
+  std::vector<std::string> missing;
+  std::set<std::string> used;
+  LoadReport report;
+  for (const auto& [name, target] : module_tensors(module)) {
+    std::string found;
+    for (const auto& candidate : candidate_names(name, options))
+      if (file_of.count(candidate)) {
+        found = candidate;
+        break;
+      }
+    if (found.empty()) {
+      missing.push_back(name + " " + shape_text(target.sizes()));
+      continue;
+    }
+    used.insert(found);
+    by_shard[file_of[found]].emplace_back(found, target);
+    report.loaded.push_back(name);
+  }
+  for (const auto& [name, file] : file_of)
+    if (!used.count(name)) report.unused.push_back(name);
+  if (!missing.empty())
+    throw WeightsError(index_path + ": missing tensor" + (missing.size() > 1 ? "s " : " ") + name_list(missing) +
+                       "; tensors of the index that matched nothing: " + name_list(report.unused));
+  for (const auto& [file, entries] : by_shard) {
+    const std::string path = dir + "/" + file;
+    const SafetensorsFile shard = read_safetensors(path);
+    std::vector<std::pair<const StTensorView*, at::Tensor>> plan;
+    for (const auto& [name, target] : entries) {
+      const StTensorView* view = shard.find(name);
+      if (!view) throw WeightsError(path + ": has no tensor \"" + name + "\", which " + index_path + " puts there");
+      plan.emplace_back(view, target);
+    }
+    check_and_copy(plan, path);
   }
   return report;
 }

@@ -46,6 +46,14 @@ struct LoadReport {
 // unused names; extra file tensors are returned in LoadReport::unused.
 LoadReport load_module(torch::nn::Module& module, const std::string& path, const LoadOptions& options = {});
 
+// A folder's weights as transformers writes them: DIR/model.safetensors (load_module), or
+// the shards that DIR/model.safetensors.index.json's "weight_map" names (tensor → file, as
+// a large model is saved), read one shard at a time. The same checks and report as
+// load_module; a bad shard found after others were copied leaves the module partly filled
+// (the caller stops). Neither file: WeightsError naming the folder.
+LoadReport load_module_from_folder(torch::nn::Module& module, const std::string& dir,
+                                   const LoadOptions& options = {});
+
 // Writes the module's parameters and buffers as F32 (integer buffers keep their dtype),
 // each name prefixed with `name_prefix` (e.g. "linear." for sentence-transformers'
 // 2_Dense/model.safetensors).

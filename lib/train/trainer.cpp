@@ -139,7 +139,7 @@ int run_training(const Config& cfg) {
   const double since_process_start = seconds_since_process_start();
   const double startup_s =
       since_process_start > 0 ? since_process_start : std::chrono::duration<double>(Clock::now() - t_start).count();
-  spdlog::info("start-up took {:.2f}s; training", startup_s);
+  spdlog::info("start-up took {:.2f}s (peak RSS {:.0f} MB); training", startup_s, peak_rss_mb());
 
   const std::unique_ptr<FaultInjection> faults = FaultInjection::from_env(w.env.restart_count);
   StepContext step_context{cfg, w, t, loss_settings(cfg.loss),

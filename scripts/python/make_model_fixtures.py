@@ -20,6 +20,14 @@ vocab_size is its tokenizer's size. Kinds (default: all), each a folder DIR/<kin
                 Qwen3-Embedding's query prompt (what Qwen3-Embedding-0.6B is)
   qwen3-causal  the same as Qwen3ForCausalLM weights ("model." names, an lm_head), plain
                 Hugging Face folder (no modules.json)
+  qwen3-sharded the qwen3 kind's weights in shards of at most 4 MB with
+                model.safetensors.index.json, as transformers saves a large model
+
+and, only when named (1.2 GB, a minute to make; for scripts/bench-memory.sh):
+
+  qwen3-0.6b    the qwen3 kind at Qwen3-Embedding-0.6B's shape: 28 layers, hidden 1024,
+                16 query heads of 128 on 8 key/value heads, feed-forward 3072 (596M
+                parameters, 155M of them the embedding)
 
 Weights: transformers' initialization under a fixed seed (the encoders' with a std of 0.2
 instead of 0.02: at 0.02 a 2-layer XLM-R gives every text nearly the same vector, and a
@@ -42,9 +50,14 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "sentencepiece.bpe.model", "spiece.model", "vocab.json", "merges.txt", "added_tokens.json")
 QWEN3_QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
-KINDS = ("xlmr-cls", "xlmr-mean", "e5", "qwen3", "qwen3-causal")
+KINDS = ("xlmr-cls", "xlmr-mean", "e5", "qwen3", "qwen3-causal", "qwen3-sharded")
+NAMED_ONLY = ("qwen3-0.6b",)
 TOKENIZER_OF = {"xlmr-cls": "xlmr-spm", "xlmr-mean": "xlmr-json", "e5": "xlmr-json", "qwen3": "qwen3-emb",
-                "qwen3-causal": "qwen3-emb"}
+                "qwen3-causal": "qwen3-emb", "qwen3-sharded": "qwen3-emb", "qwen3-0.6b": "qwen3-emb"}
+QWEN3_TINY = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=32, max_position_embeddings=4096)
+QWEN3_06B = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                 num_key_value_heads=8, head_dim=128, max_position_embeddings=32768)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -85,6 +98,7 @@ def vocabulary(transformers, tokenizer_dir):
 
 
 def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
+    from sentence_transformers.sentence_transformer import modules as stm
     tok, n = vocabulary(transformers, tokenizer_dir)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 1
     if bert:  # multilingual-e5-small: a BERT (positions from 0, two token types) on XLM-R's tokenizer
@@ -107,19 +121,18 @@ def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
     hf = out + ".hf"
     model.save_pretrained(hf)
     copy_tokenizer(tokenizer_dir, hf)
-    transformer = st.models.Transformer(hf, max_seq_length=512)
-    wrapped = st.SentenceTransformer(modules=[transformer, st.models.Pooling(64, pooling), st.models.Normalize()])
+    transformer = stm.Transformer(hf, max_seq_length=512)
+    wrapped = st.SentenceTransformer(modules=[transformer, stm.Pooling(64, pooling), stm.Normalize()])
     wrapped.save(out)
     copy_tokenizer(tokenizer_dir, out)  # the source's files as they are (transformers 5 rewrites some)
     shutil.rmtree(hf)
 
 
-def qwen3_model(torch, transformers, tokenizer_dir):
+def qwen3_model(torch, transformers, tokenizer_dir, shape=QWEN3_TINY):
     tok, n = vocabulary(transformers, tokenizer_dir)
     eos = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
     config = transformers.Qwen3Config(
-        vocab_size=n, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6, max_position_embeddings=4096,
+        vocab_size=n, **shape, rms_norm_eps=1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, tie_word_embeddings=True,
         bos_token_id=eos, eos_token_id=eos, pad_token_id=tok.pad_token_id)
     torch.manual_seed(12)
@@ -128,12 +141,14 @@ def qwen3_model(torch, transformers, tokenizer_dir):
     return model.to(torch.bfloat16)  # as Qwen3-Embedding's files are
 
 
-def make_qwen3(torch, transformers, st, tokenizer_dir, out):
+def make_qwen3(torch, transformers, st, tokenizer_dir, out, shape=QWEN3_TINY):
+    from sentence_transformers.sentence_transformer import modules as stm
     hf = out + ".hf"
-    qwen3_model(torch, transformers, tokenizer_dir).save_pretrained(hf)
+    qwen3_model(torch, transformers, tokenizer_dir, shape).save_pretrained(hf)
     copy_tokenizer(tokenizer_dir, hf)
-    transformer = st.models.Transformer(hf, max_seq_length=512, model_kwargs={"dtype": torch.float32})
-    wrapped = st.SentenceTransformer(modules=[transformer, st.models.Pooling(64, "lasttoken"), st.models.Normalize()],
+    transformer = stm.Transformer(hf, max_seq_length=512, model_kwargs={"dtype": torch.float32})
+    hidden = shape["hidden_size"]
+    wrapped = st.SentenceTransformer(modules=[transformer, stm.Pooling(hidden, "lasttoken"), stm.Normalize()],
                                      prompts={"query": QWEN3_QUERY_PROMPT, "document": ""})
     wrapped.save(out)
     copy_tokenizer(tokenizer_dir, out)
@@ -144,7 +159,7 @@ def make_qwen3(torch, transformers, st, tokenizer_dir, out):
     with open(os.path.join(out, "sentence_bert_config.json"), "w") as f:
         json.dump({"max_seq_length": 512, "do_lower_case": False}, f, indent=2)
     # The bf16 weights as they were made (SentenceTransformer.save wrote what it loaded).
-    qwen3_model(torch, transformers, tokenizer_dir).save_pretrained(out)
+    qwen3_model(torch, transformers, tokenizer_dir, shape).save_pretrained(out)
 
 
 def make_qwen3_causal(torch, transformers, tokenizer_dir, out):
@@ -153,6 +168,11 @@ def make_qwen3_causal(torch, transformers, tokenizer_dir, out):
     causal = transformers.Qwen3ForCausalLM(base.config).to(torch.bfloat16)
     causal.model.load_state_dict(base.state_dict())
     causal.save_pretrained(out)
+    copy_tokenizer(tokenizer_dir, out)
+
+
+def make_qwen3_sharded(torch, transformers, tokenizer_dir, out):
+    qwen3_model(torch, transformers, tokenizer_dir).save_pretrained(out, max_shard_size="4MB")
     copy_tokenizer(tokenizer_dir, out)
 
 
@@ -165,12 +185,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
     for k in kinds:
-        if k not in KINDS:
-            sys.exit(f"make_model_fixtures: unknown kind {k!r} ({', '.join(KINDS)})")
+        if k not in KINDS + NAMED_ONLY:
+            sys.exit(f"make_model_fixtures: unknown kind {k!r} ({', '.join(KINDS + NAMED_ONLY)})")
     import torch
     import transformers
     import sentence_transformers as st
-    import sentence_transformers.models  # noqa: F401  (st.models)
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     torch.set_num_threads(2)
@@ -189,6 +208,10 @@ def main(argv=None):
             make_xlmr(torch, transformers, st, tokenizer, out, "mean", bert=True)
         elif kind == "qwen3":
             make_qwen3(torch, transformers, st, tokenizer, out)
+        elif kind == "qwen3-sharded":
+            make_qwen3_sharded(torch, transformers, tokenizer, out)
+        elif kind == "qwen3-0.6b":
+            make_qwen3(torch, transformers, st, tokenizer, out, QWEN3_06B)
         else:
             make_qwen3_causal(torch, transformers, tokenizer, out)
         print(f"make_model_fixtures: {out}")

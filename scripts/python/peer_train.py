@@ -155,8 +155,13 @@ def mnrl_trainer(args, datasets, queries, positives, world_size, clock):
                                        SentenceTransformerTrainingArguments)
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    model = SentenceTransformer(args.model, device=args.device,
-                                **({"model_kwargs": {"attn_implementation": "sdpa"}} if args.device == "cuda" else {}))
+    import torch
+    # fp32 weights whatever the folder's config.json says (Qwen3-Embedding's says bfloat16):
+    # --precision is the Trainer's autocast, as it is embed-train's.
+    model_kwargs = {"dtype": torch.float32}
+    if args.device == "cuda":
+        model_kwargs["attn_implementation"] = "sdpa"
+    model = SentenceTransformer(args.model, device=args.device, model_kwargs=model_kwargs)
     model.max_seq_length = args.max_length
     loss = MultipleNegativesRankingLoss(model, scale=1.0 / args.temperature)
     # A third column is MNRL's hard negative: one more candidate for every anchor of the batch.

@@ -10,8 +10,6 @@
 //    sentences and the WordNet test texts, with Qwen3-Embedding's query instruction too;
 //  - fine-tuning runs on 2 workers as on 1 (the same weights), with GradCache as without,
 //    and the folder it writes loads in sentence-transformers with our embeddings.
-#include <sys/file.h>
-
 #include "e2e_support.h"
 
 using namespace e2e;
@@ -20,38 +18,11 @@ namespace {
 
 const std::string kPython = DDP_EMBED_PYTHON;
 
-// The fixture folders (xlmr-cls, xlmr-mean, e5, qwen3, qwen3-causal), made once for all the
-// tests of this file, which ctest runs as parallel processes: the first one makes them under
-// a lock, and they are made again when the script changes.
-fs::path model_fixtures(std::string& error) {
-  const fs::path dir = fs::path(kBin) / "test-fixtures" / "architectures";
-  fs::create_directories(dir.parent_path());
-  const std::string lock_path = dir.string() + ".lock";
-  const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
-  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
-    error = "cannot lock " + lock_path;
-    return dir;
-  }
-  const std::string script = kSrc + "/scripts/python/make_model_fixtures.py";
-  const std::string stamp = read_file(script) + read_file(kSrc + "/scripts/python/make_bpe_fixtures.py");
-  std::ostringstream old;
-  old << std::ifstream(dir / "stamp").rdbuf();
-  if (old.str() != stamp) {
-    fs::remove_all(dir);
-    const RunResult r = run(kPython + " " + script + " --out " + dir.string() + " 2>&1");
-    if (r.exit_code == 0) std::ofstream(dir / "stamp") << stamp;
-    else error = r.output;
-  }
-  ::flock(lock, LOCK_UN);
-  ::close(lock);
-  return dir;
-}
-
 class Architectures : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string error;
-    fixtures_ = model_fixtures(error);
+    fixtures_ = architecture_fixtures(error);
     ASSERT_TRUE(error.empty()) << "make_model_fixtures.py failed:\n" << error;
   }
   fs::path fixture(const std::string& kind) const { return fixtures_ / kind; }
@@ -129,9 +100,10 @@ TEST_F(Architectures, Qwen3QueriesWithTheInstructionPromptMatchSentenceTransform
   expect_parity("qwen3", "--prompt-name query");
 }
 
-// A Qwen3ForCausalLM folder ("model." names, an lm_head) is the same encoder: a plain folder
-// pools the last token, and gives the sentence-transformers folder's embeddings unnormalized.
-TEST_F(Architectures, Qwen3CausalLmFolderLoadsTheSameEncoder) {
+// A Qwen3ForCausalLM folder ("model." names, an lm_head) and a folder of shards
+// (model.safetensors.index.json) hold the same encoder: a plain folder pools the last token,
+// and gives the sentence-transformers folder's embeddings unnormalized.
+TEST_F(Architectures, Qwen3CausalLmAndShardedFoldersLoadTheSameEncoder) {
   const fs::path dir = fresh_dir("qwen3-causal");
   // The parity sentences shorter than both folders' input lengths (512 and 4096 tokens).
   const std::string input = (dir / "short.txt").string();
@@ -141,14 +113,18 @@ TEST_F(Architectures, Qwen3CausalLmFolderLoadsTheSameEncoder) {
     for (std::string line; std::getline(lines, line);)
       if (line.size() < 300) out << line << "\n";
   }
-  for (const auto& [kind, extra] : {std::pair<std::string, std::string>{"qwen3", ""}, {"qwen3-causal", " --normalize"}}) {
+  ASSERT_TRUE(fs::exists(fixture("qwen3-sharded") / "model.safetensors.index.json"));
+  ASSERT_FALSE(fs::exists(fixture("qwen3-sharded") / "model.safetensors"));
+  for (const auto& [kind, extra] : {std::pair<std::string, std::string>{"qwen3", ""}, {"qwen3-causal", " --normalize"},
+                                    {"qwen3-sharded", " --normalize"}}) {
     const RunResult r = run(kBin + "/embed-train encode --model " + fixture(kind).string() + " --input " + input +
                             " --output " + (dir / (kind + ".jsonl")).string() + extra + " 2>&1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
-  const std::string a = read_file(dir / "qwen3.jsonl"), b = read_file(dir / "qwen3-causal.jsonl");
+  const std::string a = read_file(dir / "qwen3.jsonl");
   EXPECT_FALSE(a.empty());
-  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, read_file(dir / "qwen3-causal.jsonl"));
+  EXPECT_EQ(a, read_file(dir / "qwen3-sharded.jsonl"));
 }
 
 TEST_F(Architectures, XlmRobertaFineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
