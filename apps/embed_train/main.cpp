@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   encode->add_option("--device", enc.device, "cpu or cuda[:N]")->capture_default_str();
   encode->add_option("--pooling", enc.pooling,
-                     "cls or mean (default: the folder's Pooling module; cls for plain Hugging Face folders)");
+                     "cls, mean or lasttoken (default: the folder's Pooling module; for a plain Hugging Face folder cls, lasttoken for a decoder)");
   encode->add_flag("--normalize", enc.normalize,
                    "L2-normalize the embeddings (always done for a folder with a Normalize module)");
   OptionalValue<std::string> enc_prompt_name, enc_prompt;
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   eval->add_option("--device", ev.device, "cpu or cuda[:N]")->capture_default_str();
   eval->add_option("--pooling", ev.pooling,
-                   "cls or mean (default: the folder's Pooling module; cls for plain Hugging Face folders)");
+                   "cls, mean or lasttoken (default: the folder's Pooling module; for a plain Hugging Face folder cls, lasttoken for a decoder)");
   eval->add_option("--format", ev.format, "stdout: a table, or one JSON object")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();

@@ -20,6 +20,7 @@ vocab_size is its tokenizer's size. Kinds (default: all), each a folder DIR/<kin
                 Qwen3-Embedding's query prompt (what Qwen3-Embedding-0.6B is)
   qwen3-causal  the same as Qwen3ForCausalLM weights ("model." names, an lm_head), plain
                 Hugging Face folder (no modules.json)
+  xlmr-long     xlmr-cls with BGE-M3's 8194 positions: inputs of 8192 tokens
   qwen3-sharded the qwen3 kind's weights in shards of at most 4 MB with
                 model.safetensors.index.json, as transformers saves a large model
 
@@ -50,9 +51,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "sentencepiece.bpe.model", "spiece.model", "vocab.json", "merges.txt", "added_tokens.json")
 QWEN3_QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
-KINDS = ("xlmr-cls", "xlmr-mean", "e5", "qwen3", "qwen3-causal", "qwen3-sharded")
+KINDS = ("xlmr-cls", "xlmr-mean", "xlmr-long", "e5", "qwen3", "qwen3-causal", "qwen3-sharded")
 NAMED_ONLY = ("qwen3-0.6b",)
-TOKENIZER_OF = {"xlmr-cls": "xlmr-spm", "xlmr-mean": "xlmr-json", "e5": "xlmr-json", "qwen3": "qwen3-emb",
+TOKENIZER_OF = {"xlmr-cls": "xlmr-spm", "xlmr-mean": "xlmr-json", "xlmr-long": "xlmr-json", "e5": "xlmr-json", "qwen3": "qwen3-emb",
                 "qwen3-causal": "qwen3-emb", "qwen3-sharded": "qwen3-emb", "qwen3-0.6b": "qwen3-emb"}
 QWEN3_TINY = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=32, max_position_embeddings=4096)
@@ -85,6 +86,16 @@ def copy_tokenizer(src, dst):
             shutil.copy(os.path.join(src, name), os.path.join(dst, name))
 
 
+def set_model_max_length(folder, length):
+    """tokenizer_config.json's model_max_length (sentence-transformers 6 truncates at it)."""
+    path = os.path.join(folder, "tokenizer_config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config["model_max_length"] = length
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, ensure_ascii=False, indent=2)
+
+
 def perturb_norms(torch, model):
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -97,7 +108,7 @@ def vocabulary(transformers, tokenizer_dir):
     return tok, len(tok)
 
 
-def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
+def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False, positions=514):
     from sentence_transformers.sentence_transformer import modules as stm
     tok, n = vocabulary(transformers, tokenizer_dir)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 1
@@ -111,7 +122,7 @@ def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
     else:
         config = transformers.XLMRobertaConfig(
             vocab_size=n, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-            max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=pad,
+            max_position_embeddings=positions, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=pad,
             bos_token_id=tok.cls_token_id if tok.cls_token_id is not None else 0,
             eos_token_id=tok.sep_token_id if tok.sep_token_id is not None else 2,
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2)
@@ -121,10 +132,13 @@ def make_xlmr(torch, transformers, st, tokenizer_dir, out, pooling, bert=False):
     hf = out + ".hf"
     model.save_pretrained(hf)
     copy_tokenizer(tokenizer_dir, hf)
-    transformer = stm.Transformer(hf, max_seq_length=512)
+    length = positions - pad - 1 if not bert else 512
+    set_model_max_length(hf, length)
+    transformer = stm.Transformer(hf, max_seq_length=length)
     wrapped = st.SentenceTransformer(modules=[transformer, stm.Pooling(64, pooling), stm.Normalize()])
     wrapped.save(out)
     copy_tokenizer(tokenizer_dir, out)  # the source's files as they are (transformers 5 rewrites some)
+    set_model_max_length(out, length)
     shutil.rmtree(hf)
 
 
@@ -202,7 +216,9 @@ def main(argv=None):
         out = os.path.join(args.out, kind)
         tokenizer = args.tokenizer or os.path.join(args.out, "tokenizers", TOKENIZER_OF[kind])
         shutil.rmtree(out, ignore_errors=True)
-        if kind.startswith("xlmr-"):
+        if kind == "xlmr-long":
+            make_xlmr(torch, transformers, st, tokenizer, out, "cls", positions=8194)
+        elif kind.startswith("xlmr-"):
             make_xlmr(torch, transformers, st, tokenizer, out, kind.split("-")[1])
         elif kind == "e5":
             make_xlmr(torch, transformers, st, tokenizer, out, "mean", bert=True)

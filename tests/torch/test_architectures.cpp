@@ -89,6 +89,26 @@ TEST_F(Architectures, XlmRobertaWithClsPoolingMatchesSentenceTransformers) { exp
 // multilingual-E5's modules: XLM-R, mean pooling, Normalize; the tokenizer from tokenizer.json.
 TEST_F(Architectures, XlmRobertaWithMeanPoolingMatchesSentenceTransformers) { expect_parity("xlmr-mean"); }
 
+// BGE-M3's length: 8194 positions, inputs of 8192 tokens (and a longer one cut there), with
+// short ones in the same batch. On the CPU attention holds [heads, 8192, 8192] scores per
+// layer while it runs (4 heads here: 1 GB in fp32).
+TEST_F(Architectures, XlmRobertaTakes8192TokenInputs) {
+  const fs::path dir = fresh_dir("xlmr-long");
+  std::string corpus;
+  {
+    std::istringstream lines(read_file(kSrc + "/tests/fixtures/unigram/corpus.txt"));
+    for (std::string line; std::getline(lines, line);) corpus += line + " ";
+  }
+  std::string long_text;
+  while (long_text.size() < 60000) long_text += corpus;
+  std::ofstream(dir / "long.txt") << "a short one\n" << long_text << "\n" << long_text.substr(0, 20000) << "\n";
+  const RunResult r = run(kPython + " " + kSrc + "/scripts/python/parity.py --model " + fixture("xlmr-long").string() +
+                          " --embed-train " + kBin + "/embed-train --sentences " + (dir / "long.txt").string() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("max_seq_length 8192"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("parity: OK"), std::string::npos) << r.output;
+}
+
 // multilingual-E5-small's shape: a BERT (positions from 0, two token types) with XLM-R's tokenizer.
 TEST_F(Architectures, BertWithTheXlmRobertaTokenizerMatchesSentenceTransformers) { expect_parity("e5"); }
 

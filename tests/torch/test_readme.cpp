@@ -22,6 +22,10 @@
 //    data/demo/{train,eval}.jsonl  the first lines of the WordNet test pairs
 //    my-pairs.jsonl              the same, as "your" data
 //    models/bert-base-uncased/   the golden tiny Hugging Face BERT (tests/fixtures/golden)
+//    models/bge-m3/, models/Qwen3-Embedding-0.6B/   the small XLM-R (CLS, sentencepiece.bpe.model)
+//                                and Qwen3 (last token, Qwen3's tokenizer) sentence-transformers
+//                                folders of architecture_fixtures()
+//    configs/finetune-qwen3.json the real file with a few small steps merged in
 // (the overrides are kTinyDemo, kTinyScratch and kTinyFinetune below). Every worker runs one thread.
 #include <regex>
 #include <set>
@@ -239,6 +243,10 @@ const json kTinyRecipe = {{"tokenizer", {{"max_length", 32}}},
 const json kTinyFinetune = {{"tokenizer", {{"max_length", 32}}},
                             {"train", {{"batch_size", 8}, {"max_steps", 2}, {"warmup_steps", 0}}},
                             {"output", {{"save_every", 0}}}};
+const json kTinyFinetuneQwen3 = {{"tokenizer", {{"max_length", 32}}},
+                                 {"train", {{"batch_size", 8}, {"max_steps", 2}, {"warmup_steps", 0}}},
+                                 {"output", {{"save_every", 0}, {"log_every", 1}}},
+                                 {"dist", {{"timeout_s", 60}}}};
 
 void copy_head(const fs::path& from, const fs::path& to, int lines) {
   fs::create_directories(to.parent_path());
@@ -264,6 +272,7 @@ fs::path make_sandbox() {
   write_merged_config("scratch.json", kTinyScratch, sandbox);
   write_merged_config("finetune-bert.json", kTinyFinetune, sandbox);
   write_merged_config("recipe.json", kTinyRecipe, sandbox);
+  write_merged_config("finetune-qwen3.json", kTinyFinetuneQwen3, sandbox);
   copy_head(kBin + "/test-data/train.jsonl", sandbox / "data/demo/train.jsonl", 3000);
   copy_head(kBin + "/test-data/eval.jsonl", sandbox / "data/demo/eval.jsonl", 100);
   copy_head(kBin + "/test-data/examples.jsonl", sandbox / "data/demo/examples.jsonl", 1000);
@@ -276,6 +285,12 @@ fs::path make_sandbox() {
   fs::copy_file(fs::path(golden) / "model.safetensors", bert / "model.safetensors");
   fs::copy_file(kSrc + "/tests/fixtures/golden/vocab.txt", bert / "vocab.txt");
   std::ofstream(bert / "tokenizer_config.json") << R"({"do_lower_case": true, "tokenizer_class": "BertTokenizer"})";
+
+  std::string error;
+  const fs::path fixtures = architecture_fixtures(error);
+  EXPECT_TRUE(error.empty()) << "make_model_fixtures.py failed:\n" << error;
+  fs::copy(fixtures / "xlmr-cls", sandbox / "models/bge-m3", fs::copy_options::recursive);
+  fs::copy(fixtures / "qwen3", sandbox / "models/Qwen3-Embedding-0.6B", fs::copy_options::recursive);
   return sandbox;
 }
 
