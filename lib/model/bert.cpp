@@ -1,7 +1,6 @@
 #include "model/bert.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 
 #include <ATen/Dispatch.h>
@@ -89,15 +88,7 @@ void require_string(const nlohmann::json& j, const char* key, const std::string&
 }  // namespace
 
 BertConfig bert_config_from_hf_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ModelError(path + ": cannot open");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw ModelError(path + ": not valid JSON: " + e.what());
-  }
-  return bert_config_from_hf_json(j, path);
+  return bert_config_from_hf_json(read_config_json(path), path);
 }
 
 BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& origin) {

@@ -68,7 +68,7 @@ at::Tensor TokenLayout::unpack(const at::Tensor& packed) const {
       .view({batch, length, hidden});
 }
 
-EncoderConfig encoder_config_from_hf_json(const std::string& path) {
+nlohmann::json read_config_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ModelError(path + ": cannot open");
   nlohmann::json j;
@@ -77,6 +77,11 @@ EncoderConfig encoder_config_from_hf_json(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw ModelError(path + ": not valid JSON: " + e.what());
   }
+  return j;
+}
+
+EncoderConfig encoder_config_from_hf_json(const std::string& path) {
+  const nlohmann::json j = read_config_json(path);
   if (!j.is_object()) throw ModelError(path + ": a config must be a JSON object");
   const auto type = j.find("model_type");
   const std::string model_type = type != j.end() && type->is_string() ? type->get<std::string>() : "bert";

@@ -80,6 +80,9 @@ class TextEncoderImpl : public torch::nn::Module {
   virtual void set_sparse_word_gradient(bool on) = 0;
 };
 
+// A config.json's JSON; throws ModelError naming the file when it cannot be read or parsed.
+nlohmann::json read_config_json(const std::string& path);
+
 // The encoder a Hugging Face config.json describes (a file; `origin` names it in errors),
 // by its model_type: "bert", "xlm-roberta" (model/bert.h) or "qwen3" (model/qwen3.h).
 // Another model_type is a ModelError that names the file and lists these.

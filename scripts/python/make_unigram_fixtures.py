@@ -166,6 +166,8 @@ def main():
     sentences = read_lines(os.path.join(ROOT, "tests/fixtures/parity/sentences.txt"))
 
     spm_dir, json_dir = write_xlmr_tokenizers(out, corpus, sentences)
+    with open(os.path.join(spm_dir, "sentencepiece.bpe.model"), "rb") as f:
+        model_bytes = f.read()
 
     tj = json.load(open(os.path.join(json_dir, "tokenizer.json"), encoding="utf-8"))
     charsmap = tj["normalizer"]["precompiled_charsmap"]

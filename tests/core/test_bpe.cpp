@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "python_fixtures.h"
 #include "tokenize/tokenizer.h"
 
 namespace ddp_embed {
@@ -27,44 +28,23 @@ using nlohmann::json;
 
 const char* const kKinds[] = {"qwen3", "qwen3-emb", "trained", "llama3", "gpt2", "gpt2-class"};
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using python_fixtures::read_text;
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-// The generator's output, made once per build (a folder named after a hash of the script
-// and its inputs; older ones are removed): generated into a fresh temp folder and renamed into place, so parallel
-// test processes never see half a folder; the loser of a race removes its copy.
+// The generator's folders and references (tests/core/python_fixtures.h: made once for the
+// script's and its inputs' contents).
 fs::path fixtures() {
   static const fs::path dir = [] {
     const fs::path source(DDP_EMBED_SOURCE_DIR);
     const fs::path script = source / "scripts/python/make_bpe_fixtures.py";
-    const size_t key = std::hash<std::string>()(read_text(script) + read_text(source / "tests/fixtures/bpe/corpus.txt") +
-                                                read_text(source / "tests/fixtures/parity/sentences.txt"));
-    const fs::path base = fs::path(DDP_EMBED_BINARY_DIR) / "test-fixtures/bpe";
-    const fs::path target = base / std::to_string(key);
-    if (fs::exists(target / "stamp")) return target;
-    fs::create_directories(base);
-    std::string temp = (base / "tmp-XXXXXX").string();
-    if (!::mkdtemp(temp.data())) throw std::runtime_error("mkdtemp " + temp);
-    const std::string command = std::string("HF_HUB_OFFLINE=1 '") + DDP_EMBED_PYTHON + "' '" + script.string() + "' '" +
-                                temp + "/out' > '" + temp + "/log' 2>&1";
-    if (std::system(command.c_str()) != 0)
-      throw std::runtime_error("the BPE fixture generator failed: " + command + "\n" + read_text(fs::path(temp) / "log"));
-    write_text(fs::path(temp) / "out/stamp", "done\n");
-    std::error_code ec;
-    fs::rename(fs::path(temp) / "out", target, ec);  // fails if another process got there first
-    fs::remove_all(temp);
-    if (!fs::exists(target / "stamp")) throw std::runtime_error("no BPE fixtures in " + target.string());
-    for (const auto& entry : fs::directory_iterator(base))  // fixtures of earlier versions of the script
-      if (entry.path() != target && entry.path().filename().string().rfind("tmp-", 0) != 0) fs::remove_all(entry.path(), ec);
-    return target;
+    return python_fixtures::made_once(
+        fs::path(DDP_EMBED_BINARY_DIR) / "test-fixtures/bpe",
+        python_fixtures::shell_quote(DDP_EMBED_PYTHON) + " " + python_fixtures::shell_quote(script.string()),
+        read_text(script) + read_text(source / "tests/fixtures/bpe/corpus.txt") +
+            read_text(source / "tests/fixtures/parity/sentences.txt"));
   }();
   return dir;
 }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "python_fixtures.h"
 #include "tokenize/grapheme.h"
 #include "tokenize/precompiled_charsmap.h"
 #include "tokenize/spm_model_file.h"
@@ -31,65 +32,26 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using python_fixtures::read_text;
+using python_fixtures::shell_quote;
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
 }
 
-// Runs a shell command; its exit status, its output in `output`.
-int run(const std::string& command, std::string& output) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  return ::pclose(pipe);
-}
+int run(const std::string& command, std::string& output) { return python_fixtures::run_command(command, output); }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The fixtures folder, generated once for the inputs' contents: the test processes that
-// ctest runs side by side take a lock, the first one generates into a fresh folder and
-// renames it into place, the others find its stamp.
+// The generator's folders and references (tests/core/python_fixtures.h: made once for the
+// script's and its inputs' contents).
 const fs::path& fixtures() {
   static const fs::path dir = [] {
     const fs::path source = DDP_EMBED_SOURCE_DIR;
     const fs::path script = source / "scripts/python/make_unigram_fixtures.py";
-    const fs::path target = fs::path(DDP_EMBED_BINARY_DIR) / "test-fixtures" / "unigram";
-    const std::string stamp =
-        std::to_string(std::hash<std::string>()(read_text(script) + read_text(source / "tests/fixtures/unigram/corpus.txt") +
-                                                 read_text(source / "tests/fixtures/parity/sentences.txt")));
-    fs::create_directories(target.parent_path());
-    const int lock = ::open((target.string() + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
-    if (lock < 0 || ::flock(lock, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + target.string() + ".lock");
-    if (read_text(target / "stamp") != stamp) {
-      std::string tmp = target.string() + ".tmp-XXXXXX";
-      if (!::mkdtemp(tmp.data())) throw std::runtime_error("mkdtemp " + tmp);
-      std::string output;
-      const int rc = run("HF_HUB_OFFLINE=1 " + shell_quote(DDP_EMBED_PYTHON) + " " + shell_quote(script.string()) + " " +
-                             shell_quote(tmp),
-                         output);
-      if (rc != 0) {
-        fs::remove_all(tmp);
-        throw std::runtime_error(script.string() + " failed (status " + std::to_string(rc) + "):\n" + output);
-      }
-      write_text(fs::path(tmp) / "stamp", stamp);
-      fs::remove_all(target);
-      fs::rename(tmp, target);
-    }
-    ::close(lock);
-    return target;
+    return python_fixtures::made_once(fs::path(DDP_EMBED_BINARY_DIR) / "test-fixtures" / "unigram",
+                                      shell_quote(DDP_EMBED_PYTHON) + " " + shell_quote(script.string()),
+                                      read_text(script) + read_text(source / "tests/fixtures/unigram/corpus.txt") +
+                                          read_text(source / "tests/fixtures/parity/sentences.txt"));
   }();
   return dir;
 }

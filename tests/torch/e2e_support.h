@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../core/python_fixtures.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -229,34 +230,23 @@ inline std::string read_file(const fs::path& p) {
 
 // Small random-weight models of the architectures besides BERT, as sentence-transformers
 // folders made by transformers (scripts/python/make_model_fixtures.py): xlmr-cls,
-// xlmr-mean, e5, qwen3, qwen3-causal under the returned folder. Made once for all the
-// tests, which ctest runs as parallel processes (the first makes them under a lock), and
-// again when the scripts change. On failure `error` holds the script's output.
+// xlmr-mean, xlmr-long, e5, qwen3, qwen3-causal, qwen3-sharded under the returned folder,
+// made once (tests/core/python_fixtures.h). On failure `error` holds the script's output.
 inline fs::path architecture_fixtures(std::string& error) {
   const fs::path dir = fs::path(kBin) / "test-fixtures" / "architectures";
-  fs::create_directories(dir.parent_path());
-  const std::string lock_path = dir.string() + ".lock";
-  const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
-  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
-    error = "cannot lock " + lock_path;
-    if (lock >= 0) ::close(lock);
-    return dir;
-  }
   std::string stamp;
   for (const char* script : {"make_model_fixtures.py", "make_bpe_fixtures.py", "make_unigram_fixtures.py"})
     stamp += read_file(kSrc + "/scripts/python/" + script);
-  std::ostringstream old;
-  old << std::ifstream(dir / "stamp").rdbuf();
-  if (old.str() != stamp) {
-    fs::remove_all(dir);
-    const RunResult r = run(std::string(DDP_EMBED_PYTHON) + " " + kSrc + "/scripts/python/make_model_fixtures.py --out " +
-                            dir.string() + " 2>&1");
-    if (r.exit_code == 0) std::ofstream(dir / "stamp") << stamp;
-    else error = r.output;
+  try {
+    return python_fixtures::made_once(dir,
+                                      python_fixtures::shell_quote(DDP_EMBED_PYTHON) + " " +
+                                          python_fixtures::shell_quote(kSrc + "/scripts/python/make_model_fixtures.py") +
+                                          " --out",
+                                      stamp);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return dir;
   }
-  ::flock(lock, LOCK_UN);
-  ::close(lock);
-  return dir;
 }
 
 // Waits (polling a condition, no fixed sleeps) up to `limit`; true when it held.
