@@ -175,7 +175,7 @@ TEST(Config, WrongTypesNameKeyExpectationAndValue) {
 
 TEST(Config, EnumsListTheAllowedSet) {
   EXPECT_EQ(from_json_error(R"({"model": {"pooling": "max"}})"),
-            R"(cfg.json: model.pooling: expected one of "auto", "cls", "mean", got "max")");
+            R"(cfg.json: model.pooling: expected one of "auto", "cls", "mean", "lasttoken", got "max")");
   EXPECT_CONTAINS(from_json_error(R"({"train": {"precision": "fp8"}})"),
                   R"(one of "fp32", "bf16", "fp16")");
   EXPECT_CONTAINS(from_json_error(R"({"train": {"device": "gpu"}})"),
@@ -292,7 +292,7 @@ TEST(Config, SetErrors) {
   EXPECT_EQ(from_json_error("{}", {"train.batch_size=64x"}),
             R"(--set train.batch_size: expected a positive integer, got "64x")");
   EXPECT_EQ(from_json_error("{}", {"model.pooling=max"}),
-            R"(--set model.pooling: expected one of "auto", "cls", "mean", got "max")");
+            R"(--set model.pooling: expected one of "auto", "cls", "mean", "lasttoken", got "max")");
 }
 
 // Bug (found by fuzz_config): a --set value that is not UTF-8 was kept as a string that
