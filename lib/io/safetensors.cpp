@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/json_input.h"
+#include "util/mapped_file.h"
 
 namespace ddp_embed {
 namespace {
@@ -78,41 +79,6 @@ std::optional<std::size_t> byte_size(const std::vector<int64_t>& shape, std::siz
   return static_cast<std::size_t>(n);
 }
 
-std::vector<std::byte> read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, sys_error("cannot open"));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    fail(path, sys_error("cannot stat"));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
-  }
-  std::vector<std::byte> bytes;
-  try {
-    bytes.resize(static_cast<std::size_t>(st.st_size));
-  } catch (const std::bad_alloc&) {
-    ::close(fd);
-    fail(path, "file of " + std::to_string(st.st_size) + " bytes does not fit in memory");
-  }
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      ::close(fd);
-      fail(path, sys_error("read error"));
-    }
-    if (r == 0) break;  // shrank while we read: the checks below see the short buffer
-    done += static_cast<std::size_t>(r);
-  }
-  ::close(fd);
-  bytes.resize(done);
-  return bytes;
-}
-
 void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -142,25 +108,57 @@ const StTensorView* SafetensorsFile::find(std::string_view name) const {
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  return parse_safetensors(read_whole_file(path), path);
+  SafetensorsFile file;
+  file.path_ = path;
+  // The errors a read would give, named as the other errors here are ("PATH: ...").
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, sys_error("cannot open"));
+  struct stat st {};
+  const bool directory = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+  ::close(fd);
+  if (directory) fail(path, "is a folder, not a safetensors file");
+  std::shared_ptr<const MappedFile> mapped;
+  try {
+    mapped = std::make_shared<const MappedFile>(path, /*random_access=*/false);
+  } catch (const std::exception& e) {
+    fail(path, e.what());
+  }
+  file.mapped_ = mapped;
+  file.base_ = static_cast<const std::byte*>(mapped->data());
+  file.size_ = mapped->size();
+  file.parse();
+  return file;
 }
 
 SafetensorsFile parse_safetensors(std::vector<std::byte> bytes, const std::string& origin) {
   SafetensorsFile file;
   file.path_ = origin;
   file.bytes_ = std::move(bytes);
-  const std::size_t size = file.bytes_.size();
+  file.base_ = file.bytes_.data();
+  file.size_ = file.bytes_.size();
+  file.parse();
+  return file;
+}
+
+void SafetensorsFile::release_pages() const {
+  if (mapped_) mapped_->release_pages();
+}
+
+void SafetensorsFile::parse() {
+  SafetensorsFile& file = *this;
+  const std::string& origin = path_;
+  const std::size_t size = size_;
   if (size < 8) fail(origin, "too short for a safetensors file (" + std::to_string(size) + " bytes)");
 
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | std::to_integer<uint64_t>(file.bytes_[i]);
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | std::to_integer<uint64_t>(base_[i]);
   if (header_len > kMaxHeaderBytes)
     fail(origin, "header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
   if (header_len > size - 8)
     fail(origin, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                      std::to_string(size) + " bytes)");
 
-  const char* header = reinterpret_cast<const char*>(file.bytes_.data() + 8);
+  const char* header = reinterpret_cast<const char*>(base_ + 8);
   const std::string_view header_text(header, static_cast<std::size_t>(header_len));
   if (json_nesting_depth(header_text) > kMaxJsonDepth) fail(origin, "header JSON is nested too deeply");
   nlohmann::json j;
@@ -212,12 +210,11 @@ SafetensorsFile parse_safetensors(std::vector<std::byte> bytes, const std::strin
                        std::to_string(end - begin) + " bytes, shape " + shape_text(shape) + " " +
                        std::string(st_dtype_name(*dtype)) + " needs " + std::to_string(*nbytes));
     file.tensors_.push_back(StTensorView{name, *dtype, std::move(shape),
-                                         file.bytes_.data() + data_begin + begin, *nbytes});
+                                         base_ + data_begin + begin, *nbytes});
   }
   // nlohmann's object is a sorted map already; sort anyway so find() never depends on it.
   std::sort(file.tensors_.begin(), file.tensors_.end(),
             [](const StTensorView& a, const StTensorView& b) { return a.name < b.name; });
-  return file;
 }
 
 void write_safetensors(const std::string& path, const std::vector<StTensorToWrite>& tensors,

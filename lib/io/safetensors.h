@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -43,6 +44,8 @@ struct StTensorView {
   std::size_t nbytes;  // == numel(shape) * st_dtype_size(dtype), checked
 };
 
+class MappedFile;
+
 class SafetensorsFile {
  public:
   const std::string& path() const { return path_; }
@@ -51,16 +54,26 @@ class SafetensorsFile {
   // nullptr when absent.
   const StTensorView* find(std::string_view name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // For a mapped file (read_safetensors): gives back the pages read so far, which stay in
+  // the page cache. Called after each tensor is copied out, loading a file of several GB
+  // holds one tensor's pages at a time, not the file's.
+  void release_pages() const;
 
  private:
+  friend SafetensorsFile read_safetensors(const std::string& path);
   friend SafetensorsFile parse_safetensors(std::vector<std::byte> bytes, const std::string& origin);
+  // Validates the bytes [base_, base_ + size_) and fills tensors_ and metadata_.
+  void parse();
   std::string path_;
-  std::vector<std::byte> bytes_;  // the whole file
+  std::vector<std::byte> bytes_;              // the whole file (parse_safetensors), or
+  std::shared_ptr<const MappedFile> mapped_;  // the file mapped (read_safetensors)
+  const std::byte* base_ = nullptr;
+  std::size_t size_ = 0;
   std::vector<StTensorView> tensors_;
   std::map<std::string, std::string> metadata_;
 };
 
-// Reads and validates the whole file. Throws SafetensorsError.
+// Maps the file read-only and validates it. Throws SafetensorsError.
 SafetensorsFile read_safetensors(const std::string& path);
 
 // Validates an in-memory image of a file; `origin` names it in errors.

@@ -184,8 +184,10 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c)
   word_embeddings = register_module(
       "word_embeddings",
       torch::nn::Embedding(EmbeddingOptions(c.vocab_size, c.hidden_size).padding_idx(c.pad_token_id)));
-  position_embeddings =
-      register_module("position_embeddings", torch::nn::Embedding(c.max_position, c.hidden_size));
+  // XLM-R's padding position (pad_token_id) is transformers' padding_idx: zero, never trained.
+  auto positions = EmbeddingOptions(c.max_position, c.hidden_size);
+  if (c.flavor == BertFlavor::XlmRoberta) positions.padding_idx(c.pad_token_id);
+  position_embeddings = register_module("position_embeddings", torch::nn::Embedding(positions));
   token_type_embeddings =
       register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
   LayerNorm = register_module(

@@ -572,9 +572,11 @@ int folder_max_length(const ModelFolderLayout& layout) {
 }
 
 LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout) {
-  // A Qwen3ForCausalLM file names its tensors "model.*" (and has an lm_head, unused).
+  // A Qwen3ForCausalLM file names its tensors "model.*" (and has an lm_head, unused); the
+  // original XLM-R checkpoints (XLMRobertaForMaskedLM) "roberta.*".
   LoadOptions options;
-  if (layout.encoder.is_decoder()) options.strip_prefixes = {"model."};
+  options.strip_prefixes = layout.encoder.is_decoder() ? std::vector<std::string>{"model."}
+                                                       : std::vector<std::string>{"bert.", "roberta."};
   LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);
   if (layout.dense) load_dense_weights(model, *layout.dense);
   return report;

@@ -68,6 +68,7 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
   c.num_kv_heads = 32;
   c.head_dim = 128;
   c.rope_theta = 10000.0;
+  c.tie_word_embeddings = false;
   read_number(j, "vocab_size", c.vocab_size, origin);
   read_number(j, "hidden_size", c.hidden_size, origin);
   read_number(j, "intermediate_size", c.intermediate_size, origin);
@@ -90,7 +91,7 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
     const std::string where = origin + ": " + key;
     if (!it->is_object()) throw ModelError(where + " must be an object, not " + it->dump());
     const auto type = it->find("rope_type") != it->end() ? it->find("rope_type") : it->find("type");
-    if (type != it->end() && *type != "default")
+    if (type != it->end() && !type->is_null() && *type != "default")
       throw ModelError(where + ".rope_type " + type->dump() +
                        " is not implemented (embed-train's Qwen3 has the default rotary positions)");
     read_number(*it, "rope_theta", c.rope_theta, where);

@@ -79,9 +79,11 @@ std::vector<std::string> candidate_names(const std::string& name, const LoadOpti
   return out;
 }
 
-// Checks every (file tensor, module tensor) pair of `path` (shape; a float fills a float,
-// an integer the same integer type), then copies them all.
-void check_and_copy(std::vector<std::pair<const StTensorView*, at::Tensor>>& plan, const std::string& path) {
+// Checks every (file tensor, module tensor) pair of `file` (shape; a float fills a float,
+// an integer the same integer type), then copies them all, giving back the file's pages
+// after each tensor (a mapped file of several GB is never resident whole).
+void check_and_copy(std::vector<std::pair<const StTensorView*, at::Tensor>>& plan, const SafetensorsFile& file) {
+  const std::string& path = file.path();
   for (const auto& [view, target] : plan) {
     if (at::IntArrayRef(view->shape) != target.sizes())
       throw WeightsError(path + ": tensor \"" + view->name + "\" has shape " + shape_text(view->shape) +
@@ -96,6 +98,7 @@ void check_and_copy(std::vector<std::pair<const StTensorView*, at::Tensor>>& pla
   for (auto& [view, target] : plan) {
     at::Tensor t = target;  // shares storage with the module's tensor
     t.copy_(to_tensor(*view));
+    file.release_pages();
   }
 }
 
@@ -149,7 +152,7 @@ LoadReport load_module(torch::nn::Module& module, const std::string& path, const
                        "; tensors of the file that matched nothing: " + name_list(report.unused));
 
   // Check everything before changing anything: a failed load leaves the module as it was.
-  check_and_copy(plan, path);
+  check_and_copy(plan, file);
   return report;
 }
 
@@ -209,7 +212,7 @@ LoadReport load_module_from_folder(torch::nn::Module& module, const std::string&
       if (!view) throw WeightsError(path + ": has no tensor \"" + name + "\", which " + index_path + " puts there");
       plan.emplace_back(view, target);
     }
-    check_and_copy(plan, path);
+    check_and_copy(plan, shard);
   }
   return report;
 }

@@ -56,7 +56,11 @@ class ModelTypeReader : public nlohmann::json_sax<nlohmann::json> {
     key_ = k;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception&) override {
+    error = "not valid JSON (at byte " + std::to_string(byte) + ")";
+    return false;
+  }
+  std::string error;  // why the file could not be read, when it could not
 
  private:
   int depth_ = 0;
@@ -73,6 +77,9 @@ std::string detect_tokenizer_type(const std::string& dir) {
     ModelTypeReader reader;
     nlohmann::json::sax_parse(hf_files::read_file(folder / "tokenizer.json"), &reader);
     const std::string& kind = reader.type;
+    const std::string file = (folder / "tokenizer.json").string();
+    if (kind.empty())
+      throw TokenizerError(file + ": " + (reader.error.empty() ? "has no model.type" : reader.error));
     if (kind == "Unigram") return "unigram";
     if (kind == "BPE") return "bpe";
     if (kind == "WordPiece") return "wordpiece";

@@ -1,5 +1,7 @@
 #include "train/trainee.h"
 
+#include <cctype>
+
 #include <cmath>
 #include <filesystem>
 
@@ -152,17 +154,6 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
   return model;
 }
 
-// AdamW groups: no weight decay on biases and LayerNorm parameters (BERT's recipe).
-std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double weight_decay) {
-  FlatAdamW::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
-  for (auto& item : model->named_parameters()) {
-    const std::string& name = item.key();
-    const bool exempt = name.find("LayerNorm") != std::string::npos || name.find("_norm") != std::string::npos ||
-                        (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0);
-    (exempt ? no_decay : decay).params.push_back(item.value());
-  }
-  return {decay, no_decay};
-}
 
 // loss.matryoshka_dims against the embedding the model gives: a size beyond it is an
 // error now, not at the first step; a largest size below it leaves the whole embedding
@@ -188,6 +179,23 @@ LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
 }
 
 }  // namespace
+
+// AdamW groups: no weight decay on biases and norm parameters, named as transformers'
+// Trainer finds them (get_decay_parameter_names, in lower case): BERT's LayerNorm, Qwen3's
+// input_layernorm / post_attention_layernorm / q_norm / k_norm and its final "norm".
+std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double weight_decay) {
+  FlatAdamW::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
+  for (auto& item : model->named_parameters()) {
+    std::string name = item.key();
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool exempt = name.find("layernorm") != std::string::npos || name.find("rmsnorm") != std::string::npos ||
+                        name.find("_norm") != std::string::npos || name.find(".norm.") != std::string::npos ||
+                        name.rfind("norm.", 0) == 0 ||
+                        (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0);
+    (exempt ? no_decay : decay).params.push_back(item.value());
+  }
+  return {decay, no_decay};
+}
 
 // A fine-tuned model keeps its init folder's input length (its positions were pretrained
 // that far, whatever length this run trained on), text lower-casing, Normalize module and

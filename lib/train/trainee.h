@@ -62,6 +62,10 @@ struct Trainee {
   double peak_lr = 0;  // train.lr, scaled by train.lr_scaling
 };
 
+// AdamW's two groups: weight decay for the rest, none for biases and norm parameters
+// (LayerNorm, RMSNorm, Qwen3's *_layernorm, q_norm, k_norm, norm), as transformers' Trainer.
+std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double weight_decay);
+
 // total_steps and micro_batch only go into the log line that describes the run.
 Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int64_t total_steps,
                       int64_t micro_batch);

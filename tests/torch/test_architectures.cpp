@@ -10,7 +10,10 @@
 //    sentences and the WordNet test texts, with Qwen3-Embedding's query instruction too;
 //  - fine-tuning runs on 2 workers as on 1 (the same weights), with GradCache as without,
 //    and the folder it writes loads in sentence-transformers with our embeddings.
+#include <set>
+
 #include "e2e_support.h"
+#include "train/trainee.h"
 
 using namespace e2e;
 
@@ -220,5 +223,54 @@ TEST_F(Architectures, UnknownArchitecturesAndTokenizersAreRefusedNamingTheFile) 
     EXPECT_NE(r.output.find((m / "sentence_bert_config.json").string() + ": modality_config.message"),
               std::string::npos)
         << r.output;
+  }
+}
+
+// Weight decay spares biases and every norm parameter, as transformers' Trainer decides
+// (Trainer.get_decay_parameter_names on the same names, in Python): for Qwen3 that is
+// input_layernorm, post_attention_layernorm, q_norm, k_norm and the final norm.
+TEST(ArchitectureTraining, WeightDecaySparesTheNormsAsTransformersTrainerDoes) {
+  ddp_embed::EncoderConfig qwen3;
+  qwen3.architecture = ddp_embed::Architecture::Qwen3;
+  qwen3.qwen3.vocab_size = 50;
+  qwen3.qwen3.hidden_size = 16;
+  qwen3.qwen3.intermediate_size = 24;
+  qwen3.qwen3.num_layers = 2;
+  qwen3.qwen3.num_heads = 4;
+  qwen3.qwen3.num_kv_heads = 2;
+  qwen3.qwen3.head_dim = 8;
+  ddp_embed::BertConfig bert;
+  bert.vocab_size = 50;
+  bert.hidden_size = 16;
+  bert.num_layers = 1;
+  bert.num_heads = 2;
+  bert.intermediate_size = 24;
+  for (const auto& config : {qwen3, ddp_embed::encoder_config(bert)}) {
+    ddp_embed::SentenceEmbedder model(config, 8, ddp_embed::Pooling::LastToken);
+    const auto groups = ddp_embed::optimizer_groups(model, 0.01);
+    std::map<const void*, bool> decayed;  // parameter storage -> in the decay group
+    for (const auto& p : groups[0].params) decayed[p.data_ptr()] = true;
+    for (const auto& p : groups[1].params) decayed[p.data_ptr()] = false;
+    json names = json::array();
+    for (const auto& item : model->named_parameters()) names.push_back(item.key());
+    const fs::path dir = fresh_dir("decay-names");
+    std::ofstream(dir / "names.json") << names.dump();
+    // Trainer's rule without building a Trainer: its ALL_LAYERNORM_LAYERS by name, biases.
+    std::ofstream(dir / "rule.py") << R"py(import json, re, sys
+names = json.load(open(sys.argv[1]))
+patterns = [r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)", r"_norm(?:$|\.)"]
+print(json.dumps([n for n in names if not any(re.search(p, n.lower()) for p in patterns)]))
+)py";
+    const RunResult r = run(kPython + " " + (dir / "rule.py").string() + " " + (dir / "names.json").string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::set<std::string> expected;
+    for (const auto& n : json::parse(r.output)) expected.insert(n.get<std::string>());
+    for (const auto& item : model->named_parameters())
+      EXPECT_EQ(decayed.at(item.value().data_ptr()), expected.count(item.key()) == 1) << item.key();
+    if (config.is_decoder()) {
+      EXPECT_EQ(expected.count("qwen3.layers.0.input_layernorm.weight"), 0u);
+      EXPECT_EQ(expected.count("qwen3.norm.weight"), 0u);
+      EXPECT_EQ(expected.count("qwen3.layers.1.mlp.gate_proj.weight"), 1u);
+    }
   }
 }
