@@ -41,6 +41,7 @@ MAX_LENGTHS = [4, 16, 512, 262144]  # 262144 only for the texts longer than 512 
 
 
 def read_lines(path):
+    """As embed-train reads a text file: split on '\\n', one trailing '\\r' dropped."""
     with open(path, encoding="utf-8", newline="") as f:
         lines = f.read().split("\n")
     if lines[-1] == "":

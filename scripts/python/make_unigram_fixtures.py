@@ -54,19 +54,12 @@ from sentencepiece import sentencepiece_model_pb2 as pb  # noqa: E402
 from tokenizers import normalizers  # noqa: E402
 from transformers import AutoTokenizer, XLMRobertaTokenizer  # noqa: E402
 
+from make_bpe_fixtures import read_lines  # noqa: E402  (as embed-train reads a text file)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAX_LENGTHS = (4, 16, 512)
 FOLDERS = ("spm", "json", "legacy", "generic", "generic_bytes", "json_mask", "spm_mask", "big")
 FUZZ_COUNT = 3000
-
-
-def read_lines(path):
-    """As embed-train reads a text file: split on '\\n', one trailing '\\r' dropped."""
-    with open(path, encoding="utf-8", newline="") as f:
-        lines = f.read().split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 EDGE = [
