@@ -9,6 +9,7 @@
 
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
+#include "model/hf_module_parts.h"
 #include "model/encoder.h"
 
 namespace ddp_embed {
@@ -40,12 +41,6 @@ at::Tensor fast_dropout(const at::Tensor& x, double p, bool training) {
 
 namespace {
 
-// A module without parameters of its own: it only puts its children under a name, so
-// that ours are called what Hugging Face calls them (attention.self.query.weight).
-struct NameScope : torch::nn::Module {
-  void pretty_print(std::ostream& os) const override { os << "NameScope"; }
-};
-
 // The additive attention bias [B, 1, 1, L] in the dtype of the embeddings x: 0 for real
 // keys and the lowest finite value for padding (as transformers does), so exp() of it
 // is exactly 0 and padding never reaches a real token, while unlike -inf a row of all
@@ -63,19 +58,6 @@ at::Tensor attention_bias(const at::Tensor& attention_mask, const at::Tensor& x)
 }
 
 // ---- config.json reading -------------------------------------------------------------
-
-template <typename T>
-void read_number(const nlohmann::json& j, const char* key, T& out, const std::string& origin) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  if constexpr (std::is_integral_v<T>) {
-    if (!it->is_number_integer())
-      throw ModelError(origin + ": " + key + " must be an integer, not " + it->dump());
-  } else {
-    if (!it->is_number()) throw ModelError(origin + ": " + key + " must be a number, not " + it->dump());
-  }
-  out = it->get<T>();
-}
 
 void require_string(const nlohmann::json& j, const char* key, const std::string& wanted,
                     const std::string& why, const std::string& origin) {

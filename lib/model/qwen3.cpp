@@ -8,23 +8,10 @@
 
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
+#include "model/hf_module_parts.h"
 
 namespace ddp_embed {
 namespace {
-
-struct NameScope : torch::nn::Module {
-  void pretty_print(std::ostream& os) const override { os << "NameScope"; }
-};
-
-template <typename T>
-void read_number(const nlohmann::json& j, const char* key, T& out, const std::string& origin) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  if (!(std::is_integral_v<T> ? it->is_number_integer() : it->is_number()))
-    throw ModelError(origin + ": " + key + " must be " + (std::is_integral_v<T> ? "an integer" : "a number") +
-                     ", not " + it->dump());
-  out = it->get<T>();
-}
 
 // A key whose other values this encoder does not implement: absent, null or `allowed`.
 void refuse_unless(const nlohmann::json& j, const char* key, const nlohmann::json& allowed, const std::string& why,
