@@ -7,12 +7,15 @@
 #           rank 0's peak RSS, one row per model and system
 #   memory  a Qwen3-Embedding-0.6B-shaped model (596M parameters, random weights; made once,
 #           1.2 GB) fine-tuned for 2 steps with configs/finetune-qwen3.json (bf16,
-#           activation checkpointing) at dist.zero_stage 0 (1 worker), 1 and 2 (2 workers):
-#           the state each worker holds, as the log says, and rank 0's peak RSS
+#           activation checkpointing) at dist.zero_stage 0 (1 worker), 1 and 2 (2 workers),
+#           and with train.optimizer_offload cpu at stages 0 and 2: the state each worker
+#           holds, as the log says, the model state a GPU would hold (weights, gradients,
+#           moments unless offloaded) and rank 0's peak RSS (on the CPU, all of it)
 #
 #   scripts/bench-architectures.sh
 #   PARTS=speed STEPS=20 scripts/bench-architectures.sh
 # Env: PARTS ("speed memory"), STEPS (40, speed), MEM_BATCH (4 pairs a worker, memory),
+#   MEM_ROWS (zero:workers:offload rows, "0:1:none 1:2:none 2:2:none 0:1:cpu 2:2:cpu"),
 #   OUT (runs/bench-architectures). The memory part needs about 21 GB of RAM (two workers of
 #   ~10 GB at stage 1). Numbers only; nothing else should run on the machine.
 set -euo pipefail
@@ -46,19 +49,30 @@ if [[ " $parts " == *" memory "* ]]; then
     "$py" scripts/python/make_model_fixtures.py --out "$models" --kinds qwen3-0.6b >/dev/null
   fi
   head -400 "$build/test-data/train.jsonl" > "$out/pairs.jsonl"
-  printf '%-5s %-8s %-34s %15s %12s\n' zero workers "state per worker (log)" "start-up RSS MB" "peak RSS MB"
-  for z in 0 1 2; do
-    n=2; [ "$z" = 0 ] && n=1
-    log=$out/memory-z$z.log
+  printf '%-5s %-8s %-8s %-46s %12s %15s %12s\n' zero workers offload "state per worker (log)" "device MB" \
+    "start-up RSS MB" "peak RSS MB"
+  # zero:workers:offload
+  for row in ${MEM_ROWS:-0:1:none 1:2:none 2:2:none 0:1:cpu 2:2:cpu}; do
+    IFS=: read -r z n offload <<< "$row"
+    log=$out/memory-z$z-n$n-$offload.log
     OMP_NUM_THREADS=1 "$build/ddp-launch" --nproc "$n" --master-port 0 "$build/embed-train" \
       --config configs/finetune-qwen3.json --set model.init="$models/qwen3-0.6b" --set data.train="$out/pairs.jsonl" \
       --set train.batch_size=$((mem_batch * n)) --set train.max_steps=2 --set train.warmup_steps=0 \
-      --set tokenizer.max_length=32 --set dist.zero_stage="$z" --set output.dir="$out/memory-z$z" \
+      --set tokenizer.max_length=32 --set dist.zero_stage="$z" --set train.optimizer_offload="$offload" \
+      --set output.dir="$out/memory-z$z-n$n-$offload" \
       --set output.save_every=0 --set output.log_every=1 --set output.resume=never > "$log" 2>&1
-    state=$(grep -o 'optimizer state: [0-9.]* MB[^;]*; gradients: [0-9.]* MB' "$log" | head -1 |
-            sed -E 's/optimizer state: ([0-9.]+) MB.*gradients: ([0-9.]+) MB/moments \1 MB, gradients \2 MB/')
+    # The model state a device would hold (fp32 weights, gradients, and the moments unless
+    # offloaded), from the log's parameter count and state line; on the CPU it is all RSS.
+    params_m=$(grep -o '[0-9.]*M parameters' "$log" | head -1 | grep -o '^[0-9.]*')
+    line=$(grep -o 'optimizer state: [0-9.]* MB[^;]*; gradients: [0-9.]* MB' "$log" | head -1)
+    moments=$(echo "$line" | sed -E 's/optimizer state: ([0-9.]+) MB.*/\1/')
+    grads=$(echo "$line" | sed -E 's/.*gradients: ([0-9.]+) MB/\1/')
+    where=""; on_device=$moments
+    if [[ "$line" == *"host memory"* ]]; then where=" (host)"; on_device=0; fi
+    device=$(awk -v p="$params_m" -v g="$grads" -v m="$on_device" 'BEGIN { printf "%.0f", p * 4 + g + m }')
     startup=$(grep -o 'start-up took [0-9.]*s (peak RSS [0-9]* MB)' "$log" | head -1 | grep -o '[0-9]* MB' | grep -o '[0-9]*')
     peak=$(grep -o 'final (peak RSS [0-9]* MB)' "$log" | grep -o '[0-9]*')
-    printf '%-5s %-8s %-34s %15s %12s\n' "$z" "$n" "$state" "$startup" "$peak"
+    printf '%-5s %-8s %-8s %-46s %12s %15s %12s\n' "$z" "$n" "$offload" "moments $moments MB$where, gradients $grads MB" \
+      "$device" "$startup" "$peak"
   done
 fi

@@ -361,7 +361,7 @@ EOF
 steps_table="
 build build 420
 ctest test 420
-cpu-gpu check 60
+cpu-gpu check 80
 precisions check 90
 nccl check 60
 checkpoints check 60
@@ -470,6 +470,14 @@ step_cpu_gpu() {
   train cpu-fp32 300 "${same[@]}" --set train.device=cpu || return
   train gpu-fp32 300 "${same[@]}" --set train.device=cuda || return
   helper_lines same-steps "fp32 GPU vs CPU" "$checks/cpu-fp32" "$checks/gpu-fp32" --abs 1e-4 --from 1 --to 10
+  # The optimizer offloaded (train.optimizer_offload): AdamW on the host, gradients and
+  # parameters through pinned buffers; the same steps to the CPU kernel's rounding.
+  train gpu-fp32-offload 300 "${same[@]}" --set train.device=cuda --set train.optimizer_offload=cpu || return
+  helper_lines same-steps "fp32 GPU, optimizer offloaded vs on the GPU" "$checks/gpu-fp32" "$checks/gpu-fp32-offload" \
+    --abs 1e-4 --from 1 --to 10
+  result "NOTE optimizer offload: peak GPU MB $(value gpu-fp32 peak_gpu_mb) on the GPU," \
+         "$(value gpu-fp32-offload peak_gpu_mb) offloaded; ms a step $(value gpu-fp32 step_ms)," \
+         "$(value gpu-fp32-offload step_ms) offloaded"
 }
 
 step_precisions() {

@@ -93,6 +93,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("train.loss_scale_init", tr.loss_scale_init, positive());
   v("train.loss_scale_growth_interval", tr.loss_scale_growth_interval, at_least(1));
   v("train.activation_checkpointing", tr.activation_checkpointing, any());
+  v("train.optimizer_offload", tr.optimizer_offload, one_of({"none", "cpu"}));
   v("train.gradcache_chunk", tr.gradcache_chunk, non_negative());
   v("train.seed", tr.seed, non_negative());
   v("train.max_bad_steps", tr.max_bad_steps, at_least(1));

@@ -111,6 +111,7 @@ struct TrainConfig {
   double loss_scale_init = 65536;           // fp16: the first dynamic loss scale
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps before the scale doubles
   bool activation_checkpointing = false;
+  std::string optimizer_offload = "none";  // none | cpu: AdamW's moments and update in host memory
   int64_t gradcache_chunk = 0;  // > 0: GradCache, this many sequences per forward (train/gradcache.h)
   uint64_t seed = 42;
   int max_bad_steps = 5;  // non-finite steps in a row before the run stops

@@ -1,9 +1,11 @@
 #include "optim/flat_adamw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/linalg_vector_norm.h>
 
@@ -52,6 +54,15 @@ void FlatAdamW::shard(int rank, int world, ShareShards share) {
   share_ = std::move(share);
 }
 
+void FlatAdamW::offload_to_host(int64_t chunk_values) {
+  if (!exp_avg_.empty()) throw std::logic_error("FlatAdamW::offload_to_host after the moments were allocated");
+  if (chunk_values <= 0) throw std::invalid_argument("FlatAdamW::offload_to_host: chunk_values must be positive");
+  // A multiple of 64 values: ATen's CPU kernel runs whole SIMD vectors over a tensor and
+  // scalar code, which rounds differently, over its last few values. Chunks that start
+  // at multiples of every vector width leave the scalar tail where the whole buffer's is.
+  offload_chunk_ = (chunk_values + 63) / 64 * 64;
+}
+
 ShardRange FlatAdamW::own_range(size_t i) const {
   return world_ > 1 ? shard_range(params_[i].numel(), rank_, world_) : ShardRange{0, params_[i].numel()};
 }
@@ -86,8 +97,9 @@ int64_t FlatAdamW::state_bytes() const {
 void FlatAdamW::allocate_moments() const {
   if (!exp_avg_.empty()) return;
   for (size_t i = 0; i < params_.size(); ++i) {
-    exp_avg_.push_back(torch::zeros({own_range(i).size}, params_[i].options()));
-    exp_avg_sq_.push_back(torch::zeros({own_range(i).size}, params_[i].options()));
+    const auto options = offloaded() ? params_[i].options().device(torch::kCPU) : params_[i].options();
+    exp_avg_.push_back(torch::zeros({own_range(i).size}, options));
+    exp_avg_sq_.push_back(torch::zeros({own_range(i).size}, options));
   }
 }
 
@@ -124,6 +136,10 @@ void FlatAdamW::step(double lr) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const ShardRange own = own_range(i);
     if (own.size == 0) continue;
+    if (offloaded()) {
+      step_on_host(i, own, lr);
+      continue;
+    }
     // The kernel reads the step count from a tensor (PyTorch keeps one per parameter).
     const at::Tensor step = at::full({}, double(steps_), params_[i].options().dtype(at::kFloat));
     at::_fused_adamw_({params_[i].narrow(0, own.begin, own.size)}, {own_grad(i)},
@@ -131,6 +147,34 @@ void FlatAdamW::step(double lr) {
                       /*amsgrad=*/false, /*maximize=*/false);
   }
   if (sharded()) share_(params_);
+}
+
+// Synchronous copies through pinned buffers: a GPU's copy engines move about 25-50 GB/s
+// each way, so a 4B model's step spends about a second in transfers and about as long in
+// the host's kernel. Overlapping the next chunk's copies with this chunk's update
+// (two staging sets, non_blocking copies on a side stream) would hide most of the former;
+// it needs a GPU to measure, and is left for then.
+void FlatAdamW::step_on_host(size_t i, ShardRange own, double lr) {
+  if (!host_params_.defined()) {
+    int64_t largest = 0;
+    for (size_t j = 0; j < params_.size(); ++j) largest = std::max(largest, own_range(j).size);
+    const auto staging = torch::TensorOptions()
+                             .dtype(params_[i].scalar_type())
+                             .pinned_memory(params_[i].is_cuda());  // pinned: DMA, no bounce buffer
+    host_params_ = at::empty({std::min(offload_chunk_, largest)}, staging);
+    host_grads_ = at::empty({std::min(offload_chunk_, largest)}, staging);
+  }
+  const torch::Tensor params = params_[i].narrow(0, own.begin, own.size), grads = own_grad(i);
+  const at::Tensor step = at::full({}, double(steps_), at::TensorOptions().dtype(at::kFloat));
+  for (int64_t begin = 0; begin < own.size; begin += offload_chunk_) {
+    const int64_t n = std::min(offload_chunk_, own.size - begin);
+    torch::Tensor p = host_params_.narrow(0, 0, n), g = host_grads_.narrow(0, 0, n);
+    p.copy_(params.narrow(0, begin, n));
+    g.copy_(grads.narrow(0, begin, n));
+    at::_fused_adamw_({p}, {g}, {exp_avg_[i].narrow(0, begin, n)}, {exp_avg_sq_[i].narrow(0, begin, n)}, {}, {step},
+                      lr, beta1_, beta2_, weight_decay_[i], eps_, /*amsgrad=*/false, /*maximize=*/false);
+    params.narrow(0, begin, n).copy_(p);
+  }
 }
 
 int64_t FlatAdamW::num_parameters() const {
@@ -143,19 +187,20 @@ FlatAdamW::NamedTensors FlatAdamW::state() const {
   torch::NoGradGuard no_grad;
   allocate_moments();
   NamedTensors out;
-  std::vector<torch::Tensor> assembled;
   for (size_t i = 0; i < params_.size(); ++i)
     for (const torch::Tensor* moment : {&exp_avg_[i], &exp_avg_sq_[i]}) {
       torch::Tensor whole = *moment;
       if (sharded()) {
+        // Assembled one moment at a time where the collectives run (the parameters'
+        // device): one buffer-sized temporary there, not all of the state's.
         const ShardRange own = own_range(i);
         whole = torch::zeros_like(params_[i]);
         whole.narrow(0, own.begin, own.size).copy_(*moment);
-        assembled.push_back(whole);
+        share_({whole});
+        if (offloaded()) whole = whole.to(torch::kCPU);
       }
       out.emplace_back(moment_name(i, moment == &exp_avg_[i]), whole);
     }
-  if (sharded()) share_(assembled);
   return out;
 }
 

@@ -15,6 +15,12 @@
 //
 // Decoupled weight decay as in torch.optim.AdamW: p ← p·(1 − lr·wd) − lr·m̂/(√v̂ + eps).
 //
+// Offloaded (offload_to_host; DeepSpeed's "offload_optimizer": {"device": "cpu"}), the
+// moments live in host memory and the update runs on the host: what a device then holds
+// for the optimizer is the parameters and their gradients, 8 bytes a parameter instead
+// of 16. It is what lets a model whose fp32 state would fill the device fine-tune on it
+// (4B parameters: 64 GB of state, 32 GB offloaded).
+//
 // The optimizer knows nothing of processes. ZeRO (parallel/zero.h) partitions it: shard()
 // and shard_gradients() say which stretch of each buffer this rank updates and how the
 // ranks exchange what they computed; the data-parallel seam (parallel/data_parallel.h)
@@ -48,6 +54,15 @@ class FlatAdamW {
   void scale_grads(double factor);
   void step(double lr);
 
+  // From now on the moments live in host memory and step() updates on the host, a stretch
+  // of `chunk_values` (rounded up to a multiple of 64) at a time: the stretch's gradient and parameters are copied into
+  // host staging buffers (pinned when the parameters are on a GPU), updated there by the
+  // same fused kernel, and the parameters copied back. Each chunk is the plain update of
+  // its elements, so the weights are those of the plain step (bit for bit on the CPU).
+  // Before the first step or state load; with shard(), each rank offloads its shard.
+  void offload_to_host(int64_t chunk_values = int64_t(1) << 24);
+  bool offloaded() const { return offload_chunk_ > 0; }
+
   int64_t steps_taken() const { return steps_; }
   int64_t num_parameters() const;
 
@@ -58,7 +73,8 @@ class FlatAdamW {
   using ShareShards = std::function<void(const std::vector<torch::Tensor>& flat_buffers)>;
   void shard(int rank, int world, ShareShards share);
   bool sharded() const { return world_ > 1; }
-  // The bytes of AdamW state (the two moments) this rank holds, allocated or not yet.
+  // The bytes of AdamW state (the two moments) this rank holds, allocated or not yet
+  // (in host memory when offloaded).
   int64_t state_bytes() const;
 
   // ZeRO-2, after shard(): the gradients too. The flat gradient buffers become this
@@ -86,6 +102,9 @@ class FlatAdamW {
   // does: start-up does not zero-fill two model-sized buffers.
   void allocate_moments() const;
 
+  // step()'s update of flat buffer i's stretch `own` on the host, chunk by chunk.
+  void step_on_host(size_t i, ShardRange own, double lr);
+
   // This rank's stretch of flat buffer i: all of it unless sharded.
   ShardRange own_range(size_t i) const;
   // The gradient of that stretch.
@@ -98,6 +117,8 @@ class FlatAdamW {
   std::vector<torch::Tensor> members_;  // the groups' parameters, whose .grad views grads_
   std::vector<torch::Tensor> params_, grads_;
   mutable std::vector<torch::Tensor> exp_avg_, exp_avg_sq_;
+  int64_t offload_chunk_ = 0;               // > 0: offloaded, the staging buffers' size
+  torch::Tensor host_params_, host_grads_;  // offloaded: the staging buffers, made by the first step
   double beta1_, beta2_, eps_;
   int64_t steps_ = 0;
 };

@@ -47,8 +47,9 @@ DataParallel::DataParallel(torch::nn::Module& model, FlatAdamW& optimizer, Proce
                  : grad_sync_->buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
                                                             : "");
   const std::string of_the_whole = fmt::format(" (ZeRO-{}: 1/{} of the whole)", zero_stage_, pg.world_size());
-  spdlog::info("optimizer state: {:.1f} MB on this rank{}; gradients: {:.1f} MB on this rank{}",
-               double(optimizer.state_bytes()) / 1e6, optimizer.sharded() ? of_the_whole : "",
+  spdlog::info("optimizer state: {:.1f} MB on this rank{}{}; gradients: {:.1f} MB on this rank{}",
+               double(optimizer.state_bytes()) / 1e6, optimizer.offloaded() ? ", in host memory (offloaded)" : "",
+               optimizer.sharded() ? of_the_whole : "",
                double(optimizer.gradient_bytes()) / 1e6, optimizer.gradients_sharded() ? of_the_whole : "");
 }
 

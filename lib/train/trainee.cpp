@@ -314,6 +314,7 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   model->encoder().set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
+  if (cfg.train.optimizer_offload == "cpu") optimizer.offload_to_host();
   model->encoder().set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
   auto data_parallel = std::make_unique<DataParallel>(*model, optimizer, pg, cfg.dist);
   double peak_lr = cfg.train.lr;

@@ -78,6 +78,7 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_DOUBLE_EQ(c.train.loss_scale_init, 65536);
   EXPECT_EQ(c.train.loss_scale_growth_interval, 2000);
   EXPECT_FALSE(c.train.activation_checkpointing);
+  EXPECT_EQ(c.train.optimizer_offload, "none");
   EXPECT_EQ(c.dist.backend, "auto");
   EXPECT_EQ(c.dist.timeout_s, 600);
   EXPECT_EQ(c.output.dir, "runs/demo");
@@ -180,6 +181,8 @@ TEST(Config, EnumsListTheAllowedSet) {
                   R"(one of "fp32", "bf16", "fp16")");
   EXPECT_CONTAINS(from_json_error(R"({"train": {"device": "gpu"}})"),
                   R"(train.device: expected one of "auto", "cpu", "cuda", got "gpu")");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"optimizer_offload": "nvme"}})"),
+                  R"(train.optimizer_offload: expected one of "none", "cpu", got "nvme")");
   EXPECT_CONTAINS(from_json_error(R"({"dist": {"backend": "mpi"}})"),
                   R"(one of "auto", "nccl", "gloo")");
   EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "triplet"}})"),
@@ -340,7 +343,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   for (const char* section : {"model", "tokenizer", "data", "loss", "train", "dist", "output"})
     EXPECT_TRUE(j.contains(section)) << section;
   EXPECT_EQ(j["model"].size(), 11u);
-  EXPECT_EQ(j["train"].size(), 18u);
+  EXPECT_EQ(j["train"].size(), 19u);
   EXPECT_EQ(j["dist"].size(), 4u);
 
   const Config back = config_from_json(j, "printed");

@@ -1,14 +1,20 @@
 // ZeRO-1 and ZeRO-2 (parallel/zero.h, dist.zero_stage 1 and 2): sharded AdamW moments,
 // and at stage 2 sharded gradients, train the model of plain data parallelism, hold 1/N
 // of the state (and of the gradients) per rank, and write checkpoints that resume at
-// another stage and world size.
+// another stage and world size. The optimizer offloaded to host memory
+// (train.optimizer_offload, FlatAdamW::offload_to_host) does the same, alone and sharded.
 #include "parallel/zero.h"
 
 #include <gtest/gtest.h>
 
+#include <ATen/ops/randn.h>
+
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <regex>
+
+#include "optim/flat_adamw.h"
 
 #include "e2e_support.h"
 
@@ -30,6 +36,31 @@ TEST(ZeroShards, CoverTheBufferInOrderWithoutOverlap) {
 }
 
 namespace {
+
+// Three parameter tensors in two groups (one without weight decay), of sizes that cut
+// into chunks unevenly, with seeded gradients set by hand before each step.
+struct OffloadProblem {
+  std::vector<at::Tensor> params;
+  std::unique_ptr<ddp_embed::FlatAdamW> optimizer;
+
+  explicit OffloadProblem(int64_t offload_chunk, int rank = 0, int world = 1) {
+    at::manual_seed(7);
+    for (int64_t n : {1000, 37, 4099}) params.push_back(at::randn({n}).requires_grad_());
+    optimizer = std::make_unique<ddp_embed::FlatAdamW>(std::vector<ddp_embed::FlatAdamW::Group>{
+        {{params[0], params[1]}, 0.01}, {{params[2]}, 0.0}});
+    if (world > 1) optimizer->shard(rank, world, [](const std::vector<at::Tensor>&) {});
+    if (offload_chunk > 0) optimizer->offload_to_host(offload_chunk);
+  }
+  void steps(int count) {
+    at::manual_seed(11);
+    for (int s = 0; s < count; ++s) {
+      at::NoGradGuard no_grad;
+      for (auto& p : params) p.mutable_grad().copy_(at::randn(p.sizes()));
+      optimizer->scale_grads(0.5);
+      optimizer->step(1e-2 / (1 + s));
+    }
+  }
+};
 
 // 2 workers, 2 accumulation steps, clipping that bites (max_grad_norm below the norms of
 // the tiny model), 10 steps.
@@ -89,6 +120,43 @@ double relative_weight_distance(const fs::path& a, const fs::path& b) {
 
 }  // namespace
 
+// The update on the host, in chunks of any size (rounded up to 64 values, so that the
+// kernel's vectorised body and scalar tail fall where they do on the whole buffer: with
+// chunks of 100 values the squared moments differ in the last bit), is the plain update
+// of the same elements with the same kernel: on the CPU the weights and the moments are bit for bit
+// the plain ones, unsharded and on a rank's shard (the shard's elements only: the others
+// are what share_shards, a no-op here, would bring).
+TEST(OptimizerOffload, ChunkedHostStepsAreThePlainStepsBitForBit) {
+  for (const int64_t chunk : {int64_t(1) << 24, int64_t(256), int64_t(100), int64_t(1)}) {
+    OffloadProblem plain(0), offloaded(chunk);
+    EXPECT_FALSE(plain.optimizer->offloaded());
+    ASSERT_TRUE(offloaded.optimizer->offloaded());
+    plain.steps(5);
+    offloaded.steps(5);
+    for (size_t i = 0; i < plain.params.size(); ++i)
+      EXPECT_TRUE(at::equal(plain.params[i], offloaded.params[i])) << "parameter " << i << ", chunk " << chunk;
+    const auto a = plain.optimizer->state(), b = offloaded.optimizer->state();
+    ASSERT_EQ(a.size(), 4u);
+    ASSERT_EQ(b.size(), 4u);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].first, b[i].first);
+      EXPECT_TRUE(b[i].second.device().is_cpu());
+      EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first << ", chunk " << chunk;
+    }
+  }
+  for (int rank : {0, 1, 2}) {
+    OffloadProblem plain(0, rank, 3), offloaded(300, rank, 3);
+    EXPECT_EQ(plain.optimizer->state_bytes(), offloaded.optimizer->state_bytes());
+    plain.steps(3);
+    offloaded.steps(3);
+    for (size_t i = 0; i < plain.params.size(); ++i)
+      EXPECT_TRUE(at::equal(plain.params[i], offloaded.params[i])) << "parameter " << i << ", rank " << rank;
+  }
+  OffloadProblem late(0);
+  late.steps(1);
+  EXPECT_THROW(late.optimizer->offload_to_host(), std::logic_error);
+}
+
 // Each rank's fused AdamW over its shard is the same element-wise arithmetic on the same
 // values as over the whole buffer, and every rank then holds every shard: the weights
 // are bit for bit those of stage 0.
@@ -116,7 +184,8 @@ TEST(ZeroOne, TwoWorkersTrainThePlainModelBitForBit) {
 // stage 0 on 1 worker, and at the other sharded stage on 4 workers, the run ends where
 // the uninterrupted one does (to rounding: other world sizes add the gradients in another
 // order). A checkpoint with only rank 0's shard of the moments would be off by about lr
-// in half the parameters.
+// in half the parameters. The stage-2 run has its optimizer offloaded and the 4-worker
+// stage-2 resume of the stage-1 checkpoint too: offloaded state is saved and read as any.
 TEST(ZeroOneAndTwo, ACheckpointResumesAtAnotherStageAndWorldSize) {
   struct Resume {
     const char* name;
@@ -127,6 +196,7 @@ TEST(ZeroOneAndTwo, ACheckpointResumesAtAnotherStageAndWorldSize) {
     json c = zero_config(whole, saved_at);
     c["output"]["save_every"] = 5;
     c["output"]["keep_last"] = 3;
+    if (saved_at == 2) c["train"]["optimizer_offload"] = "cpu";
     RunResult r = train(whole, c, 2);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const fs::path step5 = whole / "out" / "checkpoints" / "step-5";
@@ -140,6 +210,7 @@ TEST(ZeroOneAndTwo, ACheckpointResumesAtAnotherStageAndWorldSize) {
       cr["train"]["grad_accum_steps"] = to.accum;  // the same micro-batches of 4 pairs
       cr["output"]["save_every"] = 5;
       cr["output"]["resume"] = "auto";
+      if (to.stage == 2) cr["train"]["optimizer_offload"] = "cpu";
       fs::create_directories(dir / "out" / "checkpoints");
       fs::copy(step5, dir / "out" / "checkpoints" / "step-5", fs::copy_options::recursive);
       r = train(dir, cr, to.workers);
@@ -196,6 +267,18 @@ TEST(ZeroTwo, TwoWorkersWithAccumulationAndClippingTrainThePlainModel) {
   expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), 1e-6, "loss");
   expect_same_series(norms, series(sharded / "out", "grad_norm"), 1e-5, "grad_norm");
   EXPECT_LE(relative_weight_distance(sharded / "out", plain / "out"), 1e-5);
+
+  // The optimizer offloaded to host memory: the same update of the same shard, so the
+  // weights are bit for bit stage 2's; the log says where the state is.
+  const fs::path offloaded = fresh_dir("zero2-accum-offloaded");
+  json c = zero_config(offloaded, 2);
+  c["train"]["optimizer_offload"] = "cpu";
+  RunResult ro = train(offloaded, c, 2);
+  ASSERT_EQ(ro.exit_code, 0) << ro.output;
+  EXPECT_NE(ro.output.find("MB on this rank, in host memory (offloaded) (ZeRO-2: 1/2 of the whole)"),
+            std::string::npos) << ro.output;
+  expect_same_series(series(sharded / "out", "loss"), series(offloaded / "out", "loss"), 0, "loss");
+  expect_identical_models(sharded / "out", offloaded / "out", "ZeRO-2 with the optimizer offloaded");
 }
 
 // GradCache under ZeRO-2: a micro-batch's chunks accumulate their gradients locally and
