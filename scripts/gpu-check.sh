@@ -363,7 +363,7 @@ build build 420
 ctest test 420
 cpu-gpu check 80
 precisions check 90
-nccl check 60
+nccl check 70
 checkpoints check 60
 bench-minilm bench 120
 bench-base bench 150
@@ -506,18 +506,24 @@ step_nccl() {
   train nccl-zero1 300 "${nccl[@]}" --set dist.zero_stage=1 && passed+=(zero1)
   train nccl-zero2 300 "${nccl[@]}" --set dist.zero_stage=2 && passed+=(zero2)
   train nccl-zero2-gradcache 300 "${nccl[@]}" --set dist.zero_stage=2 --set train.gradcache_chunk=16 && passed+=(zero2-gradcache)
+  # The same run with no process group (dist.backend auto: collectives are the identity).
+  train nccl-none 300 "${nccl[@]}" --set dist.backend=auto && passed+=(none)
   [ "$step_complete" = 1 ] || return
   for v in "${passed[@]}"; do
     helper_lines same-steps "nccl $v vs plain (--nproc 1)" "$checks/nccl-plain" "$checks/nccl-$v" --abs 1e-3 --from 1 --to 20
   done
-  # The runs above pass whether or not NCCL ran: a world of one makes no process group
-  # (lib/parallel/process_group.h), and its log says so by not naming one.
-  if grep -Eq 'process group: .*nccl' "$checks"/nccl-*.log; then
+  # A world of one makes a process group only because dist.backend names one under the
+  # launcher (lib/parallel/process_group.h); every run's log must name it, or the runs
+  # above compared the identity with itself.
+  local without=()
+  for v in plain "${passed[@]}"; do
+    [ "$v" = none ] || grep -Eq 'process group: 1 rank, nccl' "$checks/nccl-$v.log" || without+=("$v")
+  done
+  if [ ${#without[@]} -eq 0 ]; then
     result "PASS nccl process group: $(grep -hEo 'process group: .*nccl[^)]*\)?' "$checks/nccl-plain.log" | head -1)"
   else
-    result "FAIL nccl process group: no run names one: at WORLD_SIZE 1 ProcessGroup::init makes no process group" \
-           "(every collective is the identity), so --nproc 1 runs no NCCL collective; exercising NCCL on one GPU" \
-           "needs a world-1 NCCL group"
+    result "FAIL nccl process group: the log of nccl-${without[*]} names no NCCL group of one (--nproc 1 with" \
+           "dist.backend nccl should make one): its collectives were the identity, not NCCL's"
   fi
 }
 

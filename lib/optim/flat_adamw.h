@@ -72,7 +72,7 @@ class FlatAdamW {
   // step, and read state(), together). Before the first step or state load.
   using ShareShards = std::function<void(const std::vector<torch::Tensor>& flat_buffers)>;
   void shard(int rank, int world, ShareShards share);
-  bool sharded() const { return world_ > 1; }
+  bool sharded() const { return bool(share_); }
   // The bytes of AdamW state (the two moments) this rank holds, allocated or not yet
   // (in host memory when offloaded).
   int64_t state_bytes() const;

@@ -30,18 +30,18 @@ void make_initial_parameters_agree(torch::nn::Module& model, ProcessGroup& pg) {
 
 DataParallel::DataParallel(torch::nn::Module& model, FlatAdamW& optimizer, ProcessGroup& pg, const DistConfig& dist)
     : pg_(pg), zero_stage_(dist.zero_stage) {
-  if (zero_stage_ >= 1)
+  if (zero_stage_ >= 1 && pg.communicates())
     optimizer.shard(pg.rank(), pg.world_size(), [&pg](const std::vector<at::Tensor>& flat) { share_shards(pg, flat); });
   make_initial_parameters_agree(model, pg);
   grad_sync_ = std::make_unique<GradSync>(pg, model.parameters(), size_t(dist.bucket_mb * 1024 * 1024));
-  if (zero_stage_ == 2 && pg.world_size() > 1) {
+  if (zero_stage_ == 2 && pg.communicates()) {
     // The optimizer keeps this rank's shard of the gradients and GradSync reduces into it;
     // the whole gradient buffers (the last reference is `whole`) go when this block ends.
     const std::vector<at::Tensor> whole = optimizer.gradient_buffers();
     optimizer.shard_gradients([&pg](const at::Tensor& t) { pg.allreduce_sum_(t); });
     grad_sync_->reduce_into_shards(whole, optimizer.gradient_buffers());
   }
-  if (pg.world_size() > 1)
+  if (pg.communicates())
     spdlog::info("gradient sync: {} buckets of up to {} MB{}", grad_sync_->num_buckets(), dist.bucket_mb,
                  grad_sync_->reduces_into_shards()          ? ", each reduced into the ranks' shards (ZeRO-2)"
                  : grad_sync_->buckets_are_gradient_views() ? ", cut from the optimizer's gradient buffers (no copies)"
@@ -72,7 +72,7 @@ double DataParallel::finish_micro_step(int index, int count) {
 }
 
 CandidateExchange DataParallel::candidate_exchange(bool wanted) const {
-  if (!wanted || pg_.world_size() == 1) return {};
+  if (!wanted || !pg_.communicates()) return {};
   ProcessGroup* pg = &pg_;
   // The candidates' text hashes go along without gradient: the loss masks duplicates
   // among every rank's candidates (model/loss.h).

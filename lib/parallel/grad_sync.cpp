@@ -119,7 +119,7 @@ GradSync::GradSync(ProcessGroup& pg, const std::vector<at::Tensor>& params, std:
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.pg = &pg;
-  if (pg.world_size() == 1) return;
+  if (!pg.communicates()) return;
   std::vector<at::Tensor> synced;
   for (const auto& p : params) {
     // A tensor listed twice (tied weights) is synchronized once.
@@ -163,7 +163,7 @@ GradSync::NoSync::~NoSync() {
 void GradSync::finish() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.pg->world_size() == 1 || !s.sync) return;
+  if (!s.pg->communicates() || !s.sync) return;
   const auto t0 = std::chrono::steady_clock::now();
   StepStats st;
   st.buckets = s.layout.buckets.size();
@@ -199,7 +199,7 @@ void GradSync::finish() {
 void GradSync::reduce_into_shards(const std::vector<at::Tensor>& whole, const std::vector<at::Tensor>& own) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.pg->world_size() == 1) return;
+  if (!s.pg->communicates()) return;
   if (s.to_shards) throw DistError("GradSync::reduce_into_shards: called twice");
   s.reduction = ddp_embed::reduce_into_shards(*s.pg, s.layout, whole, own);
   s.to_shards = true;

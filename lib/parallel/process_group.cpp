@@ -69,7 +69,8 @@ struct ProcessGroup::Impl {
   std::uint64_t seq = 0;
   std::string broken;  // the first failure; later collectives fail at once with it
 
-  bool distributed() const { return world > 1; }
+  // Whether collectives go over a process group (world size > 1, or a group of one).
+  bool communicates() const { return bool(pg); }
 
   std::uint64_t begin(const std::string& what) {
     std::lock_guard<std::mutex> lock(mu);
@@ -202,7 +203,11 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   const std::string backend = lower(backend_in);
   if (backend != "auto" && backend != "gloo" && backend != "nccl")
     throw DistError("unknown dist.backend '" + backend_in + "' (expected auto, gloo or nccl)");
-  if (!env.distributed()) return single();  // nothing to connect, whatever the backend
+  // A single process connects to nothing, unless a launcher gave it a rendezvous and the
+  // backend was named: then it makes a group of one, so that every collective runs (how
+  // one GPU checks the NCCL path).
+  const bool group_of_one = !env.distributed() && backend != "auto" && env.source != "single process";
+  if (!env.distributed() && !group_of_one) return single();
   if (backend == "nccl" && !compat::kHasNccl)
     throw DistError("dist.backend 'nccl' requested, but this build has no NCCL (LibTorch without CUDA)");
   if (backend == "nccl" && !cuda_available)
@@ -258,6 +263,7 @@ int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::world_size() const { return impl_->world; }
 const std::string& ProcessGroup::backend() const { return impl_->backend; }
 const std::string& ProcessGroup::network() const { return impl_->network; }
+bool ProcessGroup::communicates() const { return impl_->communicates(); }
 c10::Device ProcessGroup::device() const { return impl_->device; }
 std::uint64_t ProcessGroup::collectives_issued() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -280,7 +286,7 @@ PendingCollective ProcessGroup::issue(const std::string& what, bool host_reads_r
 }
 
 void ProcessGroup::allreduce_sum_(const at::Tensor& t) {
-  if (!impl_->distributed()) return;
+  if (!impl_->communicates()) return;
   at::Tensor buf = t.is_contiguous() ? t : t.contiguous();
   issue("allreduce", false, [&] { return impl_->allreduce(buf, c10d::ReduceOp::SUM); }).wait();
   if (!buf.is_same(t)) t.copy_(buf);
@@ -290,11 +296,11 @@ void ProcessGroup::allreduce_mean_(const at::Tensor& t) {
   if (!at::isFloatingType(t.scalar_type()))
     throw DistError("allreduce_mean_ needs a floating-point tensor, got " + std::string(c10::toString(t.scalar_type())));
   allreduce_sum_(t);
-  if (impl_->distributed()) t.div_(impl_->world);
+  if (impl_->communicates()) t.div_(impl_->world);
 }
 
 PendingCollective ProcessGroup::allreduce_sum_async(const at::Tensor& t, const std::string& what) {
-  if (!impl_->distributed()) return PendingCollective();
+  if (!impl_->communicates()) return PendingCollective();
   if (!t.is_contiguous()) throw DistError(what + ": allreduce_sum_async needs a contiguous tensor");
   return issue(what, false, [&] { return impl_->allreduce(t, c10d::ReduceOp::SUM); });
 }
@@ -302,7 +308,7 @@ PendingCollective ProcessGroup::allreduce_sum_async(const at::Tensor& t, const s
 PendingCollective ProcessGroup::reduce_sum_async(const at::Tensor& t, int root, const std::string& what) {
   if (root < 0 || root >= impl_->world)
     throw DistError(what + ": root " + std::to_string(root) + " is not a rank of the group");
-  if (!impl_->distributed()) return PendingCollective();
+  if (!impl_->communicates()) return PendingCollective();
   if (!t.is_contiguous()) throw DistError(what + ": reduce_sum_async needs a contiguous tensor");
   return issue(what, false, [&] {
     std::vector<at::Tensor> v{t};
@@ -318,7 +324,7 @@ PendingCollective ProcessGroup::reduce_sum_async(const at::Tensor& t, int root, 
 void ProcessGroup::broadcast_(std::vector<at::Tensor>& tensors, int root) {
   if (root < 0 || root >= impl_->world)
     throw DistError("broadcast_: root " + std::to_string(root) + " is not a rank of the group");
-  if (!impl_->distributed()) return;
+  if (!impl_->communicates()) return;
   at::NoGradGuard no_grad;  // parameters are leaves that require grad
   // One flat buffer per (device, dtype), in order of first appearance: the same grouping
   // on every rank, since every rank passes the same list of tensors.
@@ -358,7 +364,7 @@ void ProcessGroup::broadcast_(std::vector<at::Tensor>& tensors, int root) {
 }
 
 at::Tensor ProcessGroup::all_gather(const at::Tensor& t) {
-  if (!impl_->distributed()) return t.dim() == 0 ? t.reshape({1}).clone() : t.contiguous().clone();
+  if (!impl_->communicates()) return t.dim() == 0 ? t.reshape({1}).clone() : t.contiguous().clone();
   at::Tensor in = t.dim() == 0 ? t.reshape({1}).contiguous() : t.contiguous();
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < impl_->world; ++r) out[0].push_back(at::empty(in.sizes(), in.options()));
@@ -374,7 +380,7 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& t) {
 ProcessGroup::VarsizeGather ProcessGroup::all_gather_varsize(const at::Tensor& t) {
   if (t.dim() == 0) throw DistError("all_gather_varsize needs a tensor with at least one dimension");
   VarsizeGather g;
-  if (!impl_->distributed()) {
+  if (!impl_->communicates()) {
     g.data = t.contiguous().clone();
     g.counts = {t.size(0)};
     return g;
@@ -407,7 +413,7 @@ ProcessGroup::VarsizeGather ProcessGroup::all_gather_varsize(const at::Tensor& t
 
 at::Tensor ProcessGroup::all_gather_rows(const at::Tensor& t, const std::vector<int64_t>& rows) {
   const bool equal = std::all_of(rows.begin(), rows.end(), [&](int64_t r) { return r == t.size(0); });
-  if (!impl_->distributed() || rows.empty() || equal) return all_gather(t);
+  if (!impl_->communicates() || rows.empty() || equal) return all_gather(t);
   if (int(rows.size()) != impl_->world || rows[size_t(impl_->rank)] != t.size(0))
     throw DistError("all_gather_rows: rank " + std::to_string(impl_->rank) + " holds " + std::to_string(t.size(0)) +
                     " rows, but the row counts say otherwise");
@@ -424,7 +430,7 @@ at::Tensor ProcessGroup::all_gather_rows(const at::Tensor& t, const std::vector<
 }
 
 void ProcessGroup::barrier() {
-  if (!impl_->distributed()) return;
+  if (!impl_->communicates()) return;
   issue("barrier", true, [&] {
     c10d::BarrierOptions o;
     o.timeout = impl_->timeout;
@@ -447,7 +453,7 @@ std::vector<std::uint64_t> gather_values(ProcessGroup& pg, std::uint64_t value, 
 }  // namespace
 
 std::vector<int> ProcessGroup::ranks_differing_from_rank0(std::uint64_t value) {
-  if (!impl_->distributed()) return {};
+  if (!impl_->communicates()) return {};
   const std::vector<std::uint64_t> values = gather_values(*this, value, impl_->device);
   std::vector<int> differ;
   for (int r = 1; r < impl_->world; ++r)
@@ -456,7 +462,7 @@ std::vector<int> ProcessGroup::ranks_differing_from_rank0(std::uint64_t value) {
 }
 
 void ProcessGroup::check_same(std::uint64_t value, const std::string& what) {
-  if (!impl_->distributed()) return;
+  if (!impl_->communicates()) return;
   const std::vector<std::uint64_t> values = gather_values(*this, value, impl_->device);
   std::ostringstream msg;
   std::vector<int> differ;
@@ -471,7 +477,7 @@ void ProcessGroup::check_same(std::uint64_t value, const std::string& what) {
 }
 
 std::int64_t ProcessGroup::allreduce_max_int(std::int64_t value) {
-  if (!impl_->distributed()) return value;
+  if (!impl_->communicates()) return value;
   at::Tensor t = at::tensor({value}, at::kLong).to(impl_->device);
   issue("allreduce_max", true, [&] { return impl_->allreduce(t, c10d::ReduceOp::MAX); }).wait();
   return t.cpu().item<int64_t>();

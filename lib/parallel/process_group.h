@@ -4,7 +4,9 @@
 // the collective (and, when it can tell, the missing rank) instead of hanging.
 //
 // World size 1 needs no store and no process group: every collective is then the identity,
-// so single-process code paths call the same functions.
+// so single-process code paths call the same functions. Under a launcher with the backend
+// named (dist.backend gloo or nccl) a single process makes a group of one instead, and
+// every collective runs: one GPU checks the NCCL path that way.
 //
 // All ranks must call the same collectives in the same order (that is what matches them
 // up); ProcessGroup numbers them so that error messages can say which one failed.
@@ -75,6 +77,9 @@ class ProcessGroup {
   int rank() const;
   int world_size() const;
   const std::string& backend() const;  // "gloo", "nccl" or "none" (world size 1)
+  // Whether collectives go over a process group: world size > 1, or a group of one. When
+  // not, every collective is the identity and callers may skip their sync work.
+  bool communicates() const;
   // How the ranks talk, for the log: "gloo over eth0 (10.0.0.2)"; empty for world size 1.
   const std::string& network() const;
   c10::Device device() const;          // where collective tensors must live

@@ -6,7 +6,7 @@ namespace ddp_embed {
 
 void share_shards(ProcessGroup& pg, const std::vector<at::Tensor>& flat_buffers) {
   const int world = pg.world_size();
-  if (world == 1) return;
+  if (!pg.communicates()) return;
   // One broadcast per buffer and owner, of the shard in place: packing the buffers'
   // shards into one message would need a shard-sized copy on every rank.
   for (const at::Tensor& flat : flat_buffers)

@@ -124,7 +124,8 @@ Worker set_up_worker(const Config& cfg) {
 
   // The process group; every rank must run the same config.
   w.pg = ProcessGroup::init(w.env, cfg.dist.backend, w.device.is_cuda(), std::chrono::seconds(cfg.dist.timeout_s));
-  if (w.pg->world_size() > 1) spdlog::info("process group: {} ranks, {}", w.pg->world_size(), w.pg->network());
+  if (w.pg->communicates())
+    spdlog::info("process group: {} rank{}, {}", w.pg->world_size(), w.pg->world_size() > 1 ? "s" : "", w.pg->network());
   w.pg->check_same(config_hash(cfg), "the configuration (config file and --set overrides)");
   check_config_for_world(cfg, w.pg->world_size());
   return w;

@@ -332,6 +332,36 @@ TEST(ProcessGroup, SingleProcessCollectivesAreIdentity) {
   EXPECT_THROW(ProcessGroup::init(WorkerEnv{}, "mpi", false, 10s), DistError);
 }
 
+// Under a launcher, naming the backend makes a process group of one: every collective
+// runs through it (and is counted), with the identity's results. `auto`, or no launcher,
+// makes none.
+TEST(ProcessGroup, AGroupOfOneWhenALauncherNamesTheBackend) {
+  const WorkerEnv launched = env_for(0, 1, free_port());
+  EXPECT_FALSE(ProcessGroup::init(launched, "auto", false, 10s)->communicates());
+  EXPECT_FALSE(ProcessGroup::init(WorkerEnv{}, "gloo", false, 10s)->communicates());
+  auto pg = ProcessGroup::init(launched, "gloo", false, 10s);
+  ASSERT_TRUE(pg->communicates());
+  EXPECT_EQ(pg->world_size(), 1);
+  EXPECT_EQ(pg->backend(), "gloo");
+  at::Tensor t = at::arange(6, at::kFloat).view({2, 3});
+  pg->allreduce_mean_(t);
+  EXPECT_TRUE(t.equal(at::arange(6, at::kFloat).view({2, 3})));
+  EXPECT_TRUE(pg->all_gather(t).equal(t));
+  std::vector<at::Tensor> b{t.clone()};
+  pg->broadcast_(b, 0);
+  EXPECT_TRUE(b[0].equal(t));
+  pg->reduce_sum_async(b[0], 0, "reduce").wait();
+  EXPECT_TRUE(b[0].equal(t));
+  pg->check_same(42, "config hash");
+  at::Tensor x = at::randn({3, 2}).requires_grad_();
+  at::Tensor gathered = all_gather_with_grad(*pg, x);
+  EXPECT_FALSE(gathered.is_same(x));
+  EXPECT_TRUE(gathered.equal(x));
+  gathered.sum().backward();
+  EXPECT_TRUE(x.grad().equal(at::ones({3, 2})));
+  EXPECT_GE(pg->collectives_issued(), 7u);
+}
+
 TEST(ProcessGroup, NcclNeedsCuda) {
   WorkerEnv w = env_for(0, 2, 1);
   try {

@@ -67,6 +67,38 @@ TEST(DataParallel, TwoWorkersTimesTwoEqualOneWorkerTimesFour) {
 }
 
 // Two launchers with --nnodes 2 form one job of two ranks, like one launcher --nproc 2.
+// One worker with dist.backend named makes a process group of one, and every collective
+// of the step runs through it: the gradient buckets reduced into ZeRO-2's shards, the
+// shards shared, the norm summed, the cross-rank all-gather with its backward. Each is the
+// identity on one rank; the loss over gathered candidates sums in another order, so the
+// model is the one of no group to rounding. (On a GPU this is what checks NCCL with one
+// device.)
+TEST(DataParallel, OneWorkerInAGroupOfOneTrainsThePlainModel) {
+  auto config = [](const fs::path& dir, const std::string& backend) {
+    json c = tiny_config(dir / "out");
+    c["train"]["max_steps"] = 6;
+    c["train"]["grad_accum_steps"] = 2;
+    c["train"]["max_grad_norm"] = 0.5;
+    c["loss"]["type"] = "infonce";
+    c["loss"]["cross_rank_negatives"] = true;
+    c["dist"]["zero_stage"] = 2;
+    c["dist"]["backend"] = backend;
+    return c;
+  };
+  const fs::path plain = fresh_dir("group-none"), group = fresh_dir("group-of-one");
+  RunResult r0 = train(plain, config(plain, "auto"), 1);
+  ASSERT_EQ(r0.exit_code, 0) << r0.output;
+  RunResult r1 = train(group, config(group, "gloo"), 1);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  EXPECT_EQ(r0.output.find("process group:"), std::string::npos) << r0.output;
+  EXPECT_NE(r1.output.find("process group: 1 rank, gloo"), std::string::npos) << r1.output;
+  EXPECT_NE(r1.output.find("each reduced into the ranks' shards (ZeRO-2)"), std::string::npos) << r1.output;
+  EXPECT_NE(r1.output.find("(ZeRO-2: 1/1 of the whole)"), std::string::npos) << r1.output;
+  expect_same_series(series(plain / "out", "loss"), series(group / "out", "loss"), 1e-6, "loss");
+  expect_same_series(series(plain / "out", "grad_norm"), series(group / "out", "grad_norm"), 1e-5, "grad_norm");
+  expect_same_model(plain / "out", group / "out", 1e-5);
+}
+
 TEST(DataParallel, TwoLaunchersEqualOneLauncher) {
   auto one = fresh_dir("nodes1"), two = fresh_dir("nodes2");
   auto r1 = train(one, tiny_config(one / "out"), 2);
