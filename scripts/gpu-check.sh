@@ -475,9 +475,19 @@ step_cpu_gpu() {
   train gpu-fp32-offload 300 "${same[@]}" --set train.device=cuda --set train.optimizer_offload=cpu || return
   helper_lines same-steps "fp32 GPU, optimizer offloaded vs on the GPU" "$checks/gpu-fp32" "$checks/gpu-fp32-offload" \
     --abs 1e-4 --from 1 --to 10
-  result "NOTE optimizer offload: peak GPU MB $(value gpu-fp32 peak_gpu_mb) on the GPU," \
-         "$(value gpu-fp32-offload peak_gpu_mb) offloaded; ms a step $(value gpu-fp32 step_ms)," \
-         "$(value gpu-fp32-offload step_ms) offloaded"
+  # The moments must have left the GPU: its peak drops by at least half their size.
+  local moments on off
+  moments=$(grep -o 'optimizer state: [0-9.]* MB on this rank, in host memory' "$checks/gpu-fp32-offload.log" |
+            head -1 | grep -o '[0-9.]*' | head -1)
+  on=$(value gpu-fp32 peak_gpu_mb)
+  off=$(value gpu-fp32-offload peak_gpu_mb)
+  if [ -n "$moments" ] && awk -v a="$on" -v b="$off" -v m="$moments" 'BEGIN { exit !(a - b >= m / 2) }'; then
+    result "PASS optimizer offload: moments $moments MB in host memory; peak GPU MB $on on the GPU, $off offloaded;" \
+           "ms a step $(value gpu-fp32 step_ms) on the GPU, $(value gpu-fp32-offload step_ms) offloaded"
+  else
+    result "FAIL optimizer offload: the log says moments '${moments:-none}' MB in host memory, and the peak GPU MB" \
+           "went from $on to $off (it should drop by at least half the moments)"
+  fi
 }
 
 step_precisions() {

@@ -49,6 +49,7 @@ FlatAdamW::FlatAdamW(std::vector<Group> groups, double beta1, double beta2, doub
 
 void FlatAdamW::shard(int rank, int world, ShareShards share) {
   if (!exp_avg_.empty()) throw std::logic_error("FlatAdamW::shard after the moments were allocated");
+  if (!share) throw std::invalid_argument("FlatAdamW::shard needs a way to share the shards");
   rank_ = rank;
   world_ = world;
   share_ = std::move(share);
@@ -183,7 +184,7 @@ int64_t FlatAdamW::num_parameters() const {
   return n;
 }
 
-FlatAdamW::NamedTensors FlatAdamW::state() const {
+FlatAdamW::NamedTensors FlatAdamW::state(bool keep) const {
   torch::NoGradGuard no_grad;
   allocate_moments();
   NamedTensors out;
@@ -192,14 +193,15 @@ FlatAdamW::NamedTensors FlatAdamW::state() const {
       torch::Tensor whole = *moment;
       if (sharded()) {
         // Assembled one moment at a time where the collectives run (the parameters'
-        // device): one buffer-sized temporary there, not all of the state's.
+        // device), then moved to the host: one buffer-sized temporary on the device, not
+        // the whole state on every rank (61 GB a GPU for 8B at ZeRO-2).
         const ShardRange own = own_range(i);
         whole = torch::zeros_like(params_[i]);
         whole.narrow(0, own.begin, own.size).copy_(*moment);
         share_({whole});
-        if (offloaded()) whole = whole.to(torch::kCPU);
+        whole = keep ? whole.to(torch::kCPU) : torch::Tensor();
       }
-      out.emplace_back(moment_name(i, moment == &exp_avg_[i]), whole);
+      if (keep) out.emplace_back(moment_name(i, moment == &exp_avg_[i]), whole);
     }
   return out;
 }

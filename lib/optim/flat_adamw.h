@@ -91,9 +91,12 @@ class FlatAdamW {
 
   // Optimizer state as named tensors ("adamw.<g>.exp_avg", ...) and back, for checkpoints:
   // the whole moments whatever the sharding, so that any world size and stage resumes.
-  // Sharded, each moment is assembled in a model-sized buffer on every rank (a collective).
+  // Sharded, each moment is assembled in a buffer on the parameters' device, one at a
+  // time, with the other ranks (a collective: every rank calls it), and copied to host
+  // memory; `keep` false (the ranks that do not write the checkpoint) drops each as soon
+  // as it is assembled and returns nothing.
   using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
-  NamedTensors state() const;
+  NamedTensors state(bool keep = true) const;
   // From whole moments (a checkpoint of any world size and stage): this rank's part.
   void load_state(const NamedTensors& named, int64_t steps);
 

@@ -20,7 +20,9 @@
 //   2    as 1, and each bucket is reduced into the ranks that own its stretch: gradients
 //        are 1/N per rank too, so every micro-step syncs (no whole gradient to
 //        accumulate in) and the gradient norm sums the shards' squares over the ranks
-// With one process nothing is synchronized and every call here costs nothing.
+// With one process and no process group nothing is synchronized and every call here
+// costs nothing; in a group of one (dist.backend named under ddp-launch) every collective
+// runs, on one rank.
 #pragma once
 
 #include <memory>
@@ -57,7 +59,7 @@ class DataParallel {
 
   // Cross-rank negatives: the differentiable all-gather of every rank's candidates and
   // the plain one of their text hashes, or no exchange when `wanted` is false or there
-  // is one rank.
+  // is no process group.
   CandidateExchange candidate_exchange(bool wanted) const;
 
  private:

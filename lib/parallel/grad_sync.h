@@ -13,7 +13,8 @@
 // gradients already lie in flat buffers (the optimizer's), the buckets are stretches of
 // those buffers and nothing is copied (PyTorch's gradient_as_bucket_view; grad_buckets.h).
 // When the last gradient of a bucket has been accumulated, the bucket's all-reduce is
-// launched at once, in bucket order on every rank. World size 1: everything is a no-op.
+// launched at once, in bucket order on every rank. Without a process group (one process
+// that asked for no group of one): everything is a no-op.
 //
 // ZeRO-2 (reduce_into_shards): instead of every rank receiving every average, each
 // bucket's stretch of a flat buffer is summed into the rank that owns it (zero.h's

@@ -9,6 +9,7 @@
 #include "parallel/process_group.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -196,6 +197,12 @@ void quiet_c10d_retries() {
   c10::UpdateLoggingLevelsFromFlags();
 }
 
+// Gloo sends with writev, which raises SIGPIPE when the peer's socket is gone (a rank
+// that was killed), and SIGPIPE's default action ends the process without a word. Python
+// ignores SIGPIPE at start-up, so PyTorch's workers get an error instead; ours must ask
+// for the same, or a surviving rank dies silently where it should say which peer left.
+void ignore_broken_pipes() { std::signal(SIGPIPE, SIG_IGN); }
+
 }  // namespace
 
 std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std::string& backend_in,
@@ -203,10 +210,11 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   const std::string backend = lower(backend_in);
   if (backend != "auto" && backend != "gloo" && backend != "nccl")
     throw DistError("unknown dist.backend '" + backend_in + "' (expected auto, gloo or nccl)");
-  // A single process connects to nothing, unless a launcher gave it a rendezvous and the
-  // backend was named: then it makes a group of one, so that every collective runs (how
-  // one GPU checks the NCCL path).
-  const bool group_of_one = !env.distributed() && backend != "auto" && env.source != "single process";
+  // A single process connects to nothing, unless ddp-launch or torchrun started it (they
+  // give it a rendezvous of its own) and the backend was named: then it makes a group of
+  // one, so that every collective runs (how one GPU checks the NCCL path). SLURM and
+  // Open MPI with one task give no port of their own: two such jobs on a node would meet.
+  const bool group_of_one = !env.distributed() && backend != "auto" && env.source == "ddp-launch/torchrun";
   if (!env.distributed() && !group_of_one) return single();
   if (backend == "nccl" && !compat::kHasNccl)
     throw DistError("dist.backend 'nccl' requested, but this build has no NCCL (LibTorch without CUDA)");
@@ -214,6 +222,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
     throw DistError("dist.backend 'nccl' requested, but no CUDA device is available");
   if (timeout_s.count() <= 0) throw DistError("dist.timeout_s must be positive");
   quiet_c10d_retries();
+  ignore_broken_pipes();
 
   auto impl = std::make_unique<Impl>();
   impl->rank = env.rank;

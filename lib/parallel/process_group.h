@@ -67,7 +67,8 @@ class ProcessGroup {
   // that device current.
   static std::unique_ptr<ProcessGroup> init(const WorkerEnv& env, const std::string& backend,
                                             bool cuda_available, std::chrono::seconds timeout);
-  // The world-size-1 group (what init returns for a single process).
+  // The world-size-1 group without a process group (what init returns for a single
+  // process that asks for no group of one).
   static std::unique_ptr<ProcessGroup> single();
 
   ~ProcessGroup();
@@ -76,11 +77,11 @@ class ProcessGroup {
 
   int rank() const;
   int world_size() const;
-  const std::string& backend() const;  // "gloo", "nccl" or "none" (world size 1)
+  const std::string& backend() const;  // "gloo", "nccl" or "none" (no process group)
   // Whether collectives go over a process group: world size > 1, or a group of one. When
   // not, every collective is the identity and callers may skip their sync work.
   bool communicates() const;
-  // How the ranks talk, for the log: "gloo over eth0 (10.0.0.2)"; empty for world size 1.
+  // How the ranks talk, for the log: "gloo over eth0 (10.0.0.2)"; empty without a group.
   const std::string& network() const;
   c10::Device device() const;          // where collective tensors must live
 

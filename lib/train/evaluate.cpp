@@ -45,7 +45,7 @@ std::pair<at::Tensor, at::Tensor> embed_pairs(SentenceEmbedder& model, const Pai
 
   at::Tensor q = embed_sequences(model, data.tokens, queries, begin, end, batch_size, device);
   at::Tensor p = embed_sequences(model, data.tokens, positives, begin, end, batch_size, device);
-  if (pg.world_size() > 1) {
+  if (pg.communicates()) {
     q = pg.all_gather_varsize(q.to(pg.device())).data.cpu();
     p = pg.all_gather_varsize(p.to(pg.device())).data.cpu();
   }

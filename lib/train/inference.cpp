@@ -182,7 +182,7 @@ at::Tensor embed_texts(LoadedModel& loaded, const std::vector<std::string>& text
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - batch_begin).count());
   }
   at::Tensor mine = parts.empty() ? at::zeros({0, loaded.model->embedding_dim()}, at::kFloat) : at::cat(parts, 0);
-  at::Tensor sorted = pg.world_size() > 1 ? pg.all_gather_varsize(mine.to(pg.device())).data.cpu() : mine;
+  at::Tensor sorted = pg.communicates() ? pg.all_gather_varsize(mine.to(pg.device())).data.cpu() : mine;
   at::Tensor out = at::empty_like(sorted);
   out.index_copy_(0, at::tensor(order, at::kLong), sorted);
   return out;

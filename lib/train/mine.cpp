@@ -377,7 +377,7 @@ int run_mine(const MineOptions& o) {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 
   const at::Tensor mine = select_for_queries(queries, corpus, in, selection, device, *pg);
-  const at::Tensor chosen = pg->world_size() > 1 ? pg->all_gather_varsize(mine.to(pg->device())).data.cpu() : mine;
+  const at::Tensor chosen = pg->communicates() ? pg->all_gather_varsize(mine.to(pg->device())).data.cpu() : mine;
   if (pg->rank() != 0) return 0;
 
   int64_t dropped = 0;

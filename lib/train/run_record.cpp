@@ -45,7 +45,7 @@ void RunRecord::evaluate(int64_t step) {
 
 void RunRecord::checkpoint(const TrainPosition& p) {
   w_.pg->barrier();
-  const FlatAdamW::NamedTensors optimizer_state = t_.optimizer.state();
+  const FlatAdamW::NamedTensors optimizer_state = t_.optimizer.state(/*keep=*/w_.main_rank());
   if (w_.main_rank()) {
     const auto t0 = Clock::now();
     const std::string where = save_checkpoint(cfg_.output.dir + "/checkpoints", t_.model, optimizer_state,

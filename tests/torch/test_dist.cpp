@@ -332,13 +332,17 @@ TEST(ProcessGroup, SingleProcessCollectivesAreIdentity) {
   EXPECT_THROW(ProcessGroup::init(WorkerEnv{}, "mpi", false, 10s), DistError);
 }
 
-// Under a launcher, naming the backend makes a process group of one: every collective
-// runs through it (and is counted), with the identity's results. `auto`, or no launcher,
-// makes none.
+// Under ddp-launch or torchrun, naming the backend makes a process group of one: every
+// collective runs through it (and is counted), with the identity's results. `auto`, no
+// launcher, or one that gives no rendezvous of its own (SLURM, Open MPI) makes none.
 TEST(ProcessGroup, AGroupOfOneWhenALauncherNamesTheBackend) {
-  const WorkerEnv launched = env_for(0, 1, free_port());
+  WorkerEnv launched = env_for(0, 1, free_port());
+  launched.source = "ddp-launch/torchrun";
   EXPECT_FALSE(ProcessGroup::init(launched, "auto", false, 10s)->communicates());
   EXPECT_FALSE(ProcessGroup::init(WorkerEnv{}, "gloo", false, 10s)->communicates());
+  WorkerEnv slurm = launched;
+  slurm.source = "SLURM";
+  EXPECT_FALSE(ProcessGroup::init(slurm, "gloo", false, 10s)->communicates());
   auto pg = ProcessGroup::init(launched, "gloo", false, 10s);
   ASSERT_TRUE(pg->communicates());
   EXPECT_EQ(pg->world_size(), 1);

@@ -66,7 +66,6 @@ TEST(DataParallel, TwoWorkersTimesTwoEqualOneWorkerTimesFour) {
   expect_same_model(one / "out", two / "out", 1e-5);
 }
 
-// Two launchers with --nnodes 2 form one job of two ranks, like one launcher --nproc 2.
 // One worker with dist.backend named makes a process group of one, and every collective
 // of the step runs through it: the gradient buckets reduced into ZeRO-2's shards, the
 // shards shared, the norm summed, the cross-rank all-gather with its backward. Each is the
@@ -99,6 +98,7 @@ TEST(DataParallel, OneWorkerInAGroupOfOneTrainsThePlainModel) {
   expect_same_model(plain / "out", group / "out", 1e-5);
 }
 
+// Two launchers with --nnodes 2 form one job of two ranks, like one launcher --nproc 2.
 TEST(DataParallel, TwoLaunchersEqualOneLauncher) {
   auto one = fresh_dir("nodes1"), two = fresh_dir("nodes2");
   auto r1 = train(one, tiny_config(one / "out"), 2);

@@ -2,7 +2,8 @@
 // and at stage 2 sharded gradients, train the model of plain data parallelism, hold 1/N
 // of the state (and of the gradients) per rank, and write checkpoints that resume at
 // another stage and world size. The optimizer offloaded to host memory
-// (train.optimizer_offload, FlatAdamW::offload_to_host) does the same, alone and sharded.
+// (train.optimizer_offload, FlatAdamW::offload_to_host) does the same, alone and sharded,
+// and keeps its moments in host memory (checked where there is a GPU).
 #include "parallel/zero.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <regex>
 
+#include "compat/cuda_support.h"
 #include "optim/flat_adamw.h"
 
 #include "e2e_support.h"
@@ -43,9 +45,9 @@ struct OffloadProblem {
   std::vector<at::Tensor> params;
   std::unique_ptr<ddp_embed::FlatAdamW> optimizer;
 
-  explicit OffloadProblem(int64_t offload_chunk, int rank = 0, int world = 1) {
+  explicit OffloadProblem(int64_t offload_chunk, int rank = 0, int world = 1, c10::Device device = c10::kCPU) {
     at::manual_seed(7);
-    for (int64_t n : {1000, 37, 4099}) params.push_back(at::randn({n}).requires_grad_());
+    for (int64_t n : {1000, 37, 4099}) params.push_back(at::randn({n}).to(device).requires_grad_());
     optimizer = std::make_unique<ddp_embed::FlatAdamW>(std::vector<ddp_embed::FlatAdamW::Group>{
         {{params[0], params[1]}, 0.01}, {{params[2]}, 0.0}});
     if (world > 1) optimizer->shard(rank, world, [](const std::vector<at::Tensor>&) {});
@@ -55,7 +57,7 @@ struct OffloadProblem {
     at::manual_seed(11);
     for (int s = 0; s < count; ++s) {
       at::NoGradGuard no_grad;
-      for (auto& p : params) p.mutable_grad().copy_(at::randn(p.sizes()));
+      for (auto& p : params) p.mutable_grad().copy_(at::randn(p.sizes()));  // CPU values, on p's device
       optimizer->scale_grads(0.5);
       optimizer->step(1e-2 / (1 + s));
     }
@@ -140,7 +142,6 @@ TEST(OptimizerOffload, ChunkedHostStepsAreThePlainStepsBitForBit) {
     ASSERT_EQ(b.size(), 4u);
     for (size_t i = 0; i < a.size(); ++i) {
       EXPECT_EQ(a[i].first, b[i].first);
-      EXPECT_TRUE(b[i].second.device().is_cpu());
       EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first << ", chunk " << chunk;
     }
   }
@@ -155,6 +156,27 @@ TEST(OptimizerOffload, ChunkedHostStepsAreThePlainStepsBitForBit) {
   OffloadProblem late(0);
   late.steps(1);
   EXPECT_THROW(late.optimizer->offload_to_host(), std::logic_error);
+}
+
+// On a GPU: the moments in host memory, the parameters and gradients on the device, and
+// the host's kernel following the device's to its rounding.
+TEST(OptimizerOffload, OnAGpuTheHostStepFollowsTheDeviceStep) {
+  if (ddp_embed::compat::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const c10::Device cuda(c10::kCUDA, 0);
+  OffloadProblem on_device(0, 0, 1, cuda), offloaded(256, 0, 1, cuda);
+  on_device.steps(5);
+  offloaded.steps(5);
+  for (size_t i = 0; i < on_device.params.size(); ++i) {
+    EXPECT_TRUE(offloaded.params[i].is_cuda());
+    EXPECT_TRUE(offloaded.params[i].grad().is_cuda());
+    EXPECT_TRUE(at::allclose(on_device.params[i].cpu(), offloaded.params[i].cpu(), 1e-5, 1e-6)) << "parameter " << i;
+  }
+  const auto a = on_device.optimizer->state(), b = offloaded.optimizer->state();
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(a[i].second.is_cuda()) << a[i].first;
+    EXPECT_TRUE(b[i].second.device().is_cpu()) << b[i].first;
+    EXPECT_TRUE(at::allclose(a[i].second.cpu(), b[i].second, 1e-5, 1e-7)) << a[i].first;
+  }
 }
 
 // Each rank's fused AdamW over its shard is the same element-wise arithmetic on the same
