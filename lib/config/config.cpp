@@ -49,6 +49,8 @@ void visit_fields(Config& c, Visitor& v) {
   v("model.pooling", m.pooling, one_of({"auto", "cls", "mean", "lasttoken"}));
   v("model.projection_dim", m.projection_dim, non_negative());
   v("model.prompts", m.prompts, any());
+  v("model.lora_rank", m.lora_rank, non_negative());
+  v("model.lora_alpha", m.lora_alpha, positive());
 
   TokenizerConfig& t = c.tokenizer;
   v("tokenizer.type", t.type, one_of({"sentencepiece", "wordpiece"}));

@@ -33,6 +33,10 @@ struct ModelConfig {
   // Named texts put before inputs ("query" -> "query: "), written into the model folder
   // (config_sentence_transformers.json) beside those model.init brings; a name here wins.
   std::map<std::string, std::string> prompts;
+  // > 0: LoRA (model/lora.h): adapters of this rank on every linear layer of the encoder,
+  // which is otherwise frozen; the saved model has them merged. 0: a full fine-tune.
+  int lora_rank = 0;
+  double lora_alpha = 16;  // the adapters' scale is lora_alpha / lora_rank
 };
 
 struct TokenizerConfig {

@@ -203,7 +203,7 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids) {
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c)
     : num_heads_(c.num_heads), hidden_dropout_(c.hidden_dropout), attention_dropout_(c.attention_dropout) {
-  using torch::nn::Linear;
+  using Linear = AdaptableLinear;
   const auto layer_norm = [&] {
     return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
   };

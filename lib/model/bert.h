@@ -26,6 +26,7 @@
 
 #include "config/bert_config.h"
 #include "model/encoder.h"
+#include "model/lora.h"
 
 namespace ddp_embed {
 
@@ -76,11 +77,12 @@ class BertLayerImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
                      const at::Tensor& out_rows = {});
 
-  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
-  torch::nn::Linear attention_dense{nullptr};      // attention.output.dense
+  // Linear layers that take a LoRA adapter when one is asked for (model/lora.h).
+  AdaptableLinear query{nullptr}, key{nullptr}, value{nullptr};
+  AdaptableLinear attention_dense{nullptr};        // attention.output.dense
   torch::nn::LayerNorm attention_norm{nullptr};    // attention.output.LayerNorm
-  torch::nn::Linear intermediate_dense{nullptr};   // intermediate.dense
-  torch::nn::Linear output_dense{nullptr};         // output.dense
+  AdaptableLinear intermediate_dense{nullptr};     // intermediate.dense
+  AdaptableLinear output_dense{nullptr};           // output.dense
   torch::nn::LayerNorm output_norm{nullptr};       // output.LayerNorm
 
   // On the CPU, while autograd records: recompute the attention probabilities in backward

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/bert.h"
+#include "model/lora.h"
 #include "model/weights.h"
 #include "tokenize/hf_files.h"
 #include "tokenize/unicode.h"
@@ -477,7 +478,8 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   const TextEncoderImpl& encoder = model->encoder();
   const EncoderConfig& config = encoder.encoder_config();
   write_json(tmp / "config.json", encoder.hf_config_json());
-  save_module(encoder, (tmp / "model.safetensors").string());
+  // An encoder fine-tuned with LoRA is written with its adapters merged: a plain model.
+  save_as_float32((tmp / "model.safetensors").string(), merged_tensors(encoder));
   tokenizer.save(tmp.string());
   cap_tokenizer_max_length(tmp, config.max_length());
   write_json(tmp / "sentence_bert_config.json",

@@ -144,9 +144,8 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
 
 Qwen3LayerImpl::Qwen3LayerImpl(const Qwen3Config& c)
     : num_heads_(c.num_heads), num_kv_heads_(c.num_kv_heads), head_dim_(c.head_dim) {
-  using torch::nn::Linear;
   using torch::nn::LinearOptions;
-  const auto linear = [](int64_t in, int64_t out) { return Linear(LinearOptions(in, out).bias(false)); };
+  const auto linear = [](int64_t in, int64_t out) { return AdaptableLinear(LinearOptions(in, out).bias(false)); };
   auto self_attn = register_module("self_attn", std::make_shared<NameScope>());
   q_proj = self_attn->register_module("q_proj", linear(c.hidden_size, c.num_heads * c.head_dim));
   k_proj = self_attn->register_module("k_proj", linear(c.hidden_size, c.num_kv_heads * c.head_dim));

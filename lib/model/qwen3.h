@@ -31,6 +31,7 @@
 
 #include "config/encoder_config.h"
 #include "model/encoder.h"
+#include "model/lora.h"
 
 namespace ddp_embed {
 
@@ -67,9 +68,10 @@ class Qwen3LayerImpl : public torch::nn::Module {
                      const at::Tensor& sin, const at::Tensor& out_rows = {});
 
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  // Linear layers that take a LoRA adapter when one is asked for (model/lora.h).
+  AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  AdaptableLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
   // As BertLayerImpl::recompute_attention: on the CPU while autograd records, attention
   // probabilities are recomputed in backward instead of stored.

@@ -217,13 +217,18 @@ LoadReport load_module_from_folder(torch::nn::Module& module, const std::string&
   return report;
 }
 
-void save_module(const torch::nn::Module& module, const std::string& path, const std::string& name_prefix,
-                 const std::map<std::string, std::string>& metadata) {
+void save_as_float32(const std::string& path, const NamedTensors& tensors, const std::string& name_prefix,
+                     const std::map<std::string, std::string>& metadata) {
   NamedTensors out;
-  for (const auto& [name, tensor] : module_tensors(module))
+  for (const auto& [name, tensor] : tensors)
     out.emplace_back(name_prefix + name, at::isFloatingType(tensor.scalar_type()) ? tensor.detach().to(at::kFloat)
                                                                                    : tensor.detach());
   save_tensors(path, out, metadata);
+}
+
+void save_module(const torch::nn::Module& module, const std::string& path, const std::string& name_prefix,
+                 const std::map<std::string, std::string>& metadata) {
+  save_as_float32(path, module_tensors(module), name_prefix, metadata);
 }
 
 }  // namespace ddp_embed

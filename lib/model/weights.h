@@ -59,5 +59,8 @@ LoadReport load_module_from_folder(torch::nn::Module& module, const std::string&
 // 2_Dense/model.safetensors).
 void save_module(const torch::nn::Module& module, const std::string& path, const std::string& name_prefix = "",
                  const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+// The same for tensors by name (a module's as model/lora.h's merged_tensors gives them).
+void save_as_float32(const std::string& path, const NamedTensors& tensors, const std::string& name_prefix = "",
+                     const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
 }  // namespace ddp_embed

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/lora.h"
 #include "model/weights.h"
 #include "train/prepare.h"
 #include "util/log.h"
@@ -186,6 +187,7 @@ LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
 std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double weight_decay) {
   FlatAdamW::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
   for (auto& item : model->named_parameters()) {
+    if (!item.value().requires_grad()) continue;  // frozen (LoRA): no gradient, no state
     std::string name = item.key();
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const bool exempt = name.find("layernorm") != std::string::npos || name.find("rmsnorm") != std::string::npos ||
@@ -312,6 +314,12 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
   check_matryoshka_dims(cfg, model);
   model->encoder().set_activation_checkpointing(cfg.train.activation_checkpointing);
+  if (cfg.model.lora_rank > 0) {
+    const LoraSummary lora = apply_lora(model->encoder(), cfg.model.lora_rank, cfg.model.lora_alpha);
+    spdlog::info("LoRA: rank {} (alpha {:g}) on {} linear layers of the encoder: {:.2f}M values train, the "
+                 "encoder's {:.2f}M are frozen", cfg.model.lora_rank, cfg.model.lora_alpha, lora.layers,
+                 double(lora.trainable) / 1e6, double(lora.frozen) / 1e6);
+  }
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
   if (cfg.train.optimizer_offload == "cpu") optimizer.offload_to_host();
@@ -322,9 +330,14 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg.world_size()));
   const EncoderConfig& arch = model->encoder().encoder_config();
   const bool decoder = arch.is_decoder();
-  spdlog::info("model: {} {:.2f}M parameters (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
+  int64_t all_parameters = 0;
+  for (const auto& p : model->parameters()) all_parameters += p.numel();
+  const std::string trained = optimizer.num_parameters() == all_parameters
+                                  ? ""
+                                  : fmt::format(", {:.2f}M of them trained", double(optimizer.num_parameters()) / 1e6);
+  spdlog::info("model: {} {:.2f}M parameters{} (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
                "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
-               architecture_name(arch.architecture), double(optimizer.num_parameters()) / 1e6, arch.hidden_size(),
+               architecture_name(arch.architecture), double(all_parameters) / 1e6, trained, arch.hidden_size(),
                decoder ? arch.qwen3.num_layers : arch.bert.num_layers,
                decoder ? arch.qwen3.num_heads : arch.bert.num_heads, pooling_name(model->pooling()),
                cfg.model.projection_dim, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,

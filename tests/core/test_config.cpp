@@ -342,7 +342,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   EXPECT_EQ(j["train"]["seed"].get<uint64_t>(), 18446744073709551615ull);
   for (const char* section : {"model", "tokenizer", "data", "loss", "train", "dist", "output"})
     EXPECT_TRUE(j.contains(section)) << section;
-  EXPECT_EQ(j["model"].size(), 11u);
+  EXPECT_EQ(j["model"].size(), 13u);
   EXPECT_EQ(j["train"].size(), 19u);
   EXPECT_EQ(j["dist"].size(), 4u);
 

@@ -158,6 +158,54 @@ TEST_F(Architectures, Qwen3FineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
   expect_training_agrees(fixture("qwen3"), "arch-qwen3");
 }
 
+// LoRA on Qwen3 (model.lora_rank): 1 worker, and 2 workers with GradCache and activation
+// checkpointing, train the same adapters; a run resumed from the step-2 checkpoint ends
+// where the uninterrupted one does; only the adapters move (the encoder's other tensors
+// are the init folder's, bit for bit); the final folder is the init weights with PEFT's
+// merge W + (alpha / r)·B·A of the checkpoint's adapters (scripts/python/
+// check_lora_merge.py, in torch), holds no adapter, and loads in sentence-transformers
+// with our embeddings.
+TEST_F(Architectures, Qwen3LoraTrainsTheAdaptersAndWritesTheMergedModel) {
+  const fs::path one = fresh_dir("lora-1"), two = fresh_dir("lora-2"), resumed = fresh_dir("lora-resumed");
+  auto config = [&](const fs::path& dir, int64_t chunk) {
+    json c = finetune_config(dir / "out", fixture("qwen3"), chunk);
+    c["model"]["lora_rank"] = 4;
+    c["model"]["lora_alpha"] = 8;
+    c["train"]["activation_checkpointing"] = chunk > 0;
+    c["output"]["save_every"] = 2;
+    c["output"]["keep_last"] = 2;
+    return c;
+  };
+  RunResult r = train(one, config(one, 0), 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("LoRA: rank 4 (alpha 8) on 14 linear layers"), std::string::npos) << r.output;
+  r = train(two, config(two, 8), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_series(series(one / "out", "loss"), series(two / "out", "loss"), 1e-5, "loss");
+  expect_same_series(series(one / "out", "grad_norm"), series(two / "out", "grad_norm"), 1e-4, "grad_norm");
+  expect_same_model(one / "out", two / "out", 1e-5, /*lr=*/1e-3);
+  const auto loss = series(one / "out", "loss");
+  ASSERT_EQ(loss.size(), 4u);
+  EXPECT_LT(loss.back(), loss.front());
+  json cr = config(resumed, 0);
+  cr["output"]["resume"] = (one / "out/checkpoints/step-2").string();
+  r = train(resumed, cr, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  expect_same_series({loss[2], loss[3]}, series(resumed / "out", "loss"), 1e-6, "resumed loss");
+  expect_same_model(one / "out", resumed / "out", 1e-6, /*lr=*/1e-3);
+  const RunResult merge = run(kPython + " " + kSrc + "/scripts/python/check_lora_merge.py --init " +
+                              fixture("qwen3").string() + " --checkpoint " + (one / "out/checkpoints/step-4").string() +
+                              " --final " + (one / "out/final").string() + " --rank 4 --alpha 8 2>&1");
+  EXPECT_EQ(merge.exit_code, 0) << merge.output;
+  EXPECT_NE(merge.output.find("lora merge: OK (14 adapted layers merged, 14 moved"), std::string::npos) << merge.output;
+  const RunResult check = run(kPython + " " + kSrc + "/scripts/check-st-load.py " + (one / "out/final").string() +
+                              " " + kSrc + "/tests/fixtures/parity/sentences.txt --embed-train " + kBin +
+                              "/embed-train 2>&1");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("OK: every sentence has cosine >= 0.9999"), std::string::npos) << check.output;
+}
+
 // What embed-train does not implement is refused by name, before anything trains.
 TEST_F(Architectures, UnknownArchitecturesAndTokenizersAreRefusedNamingTheFile) {
   const fs::path dir = fresh_dir("arch-refused");

@@ -1,0 +1,77 @@
+#include "model/lora.h"
+
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include <ATen/ops/linear.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/zeros.h>
+#include <torch/nn/init.h>
+
+namespace ddp_embed {
+
+at::Tensor AdaptableLinearImpl::forward(const at::Tensor& x) {
+  at::Tensor y = torch::nn::LinearImpl::forward(x);
+  if (!adapted()) return y;
+  return y + at::linear(at::linear(x, lora_A), lora_B).mul(scale);
+}
+
+void AdaptableLinearImpl::add_adapter(int64_t rank, double alpha) {
+  if (adapted()) throw std::logic_error("AdaptableLinear: an adapter was already added");
+  if (rank <= 0) throw std::invalid_argument("AdaptableLinear: the LoRA rank must be positive");
+  torch::NoGradGuard no_grad;
+  const auto options = weight.options().requires_grad(false);
+  // PEFT's reset_lora_parameters: A as nn.Linear's default (Kaiming-uniform, a = √5), B zero.
+  at::Tensor a = at::empty({rank, weight.size(1)}, options);
+  torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
+  lora_A = register_parameter("lora_A", a);
+  lora_B = register_parameter("lora_B", at::zeros({weight.size(0), rank}, options));
+  scale = alpha / double(rank);
+}
+
+at::Tensor AdaptableLinearImpl::merged_weight() const {
+  torch::NoGradGuard no_grad;
+  if (!adapted()) return weight.detach();
+  return weight.detach() + at::matmul(lora_B.detach(), lora_A.detach()).mul(scale);
+}
+
+LoraSummary apply_lora(torch::nn::Module& encoder, int64_t rank, double alpha) {
+  LoraSummary s;
+  for (auto& p : encoder.parameters()) {
+    p.set_requires_grad(false);
+    s.frozen += p.numel();
+  }
+  for (const auto& m : encoder.modules(/*include_self=*/false))
+    if (auto* linear = dynamic_cast<AdaptableLinearImpl*>(m.get())) {
+      linear->add_adapter(rank, alpha);
+      s.trainable += linear->lora_A.numel() + linear->lora_B.numel();
+      ++s.layers;
+    }
+  if (s.layers == 0) throw std::logic_error("apply_lora: the encoder has no adaptable linear layer");
+  return s;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> merged_tensors(const torch::nn::Module& module) {
+  std::map<std::string, const AdaptableLinearImpl*> adapted;  // "layer.0.attention.self.query" -> it
+  for (const auto& item : module.named_modules("", /*include_self=*/false))
+    if (const auto* linear = dynamic_cast<const AdaptableLinearImpl*>(item.value().get()); linear && linear->adapted())
+      adapted[item.key()] = linear;
+  const auto owner = [](const std::string& name) { return name.substr(0, name.rfind('.')); };
+  const auto leaf = [](const std::string& name) { return name.substr(name.rfind('.') + 1); };
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    const auto it = p.key().find('.') == std::string::npos ? adapted.end() : adapted.find(owner(p.key()));
+    if (it == adapted.end()) {
+      out.emplace_back(p.key(), p.value().detach());
+      continue;
+    }
+    const std::string what = leaf(p.key());
+    if (what == "lora_A" || what == "lora_B") continue;
+    out.emplace_back(p.key(), what == "weight" ? it->second->merged_weight() : p.value().detach());
+  }
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace_back(b.key(), b.value().detach());
+  return out;
+}
+
+}  // namespace ddp_embed
