@@ -68,7 +68,9 @@ std::vector<std::pair<std::string, at::Tensor>> merged_tensors(const torch::nn::
     }
     const std::string what = leaf(p.key());
     if (what == "lora_A" || what == "lora_B") continue;
-    out.emplace_back(p.key(), what == "weight" ? it->second->merged_weight() : p.value().detach());
+    // Merged copies go to host memory at once: all of them on the device together would
+    // be a second model there (28 GB for 8B) at the end of training.
+    out.emplace_back(p.key(), what == "weight" ? it->second->merged_weight().to(at::kCPU) : p.value().detach());
   }
   for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace_back(b.key(), b.value().detach());
   return out;

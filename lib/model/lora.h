@@ -5,7 +5,7 @@
 //   y = x·Wᵀ + b + (alpha / r)·(x·Aᵀ)·Bᵀ        A [r, in], B [out, r]
 //
 // A starts as PEFT's (Kaiming-uniform), B at zero, so training starts from the pretrained
-// model exactly. What trains is r·(in + out) values a layer instead of in·out (0.5 % of
+// model exactly. What trains is r·(in + out) values a layer instead of in·out (0.8 % of
 // Qwen3-Embedding-4B at r = 16), so the gradients and AdamW's moments shrink with them:
 // the frozen weights need no gradient and no optimizer state. The projection head, new,
 // trains whole.

@@ -315,9 +315,12 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   check_matryoshka_dims(cfg, model);
   model->encoder().set_activation_checkpointing(cfg.train.activation_checkpointing);
   if (cfg.model.lora_rank > 0) {
+    if (!cfg.model.init)
+      spdlog::warn("model.lora_rank {} without model.init: LoRA freezes the encoder, and this one is random "
+                   "(a model from scratch); only the adapters and the projection will train", cfg.model.lora_rank);
     const LoraSummary lora = apply_lora(model->encoder(), cfg.model.lora_rank, cfg.model.lora_alpha);
-    spdlog::info("LoRA: rank {} (alpha {:g}) on {} linear layers of the encoder: {:.2f}M values train, the "
-                 "encoder's {:.2f}M are frozen", cfg.model.lora_rank, cfg.model.lora_alpha, lora.layers,
+    spdlog::info("LoRA: rank {} (alpha {:g}) on {} linear layers of the encoder: {:.3g}M values train, the "
+                 "encoder's {:.3g}M are frozen", cfg.model.lora_rank, cfg.model.lora_alpha, lora.layers,
                  double(lora.trainable) / 1e6, double(lora.frozen) / 1e6);
   }
   model->to(w.device);
@@ -334,7 +337,7 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
   for (const auto& p : model->parameters()) all_parameters += p.numel();
   const std::string trained = optimizer.num_parameters() == all_parameters
                                   ? ""
-                                  : fmt::format(", {:.2f}M of them trained", double(optimizer.num_parameters()) / 1e6);
+                                  : fmt::format(", {:.3g}M of them trained", double(optimizer.num_parameters()) / 1e6);
   spdlog::info("model: {} {:.2f}M parameters{} (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
                "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
                architecture_name(arch.architecture), double(all_parameters) / 1e6, trained, arch.hidden_size(),

@@ -9,7 +9,7 @@ The run must have ended at the checkpoint's step (the final folder is that step'
      tensor names as the init folder's (its "model." prefix, if any, aside).
   2. Every weight of a linear layer that carries an adapter in the checkpoint
      ("<layer>.lora_A" [r, in], "<layer>.lora_B" [out, r]) equals, in the final folder,
-     W_init + (A / R) * B @ A, PEFT's merge, within 1e-6 (W_init read from the init folder,
+     W_init + (ALPHA / RANK) * B @ A, PEFT's merge, within 1e-6 (W_init read from the init folder,
      in float32); the adapters moved (B is no longer zero).
   3. Every other encoder tensor is the init folder's, bit for bit: the rest was frozen.
 Prints "lora merge: OK (...)" and exits 0, or names what differs and exits 1.

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "e2e_support.h"
+#include "model/lora.h"
 #include "train/trainee.h"
 
 using namespace e2e;
@@ -277,6 +278,31 @@ TEST_F(Architectures, UnknownArchitecturesAndTokenizersAreRefusedNamingTheFile) 
 // Weight decay spares biases and every norm parameter, as transformers' Trainer decides
 // (Trainer.get_decay_parameter_names on the same names, in Python): for Qwen3 that is
 // input_layernorm, post_attention_layernorm, q_norm, k_norm and the final norm.
+// The adapted layer's forward is the plain layer with the merged weight (what the model
+// folder holds), for a BERT-shaped layer with a bias; its gradients reach the adapters
+// only; without an adapter it is torch::nn::Linear.
+TEST(ArchitectureTraining, ALoraLayerComputesTheMergedLayer) {
+  at::manual_seed(3);
+  ddp_embed::AdaptableLinear layer(12, 20);
+  const at::Tensor x = at::randn({5, 12});
+  EXPECT_TRUE(at::equal(layer(x), at::linear(x, layer->weight, layer->bias)));
+  for (auto& p : layer->parameters()) p.set_requires_grad(false);
+  layer->add_adapter(4, 6.0);
+  EXPECT_TRUE(at::equal(layer(x), at::linear(x, layer->weight, layer->bias))) << "B starts at zero";
+  {
+    at::NoGradGuard no_grad;
+    layer->lora_B.normal_();
+  }
+  const at::Tensor y = layer(x);
+  EXPECT_TRUE(at::allclose(y, at::linear(x, layer->merged_weight(), layer->bias), 1e-5, 1e-6));
+  EXPECT_FALSE(at::allclose(y, at::linear(x, layer->weight, layer->bias), 1e-3, 1e-3));
+  y.sum().backward();
+  EXPECT_TRUE(layer->lora_A.grad().defined());
+  EXPECT_TRUE(layer->lora_B.grad().defined());
+  EXPECT_FALSE(layer->weight.grad().defined());
+  EXPECT_DOUBLE_EQ(layer->scale, 1.5);
+}
+
 TEST(ArchitectureTraining, WeightDecaySparesTheNormsAsTransformersTrainerDoes) {
   ddp_embed::EncoderConfig qwen3;
   qwen3.architecture = ddp_embed::Architecture::Qwen3;
