@@ -53,24 +53,22 @@ LoraSummary apply_lora(torch::nn::Module& encoder, int64_t rank, double alpha) {
 }
 
 std::vector<std::pair<std::string, at::Tensor>> merged_tensors(const torch::nn::Module& module) {
-  std::map<std::string, const AdaptableLinearImpl*> adapted;  // "layer.0.attention.self.query" -> it
+  // "layers.0.self_attn.q_proj.weight" -> its layer, for every layer that has an adapter.
+  std::map<std::string, const AdaptableLinearImpl*> merged;
   for (const auto& item : module.named_modules("", /*include_self=*/false))
     if (const auto* linear = dynamic_cast<const AdaptableLinearImpl*>(item.value().get()); linear && linear->adapted())
-      adapted[item.key()] = linear;
-  const auto owner = [](const std::string& name) { return name.substr(0, name.rfind('.')); };
-  const auto leaf = [](const std::string& name) { return name.substr(name.rfind('.') + 1); };
+      merged[item.key() + ".weight"] = linear;
+  const auto is_adapter = [](const std::string& name) {
+    const std::string leaf = name.substr(name.rfind('.') + 1);
+    return leaf == "lora_A" || leaf == "lora_B";
+  };
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
-    const auto it = p.key().find('.') == std::string::npos ? adapted.end() : adapted.find(owner(p.key()));
-    if (it == adapted.end()) {
-      out.emplace_back(p.key(), p.value().detach());
-      continue;
-    }
-    const std::string what = leaf(p.key());
-    if (what == "lora_A" || what == "lora_B") continue;
+    if (is_adapter(p.key())) continue;
+    const auto it = merged.find(p.key());
     // Merged copies go to host memory at once: all of them on the device together would
     // be a second model there (28 GB for 8B) at the end of training.
-    out.emplace_back(p.key(), what == "weight" ? it->second->merged_weight().to(at::kCPU) : p.value().detach());
+    out.emplace_back(p.key(), it == merged.end() ? p.value().detach() : it->second->merged_weight().to(at::kCPU));
   }
   for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace_back(b.key(), b.value().detach());
   return out;

@@ -65,7 +65,7 @@ void FlatAdamW::offload_to_host(int64_t chunk_values) {
 }
 
 ShardRange FlatAdamW::own_range(size_t i) const {
-  return world_ > 1 ? shard_range(params_[i].numel(), rank_, world_) : ShardRange{0, params_[i].numel()};
+  return shard_range(params_[i].numel(), rank_, world_);  // the whole buffer while world_ is 1
 }
 
 void FlatAdamW::shard_gradients(SumOverRanks sum) {
