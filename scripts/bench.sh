@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh            # BERT-small: 1x1, 1x2 threads, 2 workers x 1 thread
 #   scripts/bench.sh base       # BERT-base as well (slow: 19 s a step in fp32 on one core,
-#                               # README.md "Precision and memory")
+#                               # docs/precision-and-memory.md)
 #   STEPS=20 scripts/bench.sh   # timed steps per run (after 3 untimed)
 #   PRECISION=bf16 scripts/bench.sh          # train.precision (fp32 | bf16 | fp16), default fp32
 #   DEVICE=cuda CHECKPOINTING=true scripts/bench.sh   # train.device, activation checkpointing

@@ -3,11 +3,16 @@
 //    <!-- config-keys:end -->) list exactly the keys `embed-train --print-config` prints for
 //    an empty config, with the same defaults; README.md's short table of the most used
 //    keys (<!-- config-keys-short:begin/end -->) names known keys with those defaults;
-//  - README.md's runnable examples work: every ```bash block right after a line
+//  - the runnable examples of README.md and of every page of docs/ work: every ```bash
+//    block right after a line
 //        <!-- example: NAME; creates: PATH...; prints: TEXT; prints: TEXT -->
-//    is run with bash -e, in README order, and must exit 0, create every PATH and print
-//    every TEXT (stdout and stderr together);
-//  - the set-up commands and the sections reserved for later are there.
+//    is run with bash -e, README first, then the pages of docs/ in name order, each page
+//    top to bottom (so a guide's example may use what the quick start trained), and must
+//    exit 0, create every PATH and print every TEXT (stdout and stderr together); no
+//    example is lost when a section moves from page to page;
+//  - every relative link of README.md and docs/ leads to a file inside the repository
+//    and, with a #fragment, to a heading of that file; the docs index lists every page;
+//  - the README is a front door: the set-up commands, the guides' table, short.
 //
 // The examples run in a sandbox folder laid out like the repository, so that their
 // commands run exactly as written, but on small stand-ins for what they name:
@@ -44,6 +49,17 @@ std::string source_text(const std::string& path) {
 }
 
 std::string readme_text() { return source_text("README.md"); }
+
+// README.md, then every page of docs/ in name order (paths relative to the repository).
+std::vector<std::string> document_pages() {
+  std::vector<std::string> docs;
+  for (const auto& entry : fs::recursive_directory_iterator(kSrc + "/docs"))
+    if (entry.is_regular_file() && entry.path().extension() == ".md")
+      docs.push_back(fs::relative(entry.path(), kSrc).generic_string());
+  std::sort(docs.begin(), docs.end());
+  docs.insert(docs.begin(), "README.md");
+  return docs;
+}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -161,18 +177,135 @@ TEST(Readme, MostUsedConfigKeysHaveTheProgramsDefault) {
   }
 }
 
-TEST(Readme, SetUpCommandsAndReservedSections) {
+TEST(Readme, IsAFrontDoorWithTheSetUpCommandsAndTheGuides) {
   const auto lines = lines_of(readme_text());
   auto has_line = [&](const std::string& wanted) {
     for (const auto& l : lines)
       if (l.find(wanted) != std::string::npos) return true;
     return false;
   };
+  // .ci/run runs the second command exactly as written here.
   EXPECT_TRUE(has_line("    bash scripts/setup.sh && bash scripts/demo.sh"));
   EXPECT_TRUE(has_line("    bash scripts/setup.sh && bash scripts/test.sh"));
-  for (const char* heading : {"## Precision and memory", "## Pictures and progress", "## Security: the rendezvous store",
-                              "## Troubleshooting", "## SLURM", "## Config keys"})
+  for (const char* heading : {"## Set-up", "## Quick start: the demo", "## What it measures", "## Guides", "## Config keys"})
     EXPECT_TRUE(std::find(lines.begin(), lines.end(), heading) != lines.end()) << heading;
+  EXPECT_TRUE(has_line("(docs/README.md)")) << "the README does not link the docs index";
+  // The guides live in docs/, one page each; the README stays a page a newcomer reads
+  // to the end.
+  EXPECT_LE(lines.size(), 350u) << "README.md has " << lines.size()
+                                << " lines: move what a guide says into its page of docs/";
+  for (const auto& [page, title] : std::vector<std::pair<std::string, std::string>>{
+           {"docs/data.md", "# Your data"},
+           {"docs/fine-tuning.md", "# Fine-tuning a pretrained model"},
+           {"docs/models.md", "# Models: BERT, XLM-RoBERTa, Qwen3"},
+           {"docs/recipes.md", "# Real recipes"},
+           {"docs/distributed.md", "# Several GPUs and machines"},
+           {"docs/slurm.md", "# SLURM"},
+           {"docs/resuming.md", "# Stopping and resuming"},
+           {"docs/using-the-model.md", "# Using the model: encode, eval, Python"},
+           {"docs/precision-and-memory.md", "# Precision and memory"},
+           {"docs/progress.md", "# Pictures and progress"},
+           {"docs/security.md", "# Security: the rendezvous store"},
+           {"docs/troubleshooting.md", "# Troubleshooting"},
+           {"docs/benchmarks.md", "# Benchmarks"}}) {
+    const auto page_lines = lines_of(source_text(page));
+    EXPECT_TRUE(!page_lines.empty() && page_lines.front() == title) << page << " does not begin with " << title;
+    EXPECT_TRUE(has_line("(" + page + ")")) << "the README's guides do not link " << page;
+  }
+}
+
+// ---- links between the pages ---------------------------------------------------------
+
+// The lines outside ``` fences: where headings and links are.
+std::vector<std::string> lines_outside_fences(const std::string& text) {
+  std::vector<std::string> outside;
+  bool fenced = false;
+  for (const auto& line : lines_of(text)) {
+    if (line.rfind("```", 0) == 0) fenced = !fenced;
+    else if (!fenced) outside.push_back(line);
+  }
+  return outside;
+}
+
+// GitHub's anchor of a heading: lower case; letters, digits, '-' and '_' kept, spaces
+// made '-', everything else dropped (punctuation, code marks). GitHub keeps non-ASCII
+// letters, this drops them: our headings are ASCII.
+std::string heading_anchor(const std::string& heading) {
+  std::string anchor;
+  for (const unsigned char c : heading) {
+    if (std::isalnum(c)) anchor += char(std::tolower(c));
+    else if (c == ' ' || c == '-') anchor += '-';
+    else if (c == '_') anchor += '_';
+  }
+  return anchor;
+}
+
+// Every anchor a page's headings make; a repeated heading gets -1, -2, ... as on GitHub.
+std::set<std::string> anchors_of(const std::string& text) {
+  std::set<std::string> anchors;
+  std::map<std::string, int> seen;
+  for (const auto& line : lines_outside_fences(text)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, std::regex(R"(^#{1,6} +(.*?) *#*$)"))) continue;
+    std::string anchor = heading_anchor(m[1].str());
+    const int n = seen[anchor]++;
+    if (n > 0) anchor += "-" + std::to_string(n);
+    anchors.insert(anchor);
+  }
+  return anchors;
+}
+
+// The targets of a page's links [text](target) and images, outside code.
+std::vector<std::string> link_targets(const std::string& text) {
+  std::vector<std::string> targets;
+  std::string prose;  // code spans blanked out: `[i](j)` in code is not a link
+  for (const auto& line : lines_outside_fences(text)) prose += std::regex_replace(line, std::regex("`[^`]*`"), "``") + "\n";
+  const std::regex link(R"(\[[^\]]*\]\(([^()\s]+)\))");
+  for (auto it = std::sregex_iterator(prose.begin(), prose.end(), link); it != std::sregex_iterator(); ++it)
+    targets.push_back((*it)[1].str());
+  return targets;
+}
+
+TEST(Docs, EveryRelativeLinkLeadsToAFileAndHeadingInTheRepository) {
+  const fs::path root = fs::weakly_canonical(kSrc);
+  size_t checked = 0;
+  for (const auto& page : document_pages()) {
+    for (const auto& target : link_targets(source_text(page))) {
+      if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
+      SCOPED_TRACE(page + ": link (" + target + ")");
+      ++checked;
+      const auto hash = target.find('#');
+      const std::string path = target.substr(0, hash), anchor = hash == std::string::npos ? "" : target.substr(hash + 1);
+      EXPECT_FALSE(!path.empty() && path.front() == '/') << "an absolute path: name the file relative to " << page;
+      const fs::path file = path.empty() ? root / page : fs::weakly_canonical(root / fs::path(page).parent_path() / path);
+      const std::string inside = fs::relative(file, root).generic_string();
+      if (inside.empty() || inside.rfind("..", 0) == 0) {
+        ADD_FAILURE() << "points outside the repository, to " << file;
+        continue;
+      }
+      if (!fs::exists(file)) {
+        ADD_FAILURE() << inside << " does not exist";
+        continue;
+      }
+      if (!anchor.empty()) {
+        EXPECT_EQ(file.extension(), ".md") << "a #fragment into a file that is not a page";
+        if (file.extension() == ".md") {
+          EXPECT_TRUE(anchors_of(source_text(inside)).count(anchor)) << inside << " has no heading #" << anchor;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 100u) << "too few links found: is link_targets still reading the pages?";
+}
+
+TEST(Docs, IndexListsEveryPage) {
+  const auto targets = link_targets(source_text("docs/README.md"));
+  const std::set<std::string> listed(targets.begin(), targets.end());
+  for (const auto& page : document_pages()) {
+    if (page == "README.md" || page == "docs/README.md") continue;
+    const std::string name = fs::relative(kSrc + "/" + page, kSrc + "/docs").generic_string();
+    EXPECT_TRUE(listed.count(name)) << "docs/README.md does not list " << name;
+  }
 }
 
 // ---- the runnable examples --------------------------------------------------------------
@@ -181,18 +314,19 @@ struct Example {
   std::string name;
   std::vector<std::string> creates, prints;
   std::string script;
-  int line = 0;  // of the marker, for messages
+  std::string where;  // "PAGE line N" of the marker, for messages
 };
 
-std::vector<Example> runnable_examples(const std::string& readme) {
+// The marked examples of one page, top to bottom.
+std::vector<Example> runnable_examples(const std::string& page) {
   std::vector<Example> examples;
-  const auto lines = lines_of(readme);
+  const auto lines = lines_of(source_text(page));
   const std::regex marker(R"(^<!-- example: (.*) -->$)");
   for (size_t i = 0; i < lines.size(); ++i) {
     std::smatch m;
     if (!std::regex_match(lines[i], m, marker)) continue;
     Example ex;
-    ex.line = int(i + 1);
+    ex.where = page + " line " + std::to_string(i + 1);
     // "NAME; creates: A B; prints: TEXT; prints: TEXT"
     std::istringstream fields(m[1].str());
     std::string field;
@@ -208,14 +342,14 @@ std::vector<Example> runnable_examples(const std::string& readme) {
         std::istringstream paths(value);
         for (std::string p; paths >> p;) ex.creates.push_back(p);
       } else {
-        ADD_FAILURE() << "README line " << ex.line << ": unknown example field '" << what << "'";
+        ADD_FAILURE() << ex.where << ": unknown example field '" << what << "'";
       }
     }
     EXPECT_LT(i + 1, lines.size());
-    EXPECT_EQ(lines[i + 1], "```bash") << "README line " << ex.line << ": the marker must precede a ```bash block";
+    EXPECT_EQ(lines[i + 1], "```bash") << ex.where << ": the marker must precede a ```bash block";
     size_t j = i + 2;
     for (; j < lines.size() && lines[j] != "```"; ++j) ex.script += lines[j] + "\n";
-    EXPECT_LT(j, lines.size()) << "README line " << ex.line << ": unterminated block";
+    EXPECT_LT(j, lines.size()) << ex.where << ": unterminated block";
     examples.push_back(std::move(ex));
     i = j;
   }
@@ -294,17 +428,39 @@ fs::path make_sandbox() {
   return sandbox;
 }
 
-TEST(Readme, RunnableExamplesRun) {
-  const auto examples = runnable_examples(readme_text());
-  // The examples the user's guide is built around: training, the config, fine-tuning,
-  // resuming, encoding, evaluating.
-  ASSERT_GE(examples.size(), 6u);
+// README.md held 15 marked examples when its guides moved into docs/ (issue 34): training
+// (demo, scratch, prepared), the config, fine-tuning (BERT, XLM-R, Qwen3), the recipe,
+// resuming, encoding, prompts, evaluating, tokenizing, mining. A page may gain examples;
+// none may be lost on the way from one page to another.
+constexpr size_t kExamplesWhenTheGuidesMoved = 15;
+
+// Every page's examples, README.md first (the quick start trains runs/demo, which the
+// guides' examples use), then docs/ in name order.
+std::vector<Example> all_runnable_examples() {
+  std::vector<Example> examples;
+  for (const auto& page : document_pages()) {
+    auto on_page = runnable_examples(page);
+    examples.insert(examples.end(), on_page.begin(), on_page.end());
+  }
+  return examples;
+}
+
+TEST(Docs, NoRunnableExampleIsLost) {
+  const auto examples = all_runnable_examples();
+  EXPECT_GE(examples.size(), kExamplesWhenTheGuidesMoved)
+      << "README.md and docs/ hold fewer marked examples than when the guides moved";
   std::set<std::string> names;
   for (const auto& ex : examples) EXPECT_TRUE(names.insert(ex.name).second) << "two examples named " << ex.name;
+}
+
+TEST(Readme, RunnableExamplesRun) {
+  const auto examples = all_runnable_examples();
+  ASSERT_FALSE(examples.empty());
+  ASSERT_EQ(examples.front().name, "train-demo") << "the README's quick start must come first";
 
   const fs::path sandbox = make_sandbox();
   for (const auto& ex : examples) {
-    SCOPED_TRACE("README example '" + ex.name + "' (line " + std::to_string(ex.line) + ")");
+    SCOPED_TRACE("example '" + ex.name + "' (" + ex.where + ")");
     const fs::path script = sandbox / ("example-" + ex.name + ".sh");
     std::ofstream(script) << ex.script;
     const auto r = run("cd " + sandbox.string() + " && " + kThreads + "bash -e " + script.string());
