@@ -127,18 +127,15 @@ call_limit=540      # s: the device tool stops a command at 600; 60 left for its
 second_limit=180    # s: what the issue gives a second call on the warm machine
 
 # The first call takes the steps in order while their sum fits (parts 1-5 must); the second
-# whatever is left. partition BUILD: that split, with load and cuda-tests building their
-# programs first (BUILD=1) or not (0).
+# whatever is left. partition BUILD: that split, with load building the programs and torch_tests
+# first (BUILD=1) or not (0).
 first=() second=() sum=0 sum2=0
 partition() {
   local s e reserve_s=$(( q_report / 1000 ))
   first=() second=() sum=0 sum2=0
   for s in $all_steps; do
     e=$(estimate_of "$s")
-    if [ "$1" = 1 ]; then
-      [ "$s" = load ] && e=$(( e + $(build_estimate programs) ))
-      [ "$s" = cuda-tests ] && e=$(( e + $(build_estimate tests) ))
-    fi
+    [ "$1" = 1 ] && [ "$s" = load ] && e=$(( e + $(build_estimate) ))
     if [ ${#second[@]} -eq 0 ] && [ $(( sum + e + reserve_s )) -le "$call_limit" ]; then
       first+=("$s $e") sum=$(( sum + e ))
     else
@@ -157,11 +154,10 @@ print_plan() {
     printf '%-13s %-4s %5s  %s\n' "$s" "$(part_of "$s")" "$(estimate_of "$s")" "$(plan_field "$s" 4)"
   done
   echo
-  # Where the carried programs do not load, load builds them, and cuda-tests torch_tests.
+  # Where the carried programs do not load, load builds them and torch_tests.
   partition 1
-  echo "If the carried programs do not load, load builds them here: $(build_estimate programs) s more, and cuda-tests"
-  echo "builds torch_tests: $(build_estimate tests) s more ($(build_estimate_why))."
-  echo "  Then the first call: $(( sum + reserve_s )) s ($(joined "${first[@]}") + $reserve_s report)"
+  echo "If the carried programs do not load, load builds them and torch_tests here: $(build_estimate) s more"
+  echo "($(build_estimate_why)). Then the first call: $(( sum + reserve_s )) s ($(joined "${first[@]}") + $reserve_s report)"
   if [ ${#second[@]} -gt 0 ]; then
     echo "  and the second: $(( sum2 + reserve_s )) s ($(joined "${second[@]}") + $reserve_s report; at most $second_limit)"
   fi
@@ -174,19 +170,17 @@ print_plan() {
   echo "first call: $(( sum + reserve_s )) s ($(joined "${first[@]}") + $reserve_s report; deadline $call_limit)"
 }
 joined() { local out="" x; for x in "$@"; do out+="${out:+ + }$x"; done; echo "$out"; }
-# Building on the machine (the fallback): the compile's CPU seconds measured here (user + sys of
-# a build against torch 2.11 without ccache), spread over 16 cores, plus the serial part:
-# configure, the precompiled header every LibTorch file waits for, the links.
-q_build_cpu_s=1500        # embed-train, ddp-launch and the two modules
-q_build_tests_cpu_s=700   # torch_tests, after them
+# Building on the machine (the fallback): the compile's CPU seconds measured here against torch
+# 2.11 (user + sys), spread over 16 cores, plus the serial part: configure, the precompiled header
+# every LibTorch file waits for, the links.
+q_build_cpu_s=622         # embed-train, ddp-launch and the two modules, no ccache (568 user + 53 sys)
+q_build_tests_cpu_s=600   # torch_tests: pack's build of all five took 1,114 (ccache had the files
+                          # without LibTorch), less the 622, plus what ccache saved
 q_build_serial_s=40
-build_estimate() {  # programs | tests
-  if [ "$1" = programs ]; then echo $(( q_build_cpu_s / 16 + q_build_serial_s ))
-  else echo $(( q_build_tests_cpu_s / 16 + q_build_serial_s / 2 )); fi
-}
+build_estimate() { echo $(( (q_build_cpu_s + q_build_tests_cpu_s) / 16 + q_build_serial_s )); }
 build_estimate_why() {
-  echo "$q_build_cpu_s and $q_build_tests_cpu_s CPU seconds of compiling, measured here, / 16 cores, + $q_build_serial_s s and" \
-       "$((q_build_serial_s / 2)) s of configure, precompiled header and links"
+  echo "$q_build_cpu_s + $q_build_tests_cpu_s CPU seconds of compiling measured here / 16 cores + $q_build_serial_s s of configure," \
+       "precompiled header and links"
 }
 
 # ==== is there a GPU? ================================================================================
@@ -425,7 +419,12 @@ install_carried_wheels() {
   "$sys_py" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check --target "$site" \
     "$pack_dir"/wheels/*.whl > "$state/wheels.log" 2>&1 ||
     { deps_note+="; installing the carried wheels failed ($(tail -1 "$state/wheels.log"))"; return 0; }
-  deps_note+="; datasets from the carried wheels ($(cd "$pack_dir/wheels" && ls *.whl | sed 's/-py.*//' | paste -sd' ' -))"
+  local why
+  if why=$("$py" -c 'import datasets, pyarrow; print(f"datasets {datasets.__version__} (pyarrow {pyarrow.__version__})")' 2>&1); then
+    deps_note+="; $why from the carried wheels"
+  else  # e.g. the machine's pyarrow older than datasets asks (>= 24): the sentence-transformers rows fail
+    deps_note+="; the carried datasets does not import: $(printf '%s\n' "$why" | tail -1)"
+  fi
 }
 
 # ==== step 1: the programs =========================================================================
@@ -458,8 +457,11 @@ step_load() {
     why="no carried programs (.deps/gpu/programs.tar.xz: scripts/gpu-check.sh pack makes them)"
   fi
   [ -f "$cut_flag" ] && return
-  result "NOTE load: $why: building embed-train, ddp-launch and the two modules here with $cores jobs"
-  build_here embed-train ddp-launch ddp_embed_cuda ddp_embed_spm || return
+  # torch_tests with them: one build keeps every core busy, and the second call has no time
+  # for it. Where only torch_tests fails to build, the programs are built alone.
+  result "NOTE load: $why: building the programs and torch_tests here with $cores jobs"
+  build_here embed-train ddp-launch ddp_embed_cuda ddp_embed_spm torch_tests ||
+    { [ -f "$cut_flag" ] || build_here embed-train ddp-launch ddp_embed_cuda ddp_embed_spm; } || return
   prog=$build
   check_programs "built here" && save_programs_env built
 }
