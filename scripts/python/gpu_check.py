@@ -12,7 +12,8 @@
                                a gtest run's result (--gtest_output=json), its skips sorted
   goals TABLE --label L [--mfu-goal F]   the GPU goals against a bench table (table.json)
   batch-fit CONFIG --max-length S --gpu-mib M   the bench's batch: the largest that fits on paper
-  has-key-json KEY             exit 0 when the JSON on stdin has KEY (dotted: model.attention)
+  has-key-json KEY             exit 0 when the JSON on stdin has KEY (dotted: model.attention), 1
+                               when not, 2 when stdin is not JSON
   profile TRACE --steps N      what LibTorch's profiler trace says about a step on the GPU
   minilm-pack SRC DST [--fp32] the packaged all-MiniLM-L6-v2, its weights as float16
   minilm-restore SRC DST       ... and back to float32 on the GPU machine
@@ -245,7 +246,12 @@ def cmd_batch_fit(a):
 
 
 def cmd_has_key_json(a):
-    node = json.load(sys.stdin)
+    """Exit 0: the key is there; 1: it is not; 2: stdin is not JSON (said on stderr)."""
+    try:
+        node = json.load(sys.stdin)
+    except ValueError as e:
+        print(f"has-key-json: the input is not JSON: {e}", file=sys.stderr)
+        return 2
     for part in a.key.split("."):
         if not isinstance(node, dict) or part not in node:
             return 1
