@@ -467,12 +467,21 @@ step_load() {
   check_programs "built here" && save_programs_env built
 }
 
+untar_xz() {  # FILE DIR: tar's xz, or Python's where the machine has no xz
+  if command -v xz >/dev/null; then tar -xJf "$1" -C "$2"
+  else "$sys_py" - "$1" "$2" <<'EOF'
+import sys, tarfile
+trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}  # our own pack
+tarfile.open(sys.argv[1]).extractall(sys.argv[2], **trusted)
+EOF
+  fi
+}
 unpack_programs() {
   local want
   want=$(sha_of "$pack_dir/programs.tar.xz")
   if [ "$(cat "$prog/.programs" 2>/dev/null)" != "$want" ]; then
     mkdir -p "$prog"
-    tar -xJf "$pack_dir/programs.tar.xz" -C "$prog" ||
+    untar_xz "$pack_dir/programs.tar.xz" "$prog" ||
       { result "FAIL load: cannot unpack $pack_dir/programs.tar.xz into $prog"; return 1; }
     echo "$want" > "$prog/.programs"
   fi
@@ -486,7 +495,8 @@ check_programs() {
   local what=$1 f missing="" version rc ok=1
   for f in embed-train ddp-launch libddp_embed_cuda.so libddp_embed_spm.so; do
     [ -f "$prog/$f" ] || { result "FAIL load: $what: $prog/$f is missing"; return 1; }
-    missing+=$(ldd "$prog/$f" 2>&1 | awk -v f="$f" '/not found/ { printf " %s needs %s;", f, $1 }')
+    command -v ldd >/dev/null || continue  # (no ldd: --version below finds a missing library too)
+    missing+=$(ldd "$prog/$f" 2>&1 | awk -v f="$f" '/=> not found/ { printf " %s needs %s;", f, $1 }')
   done
   if [ -n "$missing" ]; then
     result "FAIL load: $what: libraries not found:$missing (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
@@ -944,7 +954,7 @@ train_pairs=$root/data/demo/train.jsonl eval_pairs=$root/data/demo/eval.jsonl
 if [ ! -f "$train_pairs" ] && [ -n "$rehearse" ] && [ -f "$build/test-data/train.jsonl" ]; then
   train_pairs=$build/test-data/train.jsonl eval_pairs=$build/test-data/eval.jsonl
 elif [ ! -f "$train_pairs" ] && [ -f "$pack_dir/demo-data.tar.xz" ]; then
-  mkdir -p "$root/data" && tar -xJf "$pack_dir/demo-data.tar.xz" -C "$root/data" || die "cannot unpack $pack_dir/demo-data.tar.xz"
+  mkdir -p "$root/data" && untar_xz "$pack_dir/demo-data.tar.xz" "$root/data" || die "cannot unpack $pack_dir/demo-data.tar.xz"
 elif [ ! -f "$train_pairs" ]; then
   "$root/scripts/make-demo-data.sh" > "$state/make-demo-data.log" 2>&1 ||
     die "no demo pairs: .deps/gpu has none (scripts/gpu-check.sh pack) and scripts/make-demo-data.sh failed: $(tail -1 "$state/make-demo-data.log")"
