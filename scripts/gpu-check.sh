@@ -1025,3 +1025,6 @@ done
 
 current_step=report
 write_report
+status=$?
+cat "$runs/report.txt"  # the end of a call's output is what the device tool shows
+exit $status
