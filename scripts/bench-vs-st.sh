@@ -11,6 +11,9 @@
 #   ours-xrank  ours + cross-rank negatives (each query also sees every rank's positives)
 #   ours-hn     ours + each row's first hard negative ("neg"; data.negatives_per_query=1)
 #   st-hn       st with the same hard negatives (MNRL on anchor, positive, negative)
+#   ours-packed ours with model.attention packed: attention on the real tokens of each
+#   ours-padded sequence only, or padded with a mask (the two rows of scripts/gpu-check.sh;
+#               only where embed-train has that key: `embed-train --print-config` shows it)
 # The -hn systems need a TRAIN with negatives, e.g. mined with the pretrained model (MODEL
 # below) from the first 8000 demo pairs against all positives of the file:
 #   head -8000 data/demo/train.jsonl > runs/first-8000.jsonl
@@ -39,12 +42,14 @@
 #   OUT (runs/bench-vs-st); DEVICE (cpu; cuda: every system on the GPUs, one per worker,
 #   over NCCL, so WORKERS <= GPUs; the table gains peak GPU memory and MFU), PRECISION
 #   (fp32; bf16 or fp16: autocast in every system), PEAK_TFLOPS (800: the GPU's dense bf16
-#   peak, for MFU).
+#   peak, for MFU), PYTHON (.venv/bin/python: the peers' Python, with torchrun beside it).
 # Not a test: numbers only. Runs one at a time; nothing else should run on the machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-py=$root/.venv/bin/python
+# The Python of the peers and the table: .venv's, or PYTHON (e.g. an environment with the GPU
+# machines' versions; its torchrun beside it).
+py=${PYTHON:-$root/.venv/bin/python}
 workers=${WORKERS:-2} threads=${THREADS:-1} batch=${BATCH:-32} max_length=${MAX_LENGTH:-64}
 steps=${STEPS:-60} warm=${WARM:-5} lr=${LR:-5e-5} warmup_steps=${WARMUP_STEPS:-6}
 seeds=${SEEDS:-42 1 7}
@@ -88,11 +93,13 @@ run_ours() {  # dir seed extra --set arguments...
     --set output.resume=never --set train.device="$device" --set train.precision="$precision" "$@"
 }
 run_peer() {  # dir seed recipe extra peer_train.py arguments...
-  local dir=$1 seed=$2 recipe=$3; shift 3
-  "$root/.venv/bin/torchrun" --standalone --nproc_per_node "$workers" scripts/python/peer_train.py \
+  local dir=$1 seed=$2 recipe=$3 no_save=(); shift 3
+  [ "$do_eval" = 1 ] || no_save=(--no-save)  # the folder is only for the held-out evaluation
+  "$(dirname "$py")/torchrun" --standalone --nproc_per_node "$workers" scripts/python/peer_train.py \
     --recipe "$recipe" --model "$model" --data "$train" --out "$dir" --batch "$global_batch" \
     --steps "$steps" --max-length "$max_length" --lr "$lr" --warmup-steps "$warmup_steps" \
-    --temperature 0.05 --seed "$seed" --threads "$threads" --device "$device" --precision "$precision" "$@"
+    --temperature 0.05 --seed "$seed" --threads "$threads" --device "$device" --precision "$precision" \
+    "${no_save[@]}" "$@"
 }
 
 for seed in $seeds; do
@@ -108,10 +115,13 @@ for seed in $seeds; do
                     --set model.pooling=cls --set model.projection_dim=128 ;;
       ours-hn)    run_ours "$dir" "$seed" --set loss.type=infonce --set loss.cross_rank_negatives=false \
                     --set data.negatives_per_query=1 ;;
+      ours-packed|ours-padded)
+                  run_ours "$dir" "$seed" --set loss.type=infonce --set loss.cross_rank_negatives=false \
+                    --set model.attention="${system#ours-}" ;;
       st)         run_peer "$dir" "$seed" mnrl ;;
       st-hn)      run_peer "$dir" "$seed" mnrl --negatives ;;
       seeds)      run_peer "$dir" "$seed" seeds ;;
-      *) echo "bench-vs-st: unknown system $system (ours st ours-seeds seeds ours-xrank ours-hn st-hn)" >&2; exit 1 ;;
+      *) echo "bench-vs-st: unknown system $system (ours st ours-seeds seeds ours-xrank ours-hn st-hn ours-packed ours-padded)" >&2; exit 1 ;;
     esac >"$dir.log" 2>&1 || { echo "bench-vs-st: $system seed $seed failed: see $dir.log" >&2; exit 1; }
     echo "bench-vs-st: $system seed $seed trained in $((SECONDS - start)) s" >&2
     if [ "$do_eval" = 1 ]; then

@@ -8,9 +8,12 @@
       the mean loss of the last N steps of RUN within TOL (relative) of REF's
   has-key NAME RUN KEY         every training line of RUN's metrics.jsonl has KEY
   value RUN KEY                the last value of KEY in RUN's metrics.jsonl, or "-"
-  ctest-summary ...            the suite's result, its skips sorted (see ctest_summary)
-  ctest-rerun ...              which failures pass with the GPU hidden
+  gtest-summary JSON --console LOG --exit-status RC [--rehearsal]
+                               a gtest run's result (--gtest_output=json), its skips sorted
   goals TABLE --label L [--mfu-goal F]   the GPU goals against a bench table (table.json)
+  batch-fit CONFIG --max-length S --gpu-mib M   the bench's batch: the largest that fits on paper
+  has-key-json KEY             exit 0 when the JSON on stdin has KEY (dotted: model.attention), 1
+                               when not, 2 when stdin is not JSON
   profile TRACE --steps N      what LibTorch's profiler trace says about a step on the GPU
   minilm-pack SRC DST [--fp32] the packaged all-MiniLM-L6-v2, its weights as float16
   minilm-restore SRC DST       ... and back to float32 on the GPU machine
@@ -110,151 +113,149 @@ def cmd_value(a):
     print(f"{value:.4g}" if isinstance(value, float) else value)
 
 
-# ---- the test suite ----------------------------------------------------------------------
-
-def numbered_names(path):
-    """ctest's LastTestsFailed.log / LastTestsDisabled.log: 'number:name' lines."""
-    out = {}
-    if os.path.exists(path):
-        with open(path, errors="replace") as f:
-            for line in f:
-                number, _, name = line.rstrip("\n").partition(":")
-                if number.strip().isdigit():
-                    out[int(number)] = name.split("  # GetParam()")[0].strip()
-    return out
-
-
-def skip_reasons(last_test_log, numbers):
-    """The line after gtest's 'Skipped' in each skipped test's block of LastTest.log."""
-    reasons = {}
-    if not os.path.exists(last_test_log):
-        return reasons
-    current, after_skip = None, False
-    with open(last_test_log, errors="replace") as f:
-        for line in f:
-            m = re.match(r"^(\d+)/\d+ Test: ", line)
-            if m:
-                current, after_skip = int(m.group(1)), False
-                continue
-            if current in numbers and current not in reasons:
-                if after_skip and line.strip():
-                    reasons[current] = line.strip()
-                after_skip = after_skip or line.rstrip().endswith(": Skipped")
-    return reasons
-
+# ---- the CUDA tests ------------------------------------------------------------------------
 
 # A skip that is right on a GPU machine: the test covers the CPU-only side (a program that
 # finds an NVIDIA driver loads CUDA at start, tests/torch/test_cuda_module.cpp).
 EXPECTED_ON_GPU = ("an NVIDIA driver",)
-# Skips that say nothing about CUDA: the machine lacks something else.
-NOT_CUDA = ("no test hosts",)
 
 
-def cmd_ctest_summary(a):
+def skip_reasons(console):
+    """gtest's console: the line after '...: Skipped' in each skipped test's output."""
+    reasons, current, after_skip = {}, None, False
+    for line in console.splitlines():
+        m = re.match(r"^\[ RUN      \] (\S+)", line)
+        if m:
+            current, after_skip = m.group(1), False
+            continue
+        if current and current not in reasons:
+            if after_skip and line.strip():
+                reasons[current] = line.strip()
+            after_skip = after_skip or line.rstrip().endswith(": Skipped")
+    return reasons
+
+
+def cmd_gtest_summary(a):
     with open(a.console, errors="replace") as f:
         console = f.read()
-    total = re.search(r"tests passed, (\d+) tests? failed out of (\d+)", console)
-    failed = numbered_names(a.failed)
-    skipped = numbered_names(a.skipped)
-    reasons = skip_reasons(a.log, set(skipped))
+    if not os.path.exists(a.json):
+        tail = " | ".join(l.strip() for l in console.splitlines()[-4:])
+        return verdict(False, "cuda tests", f"no result file (the test program crashed? exit status {a.exit_status}): {tail}")
+    with open(a.json) as f:
+        report = json.load(f)
+    ran, skipped, failed = [], [], []
+    for suite in report.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = f"{suite['name']}.{t['name']}"
+            if t.get("failures"):
+                first = t["failures"][0].get("failure", "").strip().splitlines()
+                failed.append(f"{name} ({' '.join(first[:2])[:160]})")
+            elif t.get("result") == "SKIPPED":
+                skipped.append(name)
+            elif t.get("status") == "RUN":
+                ran.append(name)
+    reasons = skip_reasons(console)
+    expected = [n for n in skipped if any(k in reasons.get(n, "") for k in EXPECTED_ON_GPU)]
+    other = [f"{n} ({reasons.get(n, 'reason not found')})" for n in skipped if n not in expected]
     status = 0
-    if not total:
-        print("FAIL ctest: no summary line in its output (see ctest.log)")
-        status = 1
+    if not ran and not skipped and not failed:
+        return verdict(False, "cuda tests", f"no test matched the filter (exit status {a.exit_status})")
+    if failed:
+        status |= verdict(False, "cuda tests", f"{len(failed)} of {len(ran) + len(failed)} failed: {'; '.join(failed[:10])}")
     else:
-        n_total = int(total.group(2))
-        if failed:
-            names = sorted(failed.values())
-            print(f"FAIL ctest: {len(failed)} of {n_total} tests failed: {', '.join(names[:60])}"
-                  f"{' ...' if len(names) > 60 else ''}")
-            status = 1
-        else:
-            print(f"PASS ctest: {n_total} tests, none failed")
-    expected, other, cuda = [], [], []
-    for number, name in sorted(skipped.items()):
-        why = reasons.get(number, "reason not found")
-        if any(k in why for k in EXPECTED_ON_GPU):
-            expected.append(name)
-        elif any(k in why for k in NOT_CUDA):
-            other.append(f"{name} ({why})")
-        else:
-            cuda.append(f"{name} ({why})")
-    if cuda:
-        print(f"FAIL ctest skips: {len(cuda)} tests skipped on the GPU machine: {'; '.join(cuda[:40])}")
-        status = 1
-    elif skipped:
-        print(f"PASS ctest skips: no CUDA test skipped")
+        print(f"PASS cuda tests: {len(ran)} ran, none failed: {', '.join(ran[:30])}")
+    if a.rehearsal:
+        if other:
+            print(f"NOTE cuda tests: rehearsal: {len(other)} skipped without a GPU: {'; '.join(other[:20])}")
+    elif other:
+        # On the GPU machine a CUDA test that skips has not checked anything.
+        status |= verdict(False, "cuda tests skipped", f"{len(other)} skipped on the GPU machine: {'; '.join(other[:20])}")
     if expected:
-        print(f"NOTE ctest: {len(expected)} skipped as they should be where there is a GPU (CPU-only side): "
-              f"{', '.join(expected)}")
-    if other:
-        print(f"NOTE ctest: {len(other)} skipped for want of something other than CUDA: {'; '.join(other[:20])}")
-    if "stop time has been passed" in console.lower() or "stop-time" in console.lower():
-        print("NOTE ctest: stopped at the deadline: the tests not yet run count as failed above")
+        print(f"NOTE cuda tests: {len(expected)} skipped as they should be where there is a driver (the CPU-only "
+              f"side): {', '.join(expected)}")
+    if a.exit_status != 0 and not failed:
+        status |= verdict(False, "cuda tests", f"the test program exited with status {a.exit_status}, no test failed")
     return status
-
-
-def console_failures(path):
-    """The names under ctest's 'The following tests FAILED:' (its console output)."""
-    names, on = set(), False
-    with open(path, errors="replace") as f:
-        for line in f:
-            if line.startswith("The following tests FAILED"):
-                on = True
-            elif on:
-                m = re.match(r"^\s*\d+ - (.+) \([^()]*\)\s*$", line)
-                if not m:
-                    break
-                names.add(m.group(1).split("  # GetParam()")[0].strip())
-    return names
-
-
-def cmd_ctest_rerun(a):
-    first = set(numbered_names(a.first).values())
-    with open(a.again_console, errors="replace") as f:
-        ran = re.search(r"tests passed, \d+ tests? failed out of \d+", f.read())
-    if not ran:
-        print(f"NOTE ctest: the rerun with the GPU hidden gave no summary (see {a.again_console})")
-        return 0
-    again = console_failures(a.again_console)
-    gpu_only = sorted(first - again)
-    both = sorted(first & again)
-    if gpu_only:
-        print(f"NOTE ctest: {len(gpu_only)} of the {len(first)} failures pass with the GPU hidden "
-              f"(CUDA_VISIBLE_DEVICES=): they fail only where a GPU is visible: {', '.join(gpu_only[:60])}")
-    if both:
-        print(f"NOTE ctest: {len(both)} fail with the GPU hidden too (the machine, not CUDA): {', '.join(both[:60])}")
-    return 0
 
 
 # ---- the benchmark's goals ---------------------------------------------------------------
 
 def cmd_goals(a):
-    """The issue's goals against one bench table (bench_table.py's table.json): MFU (where a
-    goal is given), tokens/s against sentence-transformers' at equal batch, peak GPU memory."""
+    """The issue's goals against one bench table (bench_table.py's table.json), for each row of
+    ours (ours, or ours-padded and ours-packed): MFU (where a goal is given), tokens/s against
+    sentence-transformers' at equal batch, peak GPU memory against theirs."""
     if not os.path.exists(a.table):
         print(f"NOTE {a.label}: {a.table} was not written (the bench did not finish)")
         return 0
     with open(a.table) as f:
         rows = {r["system"]: r for r in json.load(f)["rows"]}
-    ours, st = rows.get("ours") or {}, rows.get("st") or {}
+    st = rows.get("st") or {}
+    for system in sorted(r for r in rows if r.startswith("ours")):
+        goals_of_row(a, f"{a.label}, {system}", rows[system], st)
+    return 0
+
+
+def goals_of_row(a, label, ours, st):
     pct = lambda r: f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
     if a.mfu_goal is not None:
         met = ours.get("mfu") is not None and ours["mfu"] >= a.mfu_goal
-        print(f"GOAL {a.label}: MFU >= {100 * a.mfu_goal:.0f}%: ours {pct(ours)}, sentence-transformers {pct(st)}"
+        print(f"GOAL {label}: MFU >= {100 * a.mfu_goal:.0f}%: ours {pct(ours)}, sentence-transformers {pct(st)}"
               f" -- {'met' if met else 'missed'}")
     else:
-        print(f"NOTE {a.label}: MFU ours {pct(ours)}, sentence-transformers {pct(st)}")
+        print(f"NOTE {label}: MFU ours {pct(ours)}, sentence-transformers {pct(st)}")
     if ours.get("tokens_per_s") and st.get("tokens_per_s"):
         ratio = ours["tokens_per_s"] / st["tokens_per_s"]
-        print(f"GOAL {a.label}: tokens/s >= 1.5x sentence-transformers' at equal batch: {ratio:.2f}x "
+        print(f"GOAL {label}: tokens/s >= 1.5x sentence-transformers' at equal batch: {ratio:.2f}x "
               f"({ours['tokens_per_s']:.0f} vs {st['tokens_per_s']:.0f}) -- {'met' if ratio >= 1.5 else 'missed'}")
     else:
-        print(f"NOTE {a.label}: no tokens/s for both systems")
+        print(f"NOTE {label}: no tokens/s of sentence-transformers to compare with")
     if ours.get("peak_gpu_mb") and st.get("peak_gpu_mb"):
         ratio = ours["peak_gpu_mb"] / st["peak_gpu_mb"]
-        print(f"GOAL {a.label}: peak GPU memory <= sentence-transformers': {ours['peak_gpu_mb']:.0f} vs "
+        print(f"GOAL {label}: peak GPU memory <= sentence-transformers': {ours['peak_gpu_mb']:.0f} vs "
               f"{st['peak_gpu_mb']:.0f} MB ({ratio:.2f}x) -- {'met' if ratio <= 1.0 else 'missed'}")
+
+
+# ---- the bench's batch ----------------------------------------------------------------------
+
+def cmd_batch_fit(a):
+    """The largest power of two of pairs whose training memory on paper fits a fraction of the
+    GPU: activations per sequence s*L*h*(34 + 5*a*s/h) bytes (Korthikanti et al. 2022, 16-bit
+    activations with the attention scores kept; an FFN of 4h, as BERT's and MiniLM's), at the
+    padded length (sentence-transformers pads a batch to its longest text, which a large batch
+    of these pairs brings to max_length), two sequences a pair; the model state 16 bytes a
+    parameter (fp32 weights, gradients, Adam's two moments); MNRL's batch x batch scores in
+    fp32 with their softmax and gradient, 12 bytes each. The rest of the GPU is for what the
+    formula leaves out: autocast's fp32 copies, the caching allocator's slack, cuBLAS."""
+    with open(a.config) as f:
+        c = json.load(f)
+    layers, hidden, heads = c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"]
+    inner, vocab = c["intermediate_size"], c.get("vocab_size", 30522)
+    s = a.max_length
+    per_pair = 2 * s * layers * hidden * (34 + 5 * heads * s / hidden)
+    params = layers * (4 * hidden * hidden + 2 * hidden * inner) + (vocab + c.get("max_position_embeddings", 512)) * hidden
+    budget = a.fraction * a.gpu_mib * 2**20 - 16 * params
+    batch = 1
+    while (2 * batch) * per_pair + 12 * (2 * batch) ** 2 <= budget:
+        batch *= 2
+    print(f"{batch} {batch} pairs a step: the largest power of two whose training memory on paper fits "
+          f"{100 * a.fraction:.0f}% of the GPU's {a.gpu_mib} MiB: activations {per_pair / 2**20:.1f} MiB a pair "
+          f"(2 x {s} tokens x {layers} layers x {hidden} x (34 + 5 x {heads} x {s} / {hidden}) bytes, "
+          f"Korthikanti et al. 2022), model state {16 * params / 2**30:.2f} GiB (16 bytes x {params / 1e6:.0f} M "
+          f"parameters), MNRL's scores {12 * batch * batch / 2**20:.0f} MiB; the rest for what that leaves out")
+    return 0
+
+
+def cmd_has_key_json(a):
+    """Exit 0: the key is there; 1: it is not; 2: stdin is not JSON (said on stderr)."""
+    try:
+        node = json.load(sys.stdin)
+    except ValueError as e:
+        print(f"has-key-json: the input is not JSON: {e}", file=sys.stderr)
+        return 2
+    for part in a.key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return 1
+        node = node[part]
     return 0
 
 
@@ -422,11 +423,14 @@ def main():
     p.add_argument("name"); p.add_argument("run"); p.add_argument("key")
     p = sub.add_parser("value")
     p.add_argument("run"); p.add_argument("key")
-    p = sub.add_parser("ctest-summary")
-    p.add_argument("--console", required=True); p.add_argument("--log", required=True)
-    p.add_argument("--failed", required=True); p.add_argument("--skipped", required=True)
-    p = sub.add_parser("ctest-rerun")
-    p.add_argument("--first", required=True); p.add_argument("--again-console", required=True)
+    p = sub.add_parser("gtest-summary")
+    p.add_argument("json"); p.add_argument("--console", required=True)
+    p.add_argument("--exit-status", type=int, required=True); p.add_argument("--rehearsal", action="store_true")
+    p = sub.add_parser("batch-fit")
+    p.add_argument("config"); p.add_argument("--max-length", type=int, required=True)
+    p.add_argument("--gpu-mib", type=int, required=True); p.add_argument("--fraction", type=float, default=0.5)
+    p = sub.add_parser("has-key-json")
+    p.add_argument("key")
     p = sub.add_parser("goals")
     p.add_argument("table"); p.add_argument("--label", required=True)
     p.add_argument("--mfu-goal", type=float)
