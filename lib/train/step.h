@@ -18,7 +18,7 @@
 #include "model/loss.h"
 #include "train/batches.h"
 #include "train/checkpoint.h"
-#include "train/trainee.h"
+#include "train/setup.h"
 #include "train/worker.h"
 
 namespace ddp_embed {

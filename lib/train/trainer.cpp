@@ -2,7 +2,7 @@
 // together, each in a file of its own:
 //
 //   worker.h           the process: rank, log files, threads, device, process group
-//   trainee.h          the inputs (init folder, tokenizer, pairs), the model under
+//   setup.h            the inputs (init folder, tokenizer, pairs), the model under
 //                      training with its optimizer and data parallelism, the checkpoint
 //                      it resumes from
 //   step.h             one step: micro-batches forward and backward, gradient sync, update
@@ -29,7 +29,7 @@
 #include "train/run_record.h"
 #include "train/step.h"
 #include "train/step_profiler.h"
-#include "train/trainee.h"
+#include "train/setup.h"
 #include "train/worker.h"
 #include "util/log.h"
 #include "util/process_info.h"

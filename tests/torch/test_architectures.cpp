@@ -14,7 +14,7 @@
 
 #include "e2e_support.h"
 #include "model/lora.h"
-#include "train/trainee.h"
+#include "train/setup.h"
 
 using namespace e2e;
 

@@ -1,4 +1,4 @@
-#include "train/trainee.h"
+#include "train/setup.h"
 
 #include <cctype>
 
