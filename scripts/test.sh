@@ -23,7 +23,7 @@ if [[ ${1:-} == --sanitize ]]; then
   if [[ $# -eq 0 ]]; then
     # Everything without LibTorch, and the LibTorch tests that run the real programs on
     # bad input and in short 2-worker trainings.
-    set -- -R '^(Launch|Config|Data|Pair|Sampler|Tokeni|WordPiece|Sentence|Safetensors|Metrics|Corpus|Catalogue|Exposure|DataParallel\.TwoWorkers|Training\.)'
+    set -- -R '^(Launch|Config|Pair|Sampler|Tokeni|WordPiece|Sentence|Safetensors|Metrics|Corpus|Hostile\.|Bert\.Embedder|Training\.(OneProcess|TwoWorkers|OneWorker|TwoLaunchers|CrossRank|Evaluation|ARank|ASurviving))'
   fi
   ctest --output-on-failure -j "$(nproc)" --timeout 1800 "$@"
   exit

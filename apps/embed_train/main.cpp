@@ -1,8 +1,12 @@
 // embed-train: one training worker (started by ddp-launch, torchrun, srun or by hand),
-// plus the encode / eval / tokenize / mine / tokenizer / plot tools. Parses the command line and calls lib/.
+// plus the prepare / encode / eval / tokenize / mine / tokenizer / plot tools. Parses the
+// command line and calls lib/: main dispatches to one function per subcommand, each owning
+// its options and its run.
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +27,8 @@
 
 namespace {
 
+using namespace ddp_embed;
+
 // An option whose value goes into `target` only when it is given: CLI11 2.1 has no
 // std::optional options.
 template <class T>
@@ -40,103 +46,150 @@ CLI::Option* add_optional(CLI::App* app, const std::string& name, OptionalValue<
   return v.option;
 }
 
-bool is_subcommand(const char* arg) {
-  for (const char* name : {"train", "prepare", "encode", "eval", "tokenize", "mine", "tokenizer", "plot"})
-    if (std::strcmp(arg, name) == 0) return true;
-  return false;
-}
+// A subcommand: its options, registered on the app, and its run once the command line is
+// parsed. The options live as long as `run` (each add_* function keeps them in a shared
+// struct the two capture).
+struct Subcommand {
+  CLI::App* command;
+  std::function<int()> run;
+};
 
-}  // namespace
+const char* const kModelFolder = "model folder (ours, sentence-transformers or Hugging Face: BERT, XLM-RoBERTa, Qwen3)";
+const char* const kPoolingHelp =
+    "cls, mean or lasttoken (default: the folder's Pooling module; for a plain Hugging Face folder cls, lasttoken for "
+    "a decoder)";
 
-int main(int argc, char** argv) {
-  // Before any thread starts: keep tensor-sized allocations on the heap (see the header).
-  ddp_embed::tune_malloc_for_tensors();
-  // `embed-train --config x` means `embed-train train --config x`.
-  std::vector<char*> args(argv, argv + argc);
-  static char train_word[] = "train";
-  if (argc > 1 && !is_subcommand(argv[1]) && std::strcmp(argv[1], "--help") != 0 &&
-      std::strcmp(argv[1], "-h") != 0 && std::strcmp(argv[1], "--version") != 0)
-    args.insert(args.begin() + 1, train_word);
-
-  CLI::App app{"embed-train: contrastive sentence-embedding training (BERT + projection)"};
-  // --version: what LibTorch, CUDA and NCCL this build has, and the CUDA devices it sees.
-  app.set_version_flag("--version", [] { return ddp_embed::build_info(); });
-  app.require_subcommand(1);
-
+Subcommand add_train(CLI::App& app) {
+  struct Options {
+    std::string config_path;
+    std::vector<std::string> overrides;
+    bool print_config = false;
+    int64_t profile_steps = -1;
+  };
+  auto o = std::make_shared<Options>();
   auto* train = app.add_subcommand("train", "train a model (the default subcommand)");
-  std::string config_path;
-  std::vector<std::string> overrides;
-  bool print_config = false;
   // Checked after parsing, not with required(): CLI11 checks requirements before unknown
   // options, so a mistyped "--confgi" would be reported as a missing --config.
-  train->add_option("--config", config_path, "JSON config file (required)");
-  train->add_option("--set", overrides, "override a config key: KEY=VALUE (repeatable)");
-  train->add_flag("--print-config", print_config, "print the resolved config and exit");
-  int64_t profile_steps = -1;
-  train->add_option("--profile", profile_steps,
+  train->add_option("--config", o->config_path, "JSON config file (required)");
+  train->add_option("--set", o->overrides, "override a config key: KEY=VALUE (repeatable)");
+  train->add_flag("--print-config", o->print_config, "print the resolved config and exit");
+  train->add_option("--profile", o->profile_steps,
                     "record N steps with LibTorch's profiler on rank 0 (output.profile_steps): "
                     "OUTPUT_DIR/profile-rank0.json, a Chrome trace, and the top ops in the log");
+  return {train, [o] {
+            if (o->config_path.empty()) {
+              std::fprintf(stderr, "--config FILE is required\nRun with --help for more information.\n");
+              return 2;
+            }
+            if (o->profile_steps >= 0) o->overrides.push_back("output.profile_steps=" + std::to_string(o->profile_steps));
+            const Config config = load_config(o->config_path, o->overrides);
+            if (o->print_config) {
+              std::printf("%s\n", config_to_json(config).dump(2).c_str());
+              return 0;
+            }
+            return run_training(config);
+          }};
+}
 
+Subcommand add_prepare(CLI::App& app) {
+  struct Options {
+    std::string config_path, output;
+    std::vector<std::string> overrides;
+  };
+  auto o = std::make_shared<Options>();
   auto* prepare = app.add_subcommand(
       "prepare", "tokenize data.train once into a prepared folder that runs memory-map (data.prepared, or data.train "
                  "naming it); alone or under ddp-launch, the workers sharing the work");
-  std::string prepare_config, prepare_output;
-  std::vector<std::string> prepare_overrides;
-  prepare->add_option("--config", prepare_config, "the run's JSON config: its data.train, tokenizer and max_length")
+  prepare->add_option("--config", o->config_path, "the run's JSON config: its data.train, tokenizer and max_length")
       ->required();
-  prepare->add_option("--set", prepare_overrides, "override a config key: KEY=VALUE (repeatable)");
-  prepare->add_option("--output", prepare_output, "the prepared folder (default: the config's data.prepared)");
+  prepare->add_option("--set", o->overrides, "override a config key: KEY=VALUE (repeatable)");
+  prepare->add_option("--output", o->output, "the prepared folder (default: the config's data.prepared)");
+  return {prepare, [o] {
+            const Config config = load_config(o->config_path, o->overrides);
+            if (o->output.empty() && !config.data.prepared)
+              throw std::invalid_argument("prepare: give --output DIR, or data.prepared in " + o->config_path);
+            return run_prepare(config, o->output.empty() ? *config.data.prepared : o->output);
+          }};
+}
 
+Subcommand add_encode(CLI::App& app) {
+  struct Options {
+    EncodeOptions encode;
+    OptionalValue<std::string> prompt_name, prompt;
+  };
+  auto o = std::make_shared<Options>();
+  EncodeOptions& enc = o->encode;
   auto* encode = app.add_subcommand("encode", "embed sentences with a trained model");
-  ddp_embed::EncodeOptions enc;
-  encode->add_option("--model", enc.model_dir, "model folder (ours or Hugging Face BERT)")->required();
+  encode->add_option("--model", enc.model_dir, kModelFolder)->required();
   encode->add_option("--input", enc.input, "text file (one sentence a line) or JSONL (\"text\")")->required();
   encode->add_option("--output", enc.output, "output: .jsonl or .npy")->required();
   encode->add_option("--batch-size", enc.batch_size, "sentences per batch")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   encode->add_option("--device", enc.device, "cpu or cuda[:N]")->capture_default_str();
-  encode->add_option("--pooling", enc.pooling,
-                     "cls, mean or lasttoken (default: the folder's Pooling module; for a plain Hugging Face folder cls, lasttoken for a decoder)");
+  encode->add_option("--pooling", enc.pooling, kPoolingHelp);
   encode->add_flag("--normalize", enc.normalize,
                    "L2-normalize the embeddings (always done for a folder with a Normalize module)");
-  OptionalValue<std::string> enc_prompt_name, enc_prompt;
-  auto* prompt_name_option = add_optional(encode, "--prompt-name", enc_prompt_name,
+  auto* prompt_name_option = add_optional(encode, "--prompt-name", o->prompt_name,
                                           "put the folder's prompt of this name before each sentence (default: the "
                                           "folder's default_prompt_name, if any)");
-  add_optional(encode, "--prompt", enc_prompt, "put this text before each sentence (\"\": none)")
+  add_optional(encode, "--prompt", o->prompt, "put this text before each sentence (\"\": none)")
       ->excludes(prompt_name_option);
+  return {encode, [o] {
+            init_console_log();
+            o->prompt_name.into(o->encode.prompt_name);
+            o->prompt.into(o->encode.prompt);
+            return run_encode(o->encode);
+          }};
+}
 
+Subcommand add_eval(CLI::App& app) {
+  auto ev = std::make_shared<EvalOptions>();
   auto* eval = app.add_subcommand("eval", "evaluate a model on a JSONL pair file");
-  ddp_embed::EvalOptions ev;
-  eval->add_option("--model", ev.model_dir, "model folder (ours or Hugging Face BERT)")->required();
-  eval->add_option("--data", ev.data, "JSONL pairs (query/pos, or text1/text2/score)")->required();
-  eval->add_option("--task", ev.task, "retrieval or sts (default: sts when pairs have scores)")
+  eval->add_option("--model", ev->model_dir, kModelFolder)->required();
+  eval->add_option("--data", ev->data, "JSONL pairs (query/pos, or text1/text2/score)")->required();
+  eval->add_option("--task", ev->task, "retrieval or sts (default: sts when pairs have scores)")
       ->check(CLI::IsMember({"retrieval", "sts"}));
-  eval->add_option("--batch-size", ev.batch_size, "sentences per batch")
+  eval->add_option("--batch-size", ev->batch_size, "sentences per batch")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  eval->add_option("--device", ev.device, "cpu or cuda[:N]")->capture_default_str();
-  eval->add_option("--pooling", ev.pooling,
-                   "cls, mean or lasttoken (default: the folder's Pooling module; for a plain Hugging Face folder cls, lasttoken for a decoder)");
-  eval->add_option("--format", ev.format, "stdout: a table, or one JSON object")
+  eval->add_option("--device", ev->device, "cpu or cuda[:N]")->capture_default_str();
+  eval->add_option("--pooling", ev->pooling, kPoolingHelp);
+  eval->add_option("--format", ev->format, "stdout: a table, or one JSON object")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
-  eval->add_option("--json", ev.json_out, "also write the metrics as JSON to this file");
+  eval->add_option("--json", ev->json_out, "also write the metrics as JSON to this file");
+  return {eval, [ev] {
+            init_console_log();
+            return run_eval(*ev);
+          }};
+}
 
+Subcommand add_tokenize(CLI::App& app) {
+  auto tk = std::make_shared<TokenizeOptions>();
   auto* tokenize = app.add_subcommand("tokenize", "write the token ids encode would feed the model, as JSONL");
-  ddp_embed::TokenizeOptions tk;
-  tokenize->add_option("--model", tk.model_dir, "model folder (ours, sentence-transformers or Hugging Face BERT)")
-      ->required();
-  tokenize->add_option("--input", tk.input, "text file (one sentence a line) or JSONL (\"text\")")->required();
-  tokenize->add_option("--output", tk.output, "JSONL: {\"ids\": [...]} a line, in input order")->required();
+  tokenize->add_option("--model", tk->model_dir, kModelFolder)->required();
+  tokenize->add_option("--input", tk->input, "text file (one sentence a line) or JSONL (\"text\")")->required();
+  tokenize->add_option("--output", tk->output, "JSONL: {\"ids\": [...]} a line, in input order")->required();
+  return {tokenize, [tk] {
+            init_console_log();
+            return run_tokenize(*tk);
+          }};
+}
 
+Subcommand add_mine(CLI::App& app) {
+  struct Options {
+    MineOptions mine;
+    OptionalValue<int64_t> range_max;
+    OptionalValue<double> max_score, min_score, absolute_margin, relative_margin;
+    OptionalValue<std::string> query_prompt_name, query_prompt, corpus_prompt_name, corpus_prompt;
+  };
+  auto o = std::make_shared<Options>();
+  MineOptions& mn = o->mine;
   auto* mine = app.add_subcommand(
       "mine", "mine hard negatives for JSONL pairs with a model (sentence-transformers' mine_hard_negatives, "
               "sampling top, n-tuple output); alone or under ddp-launch");
-  ddp_embed::MineOptions mn;
-  mine->add_option("--model", mn.model_dir, "model folder (ours, sentence-transformers or Hugging Face BERT)")
-      ->required();
+  mine->add_option("--model", mn.model_dir, kModelFolder)->required();
   mine->add_option("--input", mn.input, "JSONL pairs (query/pos, anchor/positive or text1/text2)")->required();
   mine->add_option("--output", mn.output, "JSONL {\"query\", \"pos\", \"neg\": [...]} a line, written atomically")
       ->required();
@@ -148,25 +201,22 @@ int main(int argc, char** argv) {
   mine->add_option("--range-min", mn.range_min, "skip this many best candidates left after the filters")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  OptionalValue<int64_t> range_max;
-  add_optional(mine, "--range-max", range_max,
+  add_optional(mine, "--range-max", o->range_max,
                "candidates ranked at most this far (default: range-min + num-negatives + the most positives of a "
                "query; 10 x num-negatives with a margin or max-score)")
       ->check(CLI::PositiveNumber);
-  OptionalValue<double> max_score, min_score, absolute_margin, relative_margin;
-  add_optional(mine, "--max-score", max_score, "skip candidates scoring above this");
-  add_optional(mine, "--min-score", min_score, "skip candidates scoring below this");
-  add_optional(mine, "--absolute-margin", absolute_margin,
+  add_optional(mine, "--max-score", o->max_score, "skip candidates scoring above this");
+  add_optional(mine, "--min-score", o->min_score, "skip candidates scoring below this");
+  add_optional(mine, "--absolute-margin", o->absolute_margin,
                "skip candidates scoring above the query's lowest positive score minus this");
-  add_optional(mine, "--relative-margin", relative_margin,
+  add_optional(mine, "--relative-margin", o->relative_margin,
                "skip candidates scoring above the lowest positive score minus its magnitude times this (0.05: 5%)");
-  OptionalValue<std::string> query_prompt_name, query_prompt, corpus_prompt_name, corpus_prompt;
-  auto* qpn = add_optional(mine, "--query-prompt-name", query_prompt_name,
+  auto* qpn = add_optional(mine, "--query-prompt-name", o->query_prompt_name,
                            "the folder's prompt before each query (default: its \"query\" prompt, if any)");
-  add_optional(mine, "--query-prompt", query_prompt, "this text before each query (\"\": none)")->excludes(qpn);
-  auto* cpn = add_optional(mine, "--corpus-prompt-name", corpus_prompt_name,
+  add_optional(mine, "--query-prompt", o->query_prompt, "this text before each query (\"\": none)")->excludes(qpn);
+  auto* cpn = add_optional(mine, "--corpus-prompt-name", o->corpus_prompt_name,
                            "the folder's prompt before each corpus text (default: its \"document\" prompt, if any)");
-  add_optional(mine, "--corpus-prompt", corpus_prompt, "this text before each corpus text (\"\": none)")
+  add_optional(mine, "--corpus-prompt", o->corpus_prompt, "this text before each corpus text (\"\": none)")
       ->excludes(cpn);
   mine->add_flag("--output-scores", mn.output_scores,
                  "also write the model's scores of each line's positives and negatives (\"pos_scores\", "
@@ -176,77 +226,95 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   mine->add_option("--device", mn.device, "cpu, cuda (each worker its local rank's GPU) or cuda:N")
       ->capture_default_str();
+  return {mine, [o] {
+            init_console_log();
+            MineOptions& options = o->mine;
+            o->range_max.into(options.range_max);
+            o->max_score.into(options.max_score);
+            o->min_score.into(options.min_score);
+            o->absolute_margin.into(options.absolute_margin);
+            o->relative_margin.into(options.relative_margin);
+            o->query_prompt_name.into(options.query_prompt_name);
+            o->query_prompt.into(options.query_prompt);
+            o->corpus_prompt_name.into(options.corpus_prompt_name);
+            o->corpus_prompt.into(options.corpus_prompt);
+            return run_mine(options);
+          }};
+}
 
-  auto* tok = app.add_subcommand("tokenizer", "train a sentencepiece tokenizer");
-  std::vector<std::string> tok_inputs;
-  int vocab_size = 8000;
-  std::string tok_output;
-  tok->add_option("--input", tok_inputs, "JSONL pair files or text files")->required();
-  tok->add_option("--vocab-size", vocab_size, "vocabulary size")->required();
-  tok->add_option("--output", tok_output, "output folder")->required();
+Subcommand add_tokenizer(CLI::App& app) {
+  struct Options {
+    std::vector<std::string> inputs;
+    int vocab_size = 8000;
+    std::string output;
+  };
+  auto o = std::make_shared<Options>();
+  auto* tokenizer = app.add_subcommand("tokenizer", "train a sentencepiece tokenizer");
+  tokenizer->add_option("--input", o->inputs, "JSONL pair files or text files")->required();
+  tokenizer->add_option("--vocab-size", o->vocab_size, "vocabulary size")->required();
+  tokenizer->add_option("--output", o->output, "output folder")->required();
+  return {tokenizer, [o] {
+            init_console_log();
+            train_sentencepiece(o->inputs, o->vocab_size, o->output);
+            spdlog::info("tokenizer written to {}", o->output);
+            return 0;
+          }};
+}
 
+Subcommand add_plot(CLI::App& app) {
+  struct Options {
+    std::string metrics, output;
+  };
+  auto o = std::make_shared<Options>();
   auto* plot = app.add_subcommand("plot", "draw a run's metrics.jsonl as an SVG figure");
-  std::string plot_metrics, plot_output;
-  plot->add_option("--metrics", plot_metrics, "metrics.jsonl of a training run")->required();
-  plot->add_option("--output", plot_output, "SVG file (default: metrics.svg beside the metrics file)");
+  plot->add_option("--metrics", o->metrics, "metrics.jsonl of a training run")->required();
+  plot->add_option("--output", o->output, "SVG file (default: metrics.svg beside the metrics file)");
+  return {plot, [o] {
+            init_console_log();
+            const auto summary = plot_metrics_file(o->metrics, o->output);
+            spdlog::info("{} training steps and {} evaluations drawn to {}", summary.training_steps, summary.eval_steps,
+                         summary.output);
+            return 0;
+          }};
+}
 
+// `embed-train --config x` means `embed-train train --config x`: the arguments with
+// "train" put first when they name no subcommand (nor --help or --version).
+std::vector<char*> with_default_subcommand(int argc, char** argv, const std::vector<Subcommand>& subcommands) {
+  std::vector<char*> args(argv, argv + argc);
+  if (argc < 2) return args;
+  for (const Subcommand& s : subcommands)
+    if (s.command->get_name() == argv[1]) return args;
+  for (const char* flag : {"--help", "-h", "--version"})
+    if (std::strcmp(argv[1], flag) == 0) return args;
+  static char train_word[] = "train";
+  args.insert(args.begin() + 1, train_word);
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread starts: keep tensor-sized allocations on the heap (see the header).
+  ddp_embed::tune_malloc_for_tensors();
+  CLI::App app{"embed-train: contrastive sentence-embedding training (BERT, XLM-RoBERTa or Qwen3 encoders, "
+               "optional projection)"};
+  // --version: what LibTorch, CUDA and NCCL this build has, and the CUDA devices it sees.
+  app.set_version_flag("--version", [] { return ddp_embed::build_info(); });
+  app.require_subcommand(1);
+  const std::vector<Subcommand> subcommands = {add_train(app),    add_prepare(app), add_encode(app),
+                                               add_eval(app),     add_tokenize(app), add_mine(app),
+                                               add_tokenizer(app), add_plot(app)};
+
+  std::vector<char*> args = with_default_subcommand(argc, argv, subcommands);
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (*train && config_path.empty()) {
-    std::fprintf(stderr, "--config FILE is required\nRun with --help for more information.\n");
-    return 2;
-  }
-
   try {
-    if (*train) {
-      if (profile_steps >= 0) overrides.push_back("output.profile_steps=" + std::to_string(profile_steps));
-      ddp_embed::Config config = ddp_embed::load_config(config_path, overrides);
-      if (print_config) {
-        std::printf("%s\n", ddp_embed::config_to_json(config).dump(2).c_str());
-        return 0;
-      }
-      return ddp_embed::run_training(config);
-    }
-    if (*prepare) {
-      const ddp_embed::Config config = ddp_embed::load_config(prepare_config, prepare_overrides);
-      if (prepare_output.empty() && !config.data.prepared)
-        throw std::invalid_argument("prepare: give --output DIR, or data.prepared in " + prepare_config);
-      return ddp_embed::run_prepare(config, prepare_output.empty() ? *config.data.prepared : prepare_output);
-    }
-    ddp_embed::init_console_log();
-    if (*encode) {
-      enc_prompt_name.into(enc.prompt_name);
-      enc_prompt.into(enc.prompt);
-      return ddp_embed::run_encode(enc);
-    }
-    if (*mine) {
-      range_max.into(mn.range_max);
-      max_score.into(mn.max_score);
-      min_score.into(mn.min_score);
-      absolute_margin.into(mn.absolute_margin);
-      relative_margin.into(mn.relative_margin);
-      query_prompt_name.into(mn.query_prompt_name);
-      query_prompt.into(mn.query_prompt);
-      corpus_prompt_name.into(mn.corpus_prompt_name);
-      corpus_prompt.into(mn.corpus_prompt);
-      return ddp_embed::run_mine(mn);
-    }
-    if (*eval) return ddp_embed::run_eval(ev);
-    if (*tokenize) return ddp_embed::run_tokenize(tk);
-    if (*tok) {
-      ddp_embed::train_sentencepiece(tok_inputs, vocab_size, tok_output);
-      spdlog::info("tokenizer written to {}", tok_output);
-      return 0;
-    }
-    if (*plot) {
-      const auto summary = ddp_embed::plot_metrics_file(plot_metrics, plot_output);
-      spdlog::info("{} training steps and {} evaluations drawn to {}", summary.training_steps, summary.eval_steps,
-                   summary.output);
-      return 0;
-    }
+    for (const Subcommand& s : subcommands)
+      if (*s.command) return s.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "embed-train: error: %s\n", e.what());
     return 1;

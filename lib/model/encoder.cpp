@@ -96,9 +96,4 @@ EncoderConfig encoder_config_from_hf_json(const std::string& path) {
                    "\" is not implemented (embed-train trains bert, xlm-roberta and qwen3)");
 }
 
-std::shared_ptr<TextEncoderImpl> make_encoder(const EncoderConfig& config) {
-  if (config.architecture == Architecture::Qwen3) return std::make_shared<Qwen3ModelImpl>(config.qwen3);
-  return std::make_shared<BertModelImpl>(config.bert);
-}
-
 }  // namespace ddp_embed

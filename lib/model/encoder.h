@@ -88,7 +88,4 @@ nlohmann::json read_config_json(const std::string& path);
 // Another model_type is a ModelError that names the file and lists these.
 EncoderConfig encoder_config_from_hf_json(const std::string& path);
 
-// A new encoder of that architecture, initialized as transformers initializes it.
-std::shared_ptr<TextEncoderImpl> make_encoder(const EncoderConfig& config);
-
 }  // namespace ddp_embed

@@ -176,8 +176,8 @@ ModuleKind module_kind(const std::string& type, const fs::path& modules_file) {
   const auto it = kTypes.find(type);
   if (it == kTypes.end())
     fail(modules_file, "module type " + type +
-                           " is not implemented (embed-train has sentence_transformers.models.Transformer (a BERT), "
-                           "Pooling, Dense and Normalize)");
+                           " is not implemented (embed-train has sentence_transformers.models.Transformer (BERT, "
+                           "XLM-RoBERTa or Qwen3), Pooling, Dense and Normalize)");
   return it->second;
 }
 

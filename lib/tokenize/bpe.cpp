@@ -171,227 +171,271 @@ class TokenizerJsonSax {
   int skip_ = 0, pair_count_ = 0;
 };
 
-struct Loader {
-  std::string origin;  // tokenizer.json's path, for errors
-  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw TokenizerError(origin + ": " + where + ": " + what);
-  }
-};
-
 }  // namespace
 
-std::unique_ptr<Tokenizer> BpeTokenizer::load(const std::string& path) {
-  const fs::path file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
-  const fs::path config_file = file.parent_path() / "tokenizer_config.json";
-  const Loader L{file.string()};
-  auto t = std::make_unique<BpeTokenizer>();
-  static std::atomic<uint64_t> instances{0};
-  t->instance_ = ++instances;
-  t->json_text_ = hf_files::read_file(file);
-  json j;
-  TokenizerJsonSax sax(j);
-  try {
-    json::sax_parse(t->json_text_, &sax);
-  } catch (const json::exception& e) {
-    throw TokenizerError(L.origin + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw TokenizerError(L.origin + ": not a JSON object");
-  json config = json::object();
-  if (fs::exists(config_file)) {
-    t->config_ = nlohmann::ordered_json::parse(hf_files::read_file(config_file), nullptr, false);
-    if (t->config_.is_discarded() || !t->config_.is_object())
-      throw TokenizerError(config_file.string() + ": not a JSON object");
-    config = json::parse(t->config_.dump());
-  }
+// BpeTokenizer::load's steps, each reading one part of the files into the tokenizer (a
+// friend of it), in the order load runs them. Errors name tokenizer.json (or
+// tokenizer_config.json) and the JSON path of what is wrong or not supported.
+class BpeLoader {
+ public:
+  BpeLoader(BpeTokenizer& t, const fs::path& file, const fs::path& config_file)
+      : t_(t), origin_(file.string()), config_file_(config_file) {}
 
-  // ---- model: vocabulary and merges ----
+  // tokenizer.json, streamed (the vocabulary and merges apart), and tokenizer_config.json.
+  void read_files();
+  // model: the vocabulary and merges, the ids of the bytes' characters.
+  void read_model();
+  // The normalizer and pre-tokenizer: the tokenizer class's, or the file's.
+  void read_pre_tokenization();
+  // The added tokens, and the config's special tokens missing from them.
+  void read_added_tokens();
+  // post_processor: the ids put before and after the pieces.
+  void read_post_processor() { read_post_processor(j_.value("post_processor", json()), "post_processor"); }
+  // The special ids (cls, sep, unk, mask, pad) and model_max_length.
+  void set_special_ids();
+
+ private:
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw TokenizerError(origin_ + ": " + where + ": " + what);
+  }
+  int32_t vocab_id(const std::string& token, const std::string& where) const;
+  // An added token's id, else the vocabulary's; -1 if neither has it.
+  int32_t token_id(const std::string& name) const;
+  void read_normalizer(const json& n, const std::string& where);
+  void read_pre_tokenizer(const json& p, const std::string& where);
+  void read_post_processor(const json& p, const std::string& where);
+
+  BpeTokenizer& t_;
+  const std::string origin_;  // tokenizer.json's path, for errors
+  const fs::path config_file_;
+  json j_;                          // tokenizer.json but model.vocab and model.merges
+  TokenizerJsonSax sax_{j_};        // ... which it holds
+  json config_ = json::object();    // tokenizer_config.json, {} when absent
+  int32_t max_id_ = -1;
+  std::map<std::string, std::string> defaults_;  // the class's special tokens
+  std::map<std::string, std::string> names_;     // special token key → content
+};
+
+void BpeLoader::read_files() {
+  t_.json_text_ = hf_files::read_file(origin_);
+  try {
+    json::sax_parse(t_.json_text_, &sax_);
+  } catch (const json::exception& e) {
+    throw TokenizerError(origin_ + ": not valid JSON: " + e.what());
+  }
+  if (!j_.is_object()) throw TokenizerError(origin_ + ": not a JSON object");
+  if (fs::exists(config_file_)) {
+    t_.config_ = nlohmann::ordered_json::parse(hf_files::read_file(config_file_), nullptr, false);
+    if (t_.config_.is_discarded() || !t_.config_.is_object())
+      throw TokenizerError(config_file_.string() + ": not a JSON object");
+    config_ = json::parse(t_.config_.dump());
+  }
+}
+
+int32_t BpeLoader::vocab_id(const std::string& token, const std::string& where) const {
+  const auto it = t_.vocab_.find(token);
+  if (it == t_.vocab_.end()) fail(where, "token \"" + token + "\" is not in model.vocab");
+  return it->second;
+}
+
+void BpeLoader::read_model() {
   static const json kNull;
-  const json& model = j.contains("model") ? j["model"] : kNull;
-  if (!model.is_object()) L.fail("model", "missing");
+  const json& model = j_.contains("model") ? j_["model"] : kNull;
+  if (!model.is_object()) fail("model", "missing");
   if (type_of(model) != "BPE")
-    L.fail("model.type", "\"" + type_of(model) + "\" is not BPE (this reader takes byte-level BPE only)");
+    fail("model.type", "\"" + type_of(model) + "\" is not BPE (this reader takes byte-level BPE only)");
   if (model.contains("dropout") && !model["dropout"].is_null() && !(model["dropout"].is_number() && model["dropout"].get<double>() == 0))
-    L.fail("model.dropout", "BPE dropout is not supported");
+    fail("model.dropout", "BPE dropout is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && !model[key].is_null() && model[key] != "")
-      L.fail(std::string("model.") + key, "must be empty for a byte-level BPE");
-  if (flag(model, "byte_fallback", false, "model")) L.fail("model.byte_fallback", "is not supported");
-  t->fuse_unk_ = flag(model, "fuse_unk", false, "model");
-  t->ignore_merges_ = flag(model, "ignore_merges", false, "model");
-  if (!model.contains("vocab") || !model["vocab"].is_object()) L.fail("model.vocab", "missing or not an object");
+      fail(std::string("model.") + key, "must be empty for a byte-level BPE");
+  if (flag(model, "byte_fallback", false, "model")) fail("model.byte_fallback", "is not supported");
+  t_.fuse_unk_ = flag(model, "fuse_unk", false, "model");
+  t_.ignore_merges_ = flag(model, "ignore_merges", false, "model");
+  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("model.vocab", "missing or not an object");
   for (const auto& [token, id] : model["vocab"].items())  // only what the streaming parse left: bad ids
-    L.fail("model.vocab[\"" + token + "\"]", id.dump() + " is not a non-negative 32-bit id");
-  t->vocab_.reserve(sax.vocab.size());
-  int32_t max_id = -1;
-  for (auto& [token, id] : sax.vocab) {
-    max_id = std::max(max_id, id);
-    t->vocab_[std::move(token)] = id;
+    fail("model.vocab[\"" + token + "\"]", id.dump() + " is not a non-negative 32-bit id");
+  t_.vocab_.reserve(sax_.vocab.size());
+  for (auto& [token, id] : sax_.vocab) {
+    max_id_ = std::max(max_id_, id);
+    t_.vocab_[std::move(token)] = id;
   }
-  const auto id_of = [&](const std::string& token, const std::string& where) {
-    const auto it = t->vocab_.find(token);
-    if (it == t->vocab_.end()) L.fail(where, "token \"" + token + "\" is not in model.vocab");
-    return it->second;
-  };
   if (model.contains("unk_token") && model["unk_token"].is_string())
-    t->unk_ = id_of(model["unk_token"].get<std::string>(), "model.unk_token");
-  if (model.contains("merges") && !model["merges"].is_array()) L.fail("model.merges", "not a list");
-  t->merges_.reserve(sax.merges.size());
-  for (size_t i = 0; i < sax.merges.size(); ++i) {
+    t_.unk_ = vocab_id(model["unk_token"].get<std::string>(), "model.unk_token");
+  if (model.contains("merges") && !model["merges"].is_array()) fail("model.merges", "not a list");
+  t_.merges_.reserve(sax_.merges.size());
+  for (size_t i = 0; i < sax_.merges.size(); ++i) {
     const std::string where = "model.merges[" + std::to_string(i) + "]";
-    TokenizerJsonSax::Merge& m = sax.merges[i];
-    if (m.bad) L.fail(where, "neither \"a b\" nor [\"a\", \"b\"]");
+    TokenizerJsonSax::Merge& m = sax_.merges[i];
+    if (m.bad) fail(where, "neither \"a b\" nor [\"a\", \"b\"]");
     if (!m.pair) {  // "a b"
       const size_t space = m.a.find(' ');
       if (space == std::string::npos || m.a.find(' ', space + 1) != std::string::npos)
-        L.fail(where, "\"" + m.a + "\" is not two tokens separated by one space");
+        fail(where, "\"" + m.a + "\" is not two tokens separated by one space");
       m.b = m.a.substr(space + 1);
       m.a.resize(space);
     }
-    const uint64_t key = (static_cast<uint64_t>(id_of(m.a, where)) << 32) | static_cast<uint32_t>(id_of(m.b, where));
-    t->merges_[key] = {static_cast<int32_t>(i), id_of(m.a + m.b, where)};  // a repeated pair takes the later rank, as tokenizers
+    const uint64_t key =
+        (static_cast<uint64_t>(vocab_id(m.a, where)) << 32) | static_cast<uint32_t>(vocab_id(m.b, where));
+    t_.merges_[key] = {static_cast<int32_t>(i), vocab_id(m.a + m.b, where)};  // a repeated pair takes the later rank, as tokenizers
   }
   const std::array<char32_t, 256> chars = byte_chars();
   for (int b = 0; b < 256; ++b) {
     std::string c;
     utf8::append(c, chars[b]);
-    const auto it = t->vocab_.find(c);
-    t->byte_id_[b] = it == t->vocab_.end() ? -1 : it->second;
+    const auto it = t_.vocab_.find(c);
+    t_.byte_id_[b] = it == t_.vocab_.end() ? -1 : it->second;
   }
+}
 
-  // ---- normalizer and pre-tokenizer: the class's, or the file's ----
-  const std::string klass = config.contains("tokenizer_class") && config["tokenizer_class"].is_string()
-                                ? config["tokenizer_class"].get<std::string>() : "";
-  const bool prefix_space = flag(config, "add_prefix_space", false, config_file.string());
-  std::map<std::string, std::string> defaults;  // the class's special tokens
+void BpeLoader::read_pre_tokenization() {
+  const std::string klass = config_.contains("tokenizer_class") && config_["tokenizer_class"].is_string()
+                                ? config_["tokenizer_class"].get<std::string>() : "";
+  const bool prefix_space = flag(config_, "add_prefix_space", false, config_file_.string());
   if (klass == "Qwen2Tokenizer" || klass == "Qwen2TokenizerFast") {
-    t->nfc_ = true;
-    t->pre_ = {{false, false, false, PretokenizePattern::Qwen2}, {true, prefix_space, false}};
-    defaults = {{"unk_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}};
+    t_.nfc_ = true;
+    t_.pre_ = {{false, false, false, PretokenizePattern::Qwen2}, {true, prefix_space, false}};
+    defaults_ = {{"unk_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}};
   } else if (klass == "GPT2Tokenizer" || klass == "GPT2TokenizerFast") {
-    t->pre_ = {{true, prefix_space, true}};
-    defaults = {{"unk_token", "<|endoftext|>"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}};
+    t_.pre_ = {{true, prefix_space, true}};
+    defaults_ = {{"unk_token", "<|endoftext|>"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}};
   } else if (klass.empty() || klass == "PreTrainedTokenizerFast" || klass == "TokenizersBackend") {
-    std::function<void(const json&, const std::string&)> normalizer = [&](const json& n, const std::string& where) {
-      if (n.is_null()) return;
-      const std::string type = type_of(n);
-      if (type == "NFC") {
-        t->nfc_ = true;
-      } else if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
-        for (size_t i = 0; i < n["normalizers"].size(); ++i)
-          normalizer(n["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]");
-      } else {
-        L.fail(where, "normalizer \"" + type + "\" is not supported (supported: NFC, Sequence)");
-      }
-    };
-    std::function<void(const json&, const std::string&)> pre = [&](const json& p, const std::string& where) {
-      if (p.is_null()) return;
-      const std::string type = type_of(p);
-      if (type == "ByteLevel") {
-        t->pre_.push_back({true, flag(p, "add_prefix_space", true, where), flag(p, "use_regex", true, where)});
-      } else if (type == "Split") {
-        const json& pattern = p.contains("pattern") ? p["pattern"] : json();
-        if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
-          L.fail(where + ".pattern", "must be {\"Regex\": ...}");
-        const auto known = identify_pattern(pattern["Regex"].get<std::string>());
-        if (!known)
-          L.fail(where + ".pattern.Regex", "unsupported pre-tokenizer regex " + pattern["Regex"].dump() +
-                                               "; supported are:\n" + supported_patterns());
-        if (!p.contains("behavior") || p["behavior"] != "Isolated")
-          L.fail(where + ".behavior", "only \"Isolated\" is supported");
-        if (flag(p, "invert", false, where)) L.fail(where + ".invert", "only false is supported");
-        t->pre_.push_back({false, false, false, *known});
-      } else if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
-        for (size_t i = 0; i < p["pretokenizers"].size(); ++i)
-          pre(p["pretokenizers"][i], where + ".pretokenizers[" + std::to_string(i) + "]");
-      } else {
-        L.fail(where, "pre-tokenizer \"" + type + "\" is not supported (supported: ByteLevel, Split, Sequence)");
-      }
-    };
-    normalizer(j.value("normalizer", json()), "normalizer");
-    pre(j.value("pre_tokenizer", json()), "pre_tokenizer");
-    if (std::none_of(t->pre_.begin(), t->pre_.end(), [](const PreStep& s) { return s.byte_level; }))
-      L.fail("pre_tokenizer", "has no ByteLevel step: not a byte-level BPE");
+    read_normalizer(j_.value("normalizer", json()), "normalizer");
+    read_pre_tokenizer(j_.value("pre_tokenizer", json()), "pre_tokenizer");
+    if (std::none_of(t_.pre_.begin(), t_.pre_.end(), [](const BpeTokenizer::PreStep& s) { return s.byte_level; }))
+      fail("pre_tokenizer", "has no ByteLevel step: not a byte-level BPE");
   } else {
-    throw TokenizerError(config_file.string() + ": tokenizer_class \"" + klass +
+    throw TokenizerError(config_file_.string() + ": tokenizer_class \"" + klass +
                          "\" is not supported for BPE (supported: Qwen2Tokenizer, GPT2Tokenizer, "
                          "PreTrainedTokenizerFast, TokenizersBackend)");
   }
-  if (!defaults.empty()) {  // the class builds its own BPE model: no unk, no ignore_merges
-    t->unk_ = -1;
-    t->fuse_unk_ = t->ignore_merges_ = false;
+  if (!defaults_.empty()) {  // the class builds its own BPE model: no unk, no ignore_merges
+    t_.unk_ = -1;
+    t_.fuse_unk_ = t_.ignore_merges_ = false;
   }
+}
 
-  // ---- added tokens, and the config's special tokens missing from them ----
-  AddedTokens added = AddedTokens::from_json(j.value("added_tokens", json()), L.origin);
+void BpeLoader::read_normalizer(const json& n, const std::string& where) {
+  if (n.is_null()) return;
+  const std::string type = type_of(n);
+  if (type == "NFC") {
+    t_.nfc_ = true;
+  } else if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
+    for (size_t i = 0; i < n["normalizers"].size(); ++i)
+      read_normalizer(n["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]");
+  } else {
+    fail(where, "normalizer \"" + type + "\" is not supported (supported: NFC, Sequence)");
+  }
+}
+
+void BpeLoader::read_pre_tokenizer(const json& p, const std::string& where) {
+  if (p.is_null()) return;
+  const std::string type = type_of(p);
+  if (type == "ByteLevel") {
+    t_.pre_.push_back({true, flag(p, "add_prefix_space", true, where), flag(p, "use_regex", true, where)});
+  } else if (type == "Split") {
+    const json& pattern = p.contains("pattern") ? p["pattern"] : json();
+    if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
+      fail(where + ".pattern", "must be {\"Regex\": ...}");
+    const auto known = identify_pattern(pattern["Regex"].get<std::string>());
+    if (!known)
+      fail(where + ".pattern.Regex", "unsupported pre-tokenizer regex " + pattern["Regex"].dump() +
+                                         "; supported are:\n" + supported_patterns());
+    if (!p.contains("behavior") || p["behavior"] != "Isolated") fail(where + ".behavior", "only \"Isolated\" is supported");
+    if (flag(p, "invert", false, where)) fail(where + ".invert", "only false is supported");
+    t_.pre_.push_back({false, false, false, *known});
+  } else if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
+    for (size_t i = 0; i < p["pretokenizers"].size(); ++i)
+      read_pre_tokenizer(p["pretokenizers"][i], where + ".pretokenizers[" + std::to_string(i) + "]");
+  } else {
+    fail(where, "pre-tokenizer \"" + type + "\" is not supported (supported: ByteLevel, Split, Sequence)");
+  }
+}
+
+void BpeLoader::read_added_tokens() {
+  AddedTokens added = AddedTokens::from_json(j_.value("added_tokens", json()), origin_);
   std::vector<AddedToken> tokens = added.tokens();
-  for (const auto& a : tokens) max_id = std::max(max_id, a.id);
-  std::map<std::string, std::string> names;  // key → content
+  for (const auto& a : tokens) max_id_ = std::max(max_id_, a.id);
   for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
-    const auto d = defaults.find(key);
-    const std::string name = config_token(config, key, d == defaults.end() ? "" : d->second);
+    const auto d = defaults_.find(key);
+    const std::string name = config_token(config_, key, d == defaults_.end() ? "" : d->second);
     if (name.empty()) continue;
-    names[key] = name;
+    names_[key] = name;
     if (added.id_of(name)) continue;
     AddedToken extra;
     extra.content = name;
-    const auto v = t->vocab_.find(name);
-    extra.id = v != t->vocab_.end() ? v->second : ++max_id;
+    const auto v = t_.vocab_.find(name);
+    extra.id = v != t_.vocab_.end() ? v->second : ++max_id_;
     tokens.push_back(extra);
     added = AddedTokens(tokens);
   }
-  t->added_ = AddedTokens(tokens);
-  t->vocab_size_ = max_id + 1;
-  const auto token_id = [&](const std::string& name) -> int32_t {
-    if (const auto id = t->added_.id_of(name)) return *id;
-    const auto v = t->vocab_.find(name);
-    return v != t->vocab_.end() ? v->second : -1;
-  };
+  t_.added_ = AddedTokens(tokens);
+  t_.vocab_size_ = max_id_ + 1;
+}
 
-  // ---- post-processor: ids before and after the pieces ----
-  std::function<void(const json&, const std::string&)> post = [&](const json& p, const std::string& where) {
-    if (p.is_null()) return;
-    const std::string type = type_of(p);
-    if (type == "ByteLevel") return;  // offsets only
-    if (type == "Sequence" && p.contains("processors") && p["processors"].is_array()) {
-      for (size_t i = 0; i < p["processors"].size(); ++i)
-        post(p["processors"][i], where + ".processors[" + std::to_string(i) + "]");
-    } else if (type == "TemplateProcessing" && p.contains("single") && p["single"].is_array()) {
-      bool seen_a = false;
-      for (size_t i = 0; i < p["single"].size(); ++i) {
-        const json& e = p["single"][i];
-        const std::string at = where + ".single[" + std::to_string(i) + "]";
-        if (e.contains("Sequence")) {
-          if (seen_a) L.fail(at, "a second sequence in the single template");
-          seen_a = true;
-        } else if (e.contains("SpecialToken") && e["SpecialToken"].contains("id")) {
-          const json& name = e["SpecialToken"]["id"];
-          const json& entry = p.contains("special_tokens") && p["special_tokens"].contains(name.get<std::string>())
-                                  ? p["special_tokens"][name.get<std::string>()] : json();
-          if (!entry.contains("ids") || !entry["ids"].is_array())
-            L.fail(where + ".special_tokens", "no ids for " + name.dump());
-          for (const auto& id : entry["ids"]) (seen_a ? t->suffix_ : t->prefix_).push_back(id.get<int32_t>());
-        } else {
-          L.fail(at, "neither a Sequence nor a SpecialToken");
-        }
+void BpeLoader::read_post_processor(const json& p, const std::string& where) {
+  if (p.is_null()) return;
+  const std::string type = type_of(p);
+  if (type == "ByteLevel") return;  // offsets only
+  if (type == "Sequence" && p.contains("processors") && p["processors"].is_array()) {
+    for (size_t i = 0; i < p["processors"].size(); ++i)
+      read_post_processor(p["processors"][i], where + ".processors[" + std::to_string(i) + "]");
+  } else if (type == "TemplateProcessing" && p.contains("single") && p["single"].is_array()) {
+    bool seen_a = false;
+    for (size_t i = 0; i < p["single"].size(); ++i) {
+      const json& e = p["single"][i];
+      const std::string at = where + ".single[" + std::to_string(i) + "]";
+      if (e.contains("Sequence")) {
+        if (seen_a) fail(at, "a second sequence in the single template");
+        seen_a = true;
+      } else if (e.contains("SpecialToken") && e["SpecialToken"].contains("id")) {
+        const json& name = e["SpecialToken"]["id"];
+        const json& entry = p.contains("special_tokens") && p["special_tokens"].contains(name.get<std::string>())
+                                ? p["special_tokens"][name.get<std::string>()] : json();
+        if (!entry.contains("ids") || !entry["ids"].is_array()) fail(where + ".special_tokens", "no ids for " + name.dump());
+        for (const auto& id : entry["ids"]) (seen_a ? t_.suffix_ : t_.prefix_).push_back(id.get<int32_t>());
+      } else {
+        fail(at, "neither a Sequence nor a SpecialToken");
       }
-    } else if ((type == "RobertaProcessing" || type == "BertProcessing") && p.contains("cls") && p.contains("sep")) {
-      t->prefix_.push_back(p["cls"][1].get<int32_t>());
-      t->suffix_.push_back(p["sep"][1].get<int32_t>());
-    } else {
-      L.fail(where, "post-processor \"" + type +
-                        "\" is not supported (supported: ByteLevel, TemplateProcessing, RobertaProcessing, "
-                        "BertProcessing, Sequence)");
     }
-  };
-  post(j.value("post_processor", json()), "post_processor");
+  } else if ((type == "RobertaProcessing" || type == "BertProcessing") && p.contains("cls") && p.contains("sep")) {
+    t_.prefix_.push_back(p["cls"][1].get<int32_t>());
+    t_.suffix_.push_back(p["sep"][1].get<int32_t>());
+  } else {
+    fail(where, "post-processor \"" + type +
+                    "\" is not supported (supported: ByteLevel, TemplateProcessing, RobertaProcessing, "
+                    "BertProcessing, Sequence)");
+  }
+}
 
-  t->special_.cls = t->prefix_.empty() ? -1 : t->prefix_.front();
-  t->special_.sep = t->suffix_.empty() ? -1 : t->suffix_.back();
-  const auto named = [&](const char* key) { return names.count(key) ? token_id(names[key]) : -1; };
-  t->special_.unk = named("unk_token");
-  t->special_.mask = named("mask_token");
-  t->special_.pad = named("pad_token") >= 0 ? named("pad_token") : named("eos_token") >= 0 ? named("eos_token") : 0;
-  t->model_max_length_ = hf_files::max_length_setting(config, 512);
+int32_t BpeLoader::token_id(const std::string& name) const {
+  if (const auto id = t_.added_.id_of(name)) return *id;
+  const auto v = t_.vocab_.find(name);
+  return v != t_.vocab_.end() ? v->second : -1;
+}
+
+void BpeLoader::set_special_ids() {
+  t_.special_.cls = t_.prefix_.empty() ? -1 : t_.prefix_.front();
+  t_.special_.sep = t_.suffix_.empty() ? -1 : t_.suffix_.back();
+  const auto named = [&](const char* key) { return names_.count(key) ? token_id(names_.at(key)) : -1; };
+  t_.special_.unk = named("unk_token");
+  t_.special_.mask = named("mask_token");
+  t_.special_.pad = named("pad_token") >= 0 ? named("pad_token") : named("eos_token") >= 0 ? named("eos_token") : 0;
+  t_.model_max_length_ = hf_files::max_length_setting(config_, 512);
+}
+
+std::unique_ptr<Tokenizer> BpeTokenizer::load(const std::string& path) {
+  const fs::path file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
+  auto t = std::make_unique<BpeTokenizer>();
+  static std::atomic<uint64_t> instances{0};
+  t->instance_ = ++instances;
+  BpeLoader loader(*t, file, file.parent_path() / "tokenizer_config.json");
+  loader.read_files();
+  loader.read_model();
+  loader.read_pre_tokenization();
+  loader.read_added_tokens();
+  loader.read_post_processor();
+  loader.set_special_ids();
   return t;
 }
 

@@ -38,6 +38,8 @@ class BpeTokenizer : public Tokenizer {
   };
 
  private:
+  friend class BpeLoader;  // load()'s steps (bpe.cpp)
+
   void bpe(std::string_view piece, std::vector<int32_t>& out) const;
   void bpe_uncached(std::string_view piece, std::vector<int32_t>& out) const;
 

@@ -1,42 +1,28 @@
 // Faults that the tests inject into a real training run, so that a real multi-process
-// job can be made to fail at a chosen point. Chosen by environment variables, read once:
-//   DDP_EMBED_TEST_DIE_AT_STEP=R:S   rank R kills itself (SIGKILL) after S steps, in the
-//                                    first attempt only (RESTART_COUNT 0);
-//   DDP_EMBED_TEST_NAN_STEPS=S1,S2   the loss of steps S1, S2, ... (1-based) becomes NaN;
+// job can be made to fail at a chosen point. Chosen by environment variables, read once
+// (step numbers 1-based, as the log says them):
+//   DDP_EMBED_TEST_DIE_AT_STEP=R:S   rank R kills itself (SIGKILL) after S steps (before
+//                                    step S+1 begins), in the first attempt only
+//                                    (RESTART_COUNT 0);
+//   DDP_EMBED_TEST_NAN_STEPS=S1,S2   the loss of steps S1, S2, ... becomes NaN;
 //   DDP_EMBED_TEST_SAMPLE_LOG=FILE   each rank R appends "step rank index..." per
 //                                    micro-batch to FILE.rankR.
 // (DDP_EMBED_TEST_CHECKPOINT_PAUSE_MS, a pause inside a checkpoint write, lives with the
 // writer in train/checkpoint.cpp.)
 //
-// FaultInjection::from_env() is null when none is set: a normal run holds no hook and
-// its step loop asks nothing but `if (faults)`.
+// They are a decorator around the run's step, installed once before the loop: neither
+// train_step nor the loop knows of them, and a normal run (none set) calls train_step
+// itself.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include <ATen/core/Tensor.h>
+#include "train/step.h"
 
 namespace ddp_embed {
 
-class FaultInjection {
- public:
-  static std::unique_ptr<FaultInjection> from_env(int restart_count);
-
-  // Before step `step` (0-based) begins: SIGKILL if this is the chosen rank and step.
-  void before_step(int rank, int64_t step) const;
-  // Each micro-batch of step `step` (1-based, as logged), with its dataset indices.
-  void on_micro_batch(int64_t step, int rank, const std::vector<int64_t>& indices) const;
-  // The loss of step `step` (1-based), NaN where chosen.
-  at::Tensor on_loss(int64_t step, const at::Tensor& loss) const;
-
- private:
-  int die_rank_ = -1;
-  int64_t die_step_ = -1;
-  std::vector<int64_t> nan_steps_;
-  std::string sample_log_;
-};
+// `step` with the faults the environment chooses around it: SIGKILL and the sample log
+// before the chosen steps, and context.loss_share wrapped to turn the chosen steps'
+// losses into NaN. Without DDP_EMBED_TEST_* set, `step` itself, and `context` untouched.
+// `context` must outlive the returned function.
+StepFunction with_test_faults(StepFunction step, StepContext& context, int restart_count);
 
 }  // namespace ddp_embed

@@ -1,5 +1,6 @@
 // `embed-train encode`, `eval` and `tokenize`: a model folder (written by training, a
-// sentence-transformers folder or a plain Hugging Face BERT folder: model/model_folder.h)
+// sentence-transformers folder or a plain Hugging Face folder of BERT, XLM-RoBERTa or
+// Qwen3: model/model_folder.h)
 // applied to a file of sentences or pairs, on one process.
 //
 // encode: text (one sentence a line) or JSONL ("text") in; JSONL {"text", "embedding"} or
@@ -39,7 +40,7 @@ struct EncodeOptions {
   std::string model_dir, input, output;
   int batch_size = 64;
   std::string device = "cpu";
-  std::string pooling;  // empty: as the folder says (cls for plain BERT folders)
+  std::string pooling;  // empty: as the folder says (a plain Hugging Face folder: cls, lasttoken for Qwen3)
   bool normalize = false;  // also without a Normalize module in the folder
   std::optional<std::string> prompt_name;  // --prompt-name: one of the folder's prompts
   std::optional<std::string> prompt;       // --prompt: the text itself (also "": none)

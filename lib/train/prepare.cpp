@@ -16,7 +16,7 @@
 #include "data/input_files.h"
 #include "parallel/worker_env.h"
 #include "train/inference.h"
-#include "train/trainee.h"
+#include "train/setup.h"
 #include "train/worker.h"
 #include "util/log.h"
 

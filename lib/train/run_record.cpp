@@ -1,7 +1,12 @@
 #include "train/run_record.h"
 
+#include <cmath>
+
+#include "compat/cuda_support.h"
+#include "report/metrics_plot.h"
 #include "train/evaluate.h"
 #include "util/log.h"
+#include "util/process_info.h"
 
 using Clock = std::chrono::steady_clock;
 
@@ -11,7 +16,25 @@ namespace {
 // Evaluation batches have a fixed size so that metrics do not depend on the world size.
 constexpr int64_t kEvalBatch = 64;
 
+// The ETA is the mean time of the last kEtaWindow steps times the steps left; the first
+// kWarmupSteps of a process (allocations, first-touch of the weights) are left out.
+constexpr size_t kWarmupSteps = 2, kEtaWindow = 50;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// metrics.jsonl's "source" (the source of the window's last step) and "steps_per_source"
+// (each source's steps up to `pos`, over the whole run). Derived from the plan, which
+// knows every step's source, so a resumed run counts exactly as an uninterrupted one.
+nlohmann::json source_counts(const BatchPlan& plan, const TrainPosition& pos, const StepBatches& last) {
+  const std::vector<int64_t> counts = plan.steps_per_source(pos.epoch, pos.step_in_epoch);
+  nlohmann::json per_source = nlohmann::json::object();
+  for (size_t s = 0; s < counts.size(); ++s) per_source[plan.sources()[s].name] = counts[s];
+  return {{"source", last.source_name}, {"steps_per_source", per_source}};
+}
+
 }  // namespace
+
+// ---- metrics.jsonl, evaluations, checkpoints, the figure --------------------------------
 
 MetricsFile::MetricsFile(const std::string& path, bool enabled, bool append) {
   if (enabled) out_.open(path, append ? std::ios::app : std::ios::trunc);
@@ -23,16 +46,22 @@ void MetricsFile::write(const nlohmann::json& line) {
   out_.flush();
 }
 
-RunRecord::RunRecord(const Config& cfg, Worker& w, Trainee& t, const Inputs& in, bool resumed)
-    : cfg_(cfg), w_(w), t_(t), in_(in),
-      metrics_(cfg.output.dir + "/metrics.jsonl", w.main_rank(), /*append=*/resumed),
-      run_info_({{"world_size", w.pg->world_size()}, {"config", config_to_json(cfg)}}) {}
+RunRecord::RunRecord(const Config& cfg, Worker& worker, ModelUnderTraining& training, const Inputs& in,
+                     int64_t total_steps, bool resumed)
+    : cfg_(cfg), worker_(worker), training_(training), in_(in), total_steps_(total_steps),
+      metrics_(cfg.output.dir + "/metrics.jsonl", worker.main_rank(), /*append=*/resumed),
+      run_info_({{"world_size", worker.pg->world_size()}, {"config", config_to_json(cfg)}}) {}
+
+bool RunRecord::should_evaluate(int64_t step) const {
+  return in_.eval && cfg_.output.eval_every > 0 && step % cfg_.output.eval_every == 0 && step != total_steps_;
+}
 
 void RunRecord::evaluate(int64_t step) {
   if (!in_.eval) return;
   const auto t0 = Clock::now();
   // With loss.matryoshka_dims, every smaller size too ("d64/recall@10").
-  auto m = ddp_embed::evaluate(t_.model, *in_.eval, *w_.pg, kEvalBatch, w_.device, "", cfg_.loss.matryoshka_dims);
+  auto m = ddp_embed::evaluate(training_.model, *in_.eval, *worker_.pg, kEvalBatch, worker_.device, "",
+                               cfg_.loss.matryoshka_dims);
   nlohmann::json line = {{"step", step}};
   std::string text;
   for (auto& [k, v] : m) {
@@ -40,30 +69,46 @@ void RunRecord::evaluate(int64_t step) {
     text += fmt::format(" {} {:.4f}", k, v);
   }
   metrics_.write(line);
-  spdlog::info("eval step {}:{} ({:.1f}s)", step, text, std::chrono::duration<double>(Clock::now() - t0).count());
+  spdlog::info("eval step {}:{} ({:.1f}s)", step, text, seconds_since(t0));
 }
 
-void RunRecord::checkpoint(const TrainPosition& p) {
-  w_.pg->barrier();
-  const FlatAdamW::NamedTensors optimizer_state = t_.optimizer.state(/*keep=*/w_.main_rank());
-  if (w_.main_rank()) {
-    const auto t0 = Clock::now();
-    const std::string where = save_checkpoint(cfg_.output.dir + "/checkpoints", t_.model, optimizer_state,
-                                              t_.optimizer.steps_taken(), p, run_info_, cfg_.output.keep_last);
-    spdlog::info("checkpoint {} ({:.1f}s)", where, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  w_.pg->barrier();
+bool RunRecord::should_checkpoint(int64_t step) const {
+  return cfg_.output.save_every > 0 && step % cfg_.output.save_every == 0 && step != total_steps_;
 }
+
+void RunRecord::checkpoint(const TrainPosition& pos) {
+  worker_.pg->barrier();
+  const FlatAdamW::NamedTensors optimizer_state = training_.optimizer.state(/*keep=*/worker_.main_rank());
+  if (worker_.main_rank()) {
+    const auto t0 = Clock::now();
+    const std::string where = save_checkpoint(cfg_.output.dir + "/checkpoints", training_.model, optimizer_state,
+                                              training_.optimizer.steps_taken(), pos, run_info_, cfg_.output.keep_last);
+    spdlog::info("checkpoint {} ({:.1f}s)", where, seconds_since(t0));
+  }
+  worker_.pg->barrier();
+}
+
+void RunRecord::draw_figure() const {
+  if (!worker_.main_rank()) return;
+  try {
+    const PlotSummary plot = plot_metrics_file(cfg_.output.dir + "/metrics.jsonl", cfg_.output.dir + "/metrics.svg");
+    spdlog::info("figure of the run: {}", plot.output);
+  } catch (const std::exception& e) {
+    spdlog::warn("no figure of the run: {}", e.what());
+  }
+}
+
+// ---- the log of the steps ---------------------------------------------------------------
 
 LogWindow::LogWindow(const c10::Device& device)
     : loss_(at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device))),
       masked_(at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device))) {}
 
-void LogWindow::add(const StepOutcome& s) {
-  loss_ += s.loss;
-  if (s.masked.defined()) masked_ += s.masked;
-  tokens_ += s.real_tokens;
-  wait_ms_ += s.comm_wait_ms;
+void LogWindow::add(const StepOutcome& outcome) {
+  loss_ += outcome.loss;
+  if (outcome.masked.defined()) masked_ += outcome.masked;
+  tokens_ += outcome.real_tokens;
+  wait_ms_ += outcome.comm_wait_ms;
   ++steps_;
 }
 
@@ -74,7 +119,7 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
       at::tensor({loss_.item<double>(), tokens_, double(masked_.item<int64_t>())}, at::kDouble).to(pg.device());
   pg.allreduce_sum_(sums);
   sums = sums.cpu();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+  const double seconds = seconds_since(start_);
   nlohmann::json line = {{"loss", sums[0].item<double>() / double(pg.world_size() * steps_)},
                          {"pairs_per_s", double(global_batch * steps_) / seconds},
                          {"tokens_per_s", sums[1].item<double>() / seconds},
@@ -87,6 +132,57 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
   steps_ = 0;
   restart_clock();
   return line;
+}
+
+StepLog::StepLog(const Config& cfg, const Worker& worker, const ModelUnderTraining& training, const BatchPlan& plan,
+                 RunRecord& record, int64_t first_step, int64_t total_steps, double startup_s)
+    : cfg_(cfg), worker_(worker), training_(training), plan_(plan), record_(record), first_step_(first_step),
+      total_steps_(total_steps), startup_s_(startup_s), window_(worker.device),
+      step_times_(kWarmupSteps, kEtaWindow), logged_loss_(std::nan("")) {}
+
+void StepLog::after_step(const TrainPosition& pos, const StepBatches& batches, const StepOutcome& outcome, double lr,
+                         double step_seconds) {
+  step_times_.add(step_seconds);
+  window_.add(outcome);
+  if (pos.step % cfg_.output.log_every != 0 && pos.step != total_steps_) return;
+  const nlohmann::json line = metrics_line(pos, batches, outcome, lr);
+  logged_loss_ = line["loss"];
+  record_.write_metrics(line);
+  show_progress(pos.step);  // before the log line, which draws the status line again below it
+  // With several sources the line names the source of its step.
+  const std::string source =
+      plan_.sources().size() > 1 && batches.source >= 0 ? " [" + batches.source_name + "]" : "";
+  spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} masked {:g} | {:.1f} pairs/s {:.0f} tok/s "
+               "{:.0f} ms/step | ETA {}", pos.step, total_steps_, source, logged_loss_, lr, outcome.update.grad_norm,
+               double(line["masked_negatives"]), double(line["pairs_per_s"]), double(line["tokens_per_s"]),
+               double(line["step_ms"]), format_duration(step_times_.eta_seconds(total_steps_ - pos.step)));
+}
+
+// The window's line (loss, throughput: LogWindow::close) with the step's place, learning
+// rate, gradient norm and memory.
+nlohmann::json StepLog::metrics_line(const TrainPosition& pos, const StepBatches& batches,
+                                     const StepOutcome& outcome, double lr) {
+  const int64_t window_steps = window_.steps();
+  nlohmann::json line = window_.close(*worker_.pg, cfg_.train.batch_size);
+  line.update({{"step", pos.step}, {"epoch", pos.epoch}, {"lr", lr}, {"grad_norm", outcome.update.grad_norm},
+               {"peak_rss_mb", peak_rss_mb()}});
+  if (worker_.device.is_cuda()) line["peak_gpu_mb"] = compat::cuda_peak_allocated_mb(worker_.device.index());
+  if (training_.loss_scaler.enabled()) line["loss_scale"] = training_.loss_scaler.scale();
+  // The first line also says how long start-up took (process start → first step).
+  if (pos.step - first_step_ == window_steps) line["startup_s"] = startup_s_;
+  if (plan_.batches_have_sources()) line.update(source_counts(plan_, pos, batches));
+  return line;
+}
+
+void StepLog::show_progress(int64_t steps_done) const {
+  StatusLine& status = console_status();
+  if (!status.enabled()) return;
+  const double pairs_per_s = double(cfg_.train.batch_size) / step_times_.mean_seconds();
+  const std::string loss = std::isnan(logged_loss_) ? "loss -" : fmt::format("loss {:.4f}", logged_loss_);
+  const std::string rate = std::isnan(pairs_per_s) ? "- pairs/s" : fmt::format("{:.1f} pairs/s", pairs_per_s);
+  status.update(format_progress_line({"step", steps_done, total_steps_, loss + " | " + rate,
+                                      seconds_since(train_start_), step_times_.eta_seconds(total_steps_ - steps_done)},
+                                     status.width()));
 }
 
 }  // namespace ddp_embed

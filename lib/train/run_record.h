@@ -1,5 +1,6 @@
 // What a run leaves behind and says as it goes (rank 0 writes): metrics.jsonl, the
-// evaluations, the checkpoints, and the window of steps each log line sums up.
+// evaluations, the checkpoints, the figure of the run, and the log of the steps (the
+// window of steps each log line sums up, the console line, the status line).
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/step.h"
+#include "util/progress.h"
 
 namespace ddp_embed {
 
@@ -24,21 +26,36 @@ class MetricsFile {
   std::ofstream out_;
 };
 
+// The run's files besides the log: metrics.jsonl, evaluations, checkpoints, the figure.
+// Evaluations and checkpoints between the first and the last step come when the config
+// says (output.eval_every, output.save_every); the last step's are the end's.
 class RunRecord {
  public:
-  RunRecord(const Config& cfg, Worker& w, Trainee& t, const Inputs& in, bool resumed);
+  RunRecord(const Config& cfg, Worker& worker, ModelUnderTraining& training, const Inputs& in, int64_t total_steps,
+            bool resumed);
 
   void write_metrics(const nlohmann::json& line) { metrics_.write(line); }
+
+  // After step `step` (1-based): on every output.eval_every'th step but the last, with data.eval.
+  bool should_evaluate(int64_t step) const;
   // On data.eval, every rank (the embedding is shared among them); a no-op without it.
   void evaluate(int64_t step);
+
+  // After step `step`: on every output.save_every'th step but the last.
+  bool should_checkpoint(int64_t step) const;
   // Every rank: under ZeRO the whole moments are assembled from every rank's shards.
-  void checkpoint(const TrainPosition& p);
+  void checkpoint(const TrainPosition& pos);
+
+  // OUTPUT_DIR/metrics.svg from metrics.jsonl (rank 0; a no-op elsewhere). A figure that
+  // cannot be drawn costs a warning, never the run.
+  void draw_figure() const;
 
  private:
   const Config& cfg_;
-  Worker& w_;
-  Trainee& t_;
+  Worker& worker_;
+  ModelUnderTraining& training_;
   const Inputs& in_;
+  int64_t total_steps_;
   MetricsFile metrics_;
   nlohmann::json run_info_;
 };
@@ -49,7 +66,7 @@ class LogWindow {
  public:
   explicit LogWindow(const c10::Device& device);
 
-  void add(const StepOutcome& s);
+  void add(const StepOutcome& outcome);
   int64_t steps() const { return steps_; }
   // Evaluation and checkpoint pauses are not training time.
   void restart_clock() { start_ = std::chrono::steady_clock::now(); }
@@ -64,6 +81,45 @@ class LogWindow {
   double tokens_ = 0, wait_ms_ = 0;
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// The log of the training steps. Every step joins the window; a log step (every
+// output.log_every'th, and the last) closes it into a line of metrics.jsonl and a line of
+// the console log ("step 20/100 loss ... | ... pairs/s ... | ETA ..."); rank 0's status
+// line on a terminal says where the run is between them.
+class StepLog {
+ public:
+  // Made just before the first step, `first_step` steps done; `startup_s` goes into the
+  // first metrics line.
+  StepLog(const Config& cfg, const Worker& worker, const ModelUnderTraining& training, const BatchPlan& plan,
+          RunRecord& record, int64_t first_step, int64_t total_steps, double startup_s);
+
+  // After a step, `pos` advanced past it: the step, its batches, outcome, learning rate and
+  // time (loading its batches to its verdict) join the window; on a log step, the lines.
+  // Every rank calls it: closing a window is an all-reduce.
+  void after_step(const TrainPosition& pos, const StepBatches& batches, const StepOutcome& outcome, double lr,
+                  double step_seconds);
+  // An evaluation's pause is not training time.
+  void restart_clock() { window_.restart_clock(); }
+  // Rank 0's status line (a no-op elsewhere): where the run is, the loss of the last
+  // logged line, the throughput of the recent steps.
+  void show_progress(int64_t steps_done) const;
+
+ private:
+  nlohmann::json metrics_line(const TrainPosition& pos, const StepBatches& batches, const StepOutcome& outcome,
+                              double lr);
+
+  const Config& cfg_;
+  const Worker& worker_;
+  const ModelUnderTraining& training_;
+  const BatchPlan& plan_;
+  RunRecord& record_;
+  int64_t first_step_, total_steps_;
+  double startup_s_;
+  LogWindow window_;
+  RecentStepTimes step_times_;
+  double logged_loss_;
+  std::chrono::steady_clock::time_point train_start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace ddp_embed

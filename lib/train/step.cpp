@@ -18,63 +18,65 @@ LossSettings loss_settings(const LossConfig& loss) {
   return s;
 }
 
-StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, double lr) {
-  const int accum = c.cfg.train.grad_accum_steps;
-  DataParallel& dp = *c.t.data_parallel;
-  // Dropout masks from (seed, rank, step): a resumed run draws exactly the same ones.
-  torch::manual_seed(mix_hash(c.cfg.train.seed, uint64_t(c.w.pg->rank()), uint64_t(step)));
+std::function<at::Tensor(const at::Tensor&)> accumulation_share(int accum_steps) {
+  return [accum_steps](const at::Tensor& micro_batch_loss) { return micro_batch_loss / double(accum_steps); };
+}
+
+StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step, double lr) {
+  const Config& cfg = context.config;
+  const Worker& worker = context.worker;
+  ModelUnderTraining& training = context.training;
+  DataParallel& dp = *training.data_parallel;
+  const int accum = cfg.train.grad_accum_steps;
+  // Dropout masks from (seed, rank, steps done before this one): a resumed run draws
+  // exactly the same ones.
+  torch::manual_seed(mix_hash(cfg.train.seed, uint64_t(worker.pg->rank()), uint64_t(step - 1)));
   StepOutcome out;
-  out.loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(c.w.device));
-  out.masked = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(c.w.device));
-  for (int a = 0; a < accum; ++a) {
-    PairBatch& b = batches.micro[size_t(a)];
-    if (c.faults) c.faults->on_micro_batch(step + 1, c.w.pg->rank(), b.indices);
-    move_to(b, c.w.device);
-    const auto hold = dp.prepare_micro_step(a, accum);  // only accumulate, or sync as backward runs
-    // The loss whose gradient is accumulated: a share of the step's.
-    auto prepare_loss = [&](const at::Tensor& micro_batch_loss) {
-      at::Tensor loss = micro_batch_loss / double(accum);
-      return c.faults ? c.faults->on_loss(step + 1, loss) : loss;
-    };
-    at::Tensor loss;
-    if (c.cfg.train.gradcache_chunk > 0) {
-      loss = gradcache_forward_backward(c.t.model, b, {c.cfg.train.gradcache_chunk, c.w.precision, c.w.device}, c.loss,
-                                        c.exchange, prepare_loss, c.t.loss_scaler, &dp, &out.masked);
+  out.loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(worker.device));
+  out.masked = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(worker.device));
+  for (int micro_step = 0; micro_step < accum; ++micro_step) {
+    PairBatch& micro = batches.micro[size_t(micro_step)];
+    move_to(micro, worker.device);
+    const auto hold = dp.prepare_micro_step(micro_step, accum);  // only accumulate, or sync as backward runs
+    at::Tensor loss;  // this micro-batch's share of the step's loss
+    if (cfg.train.gradcache_chunk > 0) {
+      loss = gradcache_forward_backward(training.model, micro, {cfg.train.gradcache_chunk, worker.precision, worker.device},
+                                        context.loss, context.exchange, context.loss_share, training.loss_scaler, &dp,
+                                        &out.masked);
     } else {
       {
-        AutocastScope autocast(c.w.precision, c.w.device);  // the forward only; backward runs outside it
-        const PairLoss pair = c.t.model->forward(b.query, b.pos, b.neg, c.loss, c.exchange, b.labels);
-        loss = prepare_loss(pair.loss);
+        AutocastScope autocast(worker.precision, worker.device);  // the forward only; backward runs outside it
+        const PairLoss pair =
+            training.model->forward(micro.query, micro.pos, micro.neg, context.loss, context.exchange, micro.labels);
+        loss = context.loss_share(pair.loss);
         out.masked += pair.masked;
       }
-      c.t.loss_scaler.scale_loss(loss).backward();
+      training.loss_scaler.scale_loss(loss).backward();
     }
     out.loss += loss.detach().to(at::kDouble);
-    out.real_tokens += double(b.real_tokens);
-    out.comm_wait_ms += dp.finish_micro_step(a, accum);
+    out.real_tokens += double(micro.real_tokens);
+    out.comm_wait_ms += dp.finish_micro_step(micro_step, accum);
   }
   // The gradients are averaged over the ranks, so the verdict (finite or not) and the
   // norm are the same on every rank: every rank skips or steps together.
-  out.update = update_parameters(c.t.optimizer, c.t.loss_scaler, c.cfg.train.max_grad_norm, lr);
-  c.t.optimizer.zero_grad();
+  out.update = update_parameters(training.optimizer, training.loss_scaler, cfg.train.max_grad_norm, lr);
+  training.optimizer.zero_grad();
   return out;
 }
 
-void judge_update(const StepOutcome& out, int64_t step, const Config& cfg, const LossScaler& scaler,
-                  int* bad_steps_in_a_row) {
-  if (out.update.applied) {
-    *bad_steps_in_a_row = 0;
-  } else if (out.update.loss_scale > 1) {
+void SkippedSteps::check(int64_t step, const StepOutcome& outcome) {
+  if (outcome.update.applied) {
+    bad_in_a_row_ = 0;
+  } else if (outcome.update.loss_scale > 1) {
     spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, scale now {:g}", step,
-                 out.update.loss_scale, scaler.scale());
+                 outcome.update.loss_scale, scaler_.scale());
   } else {
-    ++*bad_steps_in_a_row;
+    ++bad_in_a_row_;
     spdlog::warn("step {}: non-finite {} — step skipped ({} in a row, limit train.max_bad_steps = {})", step,
-                 std::isfinite(out.loss.item<double>()) ? "gradient" : "loss", *bad_steps_in_a_row,
-                 cfg.train.max_bad_steps);
-    if (*bad_steps_in_a_row >= cfg.train.max_bad_steps)
+                 std::isfinite(outcome.loss.item<double>()) ? "gradient" : "loss", bad_in_a_row_, max_bad_steps_);
+    if (bad_in_a_row_ >= max_bad_steps_)
       throw std::runtime_error(fmt::format("step {}: {} non-finite steps in a row; stopping (the last good "
-                                           "checkpoint is kept)", step, *bad_steps_in_a_row));
+                                           "checkpoint is kept)", step, bad_in_a_row_));
   }
 }
 

@@ -1,36 +1,46 @@
-// One training step, the hot loop's body:
+// One training step, the hot loop's body, and what the loop keeps of it:
 //
 //   train_step    each micro-batch forward (the loss computed in forward) and backward,
 //                 the gradients synchronized through the data-parallel seam, the update
-//   judge_update  a skipped step (fp16 overflow, a non-finite gradient) said, counted
+//   SkippedSteps  a skipped step (fp16 overflow, a non-finite gradient) said, counted
 //   advance       the position a checkpoint records after the step
+//
+// Step numbers are 1-based, as the log, metrics.jsonl and the DDP_EMBED_TEST_* variables
+// say them: step n is the run's n-th optimizer step, and after it TrainPosition::step (the
+// count of steps done) is n.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "data/batch_plan.h"
 #include "data/sampler.h"
 #include "model/loss.h"
 #include "train/batches.h"
 #include "train/checkpoint.h"
-#include "train/fault_injection.h"
-#include "train/trainee.h"
+#include "train/setup.h"
 #include "train/worker.h"
 
 namespace ddp_embed {
 
 // What a step needs besides its batches, fixed for the run.
 struct StepContext {
-  const Config& cfg;
-  Worker& w;
-  Trainee& t;
+  const Config& config;
+  Worker& worker;
+  ModelUnderTraining& training;
   LossSettings loss;
-  CandidateExchange exchange;    // cross-rank negatives, when on
-  const FaultInjection* faults;  // null outside the tests
+  CandidateExchange exchange;  // cross-rank negatives, when on
+  // A micro-batch's loss -> the loss whose gradient it accumulates: its share of the
+  // step's (÷ train.grad_accum_steps), as torchtitan's rescale_accumulated_loss. Set once
+  // for the run; the tests' fault injection wraps it (train/fault_injection.h).
+  std::function<at::Tensor(const at::Tensor& micro_batch_loss)> loss_share;
 };
 
 // The loss settings of the run (the config's loss section, as model/loss.h takes them).
 LossSettings loss_settings(const LossConfig& loss);
+
+// The loss share of train.grad_accum_steps micro-batches a step: loss / accum_steps.
+std::function<at::Tensor(const at::Tensor&)> accumulation_share(int accum_steps);
 
 struct StepOutcome {
   at::Tensor loss;  // the step's loss on this rank, summed on the device (double)
@@ -40,14 +50,29 @@ struct StepOutcome {
   double comm_wait_ms = 0;
 };
 
-// `step` is 0-based.
-StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, double lr);
+// Step `step` (1-based) on this rank's micro-batches, at learning rate `lr`.
+StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step, double lr);
 
-// A skipped step: an fp16 overflow (the scaler has halved the scale) is routine; a
-// non-finite step at loss scale 1 counts toward train.max_bad_steps in a row, and that
-// many stop the run (throws). `step` is 1-based.
-void judge_update(const StepOutcome& out, int64_t step, const Config& cfg, const LossScaler& scaler,
-                  int* bad_steps_in_a_row);
+// The step as the loop calls it: train_step on the run's context, or a decorator around
+// that (the tests' faults, train/fault_injection.h).
+using StepFunction = std::function<StepOutcome(StepBatches& batches, int64_t step, double lr)>;
+
+// The verdict on each step's update, said and counted. A step skipped for an fp16
+// overflow (the scaler has halved the scale) is routine; a non-finite step at loss scale 1
+// counts toward train.max_bad_steps in a row, and that many stop the run.
+class SkippedSteps {
+ public:
+  SkippedSteps(int max_bad_steps, const LossScaler& scaler) : max_bad_steps_(max_bad_steps), scaler_(scaler) {}
+  // After step `step` (1-based): an applied update ends a run of bad steps; a skipped one
+  // is said in the log. Throws std::runtime_error at the train.max_bad_steps'th bad step
+  // in a row.
+  void check(int64_t step, const StepOutcome& outcome);
+
+ private:
+  int max_bad_steps_;
+  const LossScaler& scaler_;
+  int bad_in_a_row_ = 0;
+};
 
 // The position after a finished step: the epoch and batch the next one starts from, and
 // the fp16 loss scale, as a checkpoint records them.

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include "util/log.h"
+
 namespace ddp_embed {
 
 namespace {
@@ -88,13 +90,13 @@ void StepProfiler::before_step(int64_t steps_done) {
   }
 }
 
-std::string StepProfiler::after_step(int64_t steps_done) {
-  if (!recording_ || steps_done < skip_ + steps_) return "";
+void StepProfiler::after_step(int64_t steps_done) {
+  if (!recording_ || steps_done < skip_ + steps_) return;
   recording_ = false;
   std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
   result->save(trace_path_);
-  return fmt::format("profile of steps {}-{} written to {} (Chrome trace)\n", skip_ + 1, skip_ + steps_, trace_path_) +
-         top_ops_table(result->events(), steps_, 12);
+  spdlog::info("{}", fmt::format("profile of steps {}-{} written to {} (Chrome trace)\n", skip_ + 1, skip_ + steps_,
+                                 trace_path_) + top_ops_table(result->events(), steps_, 12));
 }
 
 }  // namespace ddp_embed

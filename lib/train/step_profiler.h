@@ -17,9 +17,10 @@ class StepProfiler {
   StepProfiler(int64_t steps, int64_t skip, std::string trace_path);
   ~StepProfiler();
 
-  // Call before and after each step; returns the log text once the recording is written.
+  // Call before and after each step, with the count of steps done; after the last
+  // recorded step, writes the trace and logs the top ops.
   void before_step(int64_t steps_done);
-  std::string after_step(int64_t steps_done);
+  void after_step(int64_t steps_done);
 
  private:
   int64_t steps_, skip_;

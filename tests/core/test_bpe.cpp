@@ -85,9 +85,9 @@ void expect_parity(const Tokenizer& tokenizer, const std::vector<Ref>& lines, co
   EXPECT_EQ(bad, 0u) << kind << ": " << bad << " of " << lines.size() << " lines differ";
 }
 
-class BpeParity : public testing::TestWithParam<const char*> {};
+class Bpe : public testing::TestWithParam<const char*> {};
 
-TEST_P(BpeParity, IdsEqualAutoTokenizer) {
+TEST_P(Bpe, IdsEqualAutoTokenizer) {
   const std::string kind = GetParam();
   const auto lines = refs(kind);
   ASSERT_GT(lines.size(), 9700u);
@@ -98,7 +98,7 @@ TEST_P(BpeParity, IdsEqualAutoTokenizer) {
 }
 
 // encode() is const and thread-safe: four threads over the same lines give the same ids.
-TEST(BpeThreads, SameIdsOnFourThreads) {
+TEST(Bpe, SameIdsOnFourThreads) {
   const auto tokenizer = load_tokenizer("auto", (fixtures() / "qwen3-emb").string());
   const auto lines = refs("qwen3-emb");
   std::vector<size_t> bad(4, 0);
@@ -112,7 +112,7 @@ TEST(BpeThreads, SameIdsOnFourThreads) {
   EXPECT_EQ(bad, std::vector<size_t>(4, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(Bpe, BpeParity, testing::ValuesIn(kKinds),
+INSTANTIATE_TEST_SUITE_P(Folders, Bpe, testing::ValuesIn(kKinds),
                          [](const testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            for (char& c : name)
@@ -120,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(Bpe, BpeParity, testing::ValuesIn(kKinds),
                            return name;
                          });
 
-TEST(BpeSpecial, IdsOfEachFolder) {
+TEST(Bpe, SpecialIdsOfEachFolder) {
   const auto qwen = load_tokenizer("bpe", (fixtures() / "qwen3").string());
   EXPECT_EQ(qwen->vocab_size(), 151669);
   EXPECT_EQ(qwen->special().cls, -1);
@@ -157,7 +157,7 @@ struct TempDir {
 
 // save() writes tokenizer.json unchanged and tokenizer_config.json unchanged but for
 // model_max_length, so AutoTokenizer reads the same tokenizer back; ours does too.
-TEST(BpeSave, RoundTrip) {
+TEST(Bpe, SaveRoundTrips) {
   for (const char* kind : {"qwen3-emb", "gpt2-class", "llama3"}) {
     TempDir dir(std::string("save_") + kind);
     const auto original = load_tokenizer("auto", (fixtures() / kind).string());
@@ -194,7 +194,7 @@ void expect_refused(const std::string& name, const std::function<void(json&, jso
   }
 }
 
-TEST(BpeErrors, NameTheFileAndWhat) {
+TEST(Bpe, ErrorsNameTheFileAndWhat) {
   expect_refused("regex", [](json& t, json&) { t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+|\\s+"; },
                  "tokenizer.json", "pre_tokenizer.pretokenizers[0].pattern.Regex: unsupported pre-tokenizer regex");
   expect_refused("merge", [](json& t, json&) { t["model"]["merges"][5] = json::array({"Ġ", "no-such-token"}); },

@@ -31,23 +31,28 @@ std::string from_json_error(const std::string& text, const std::vector<std::stri
   return error_of([&] { config_from_json(json::parse(text), "cfg.json", sets); });
 }
 
-class TempFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
+// A folder of the running test's own for its config files, removed after it.
+class TempFiles {
+ public:
+  TempFiles() {
     dir_ = fs::temp_directory_path() /
            ("ddp_embed_config_test_" + std::to_string(::testing::UnitTest::GetInstance()
                                                           ->random_seed()) +
             "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  ~TempFiles() { fs::remove_all(dir_); }
+  TempFiles(const TempFiles&) = delete;
+  TempFiles& operator=(const TempFiles&) = delete;
 
-  std::string write(const std::string& name, const std::string& text) {
+  std::string write(const std::string& name, const std::string& text) const {
     const fs::path p = dir_ / name;
     std::ofstream(p, std::ios::binary) << text;
     return p.string();
   }
+  const fs::path& dir() const { return dir_; }
 
+ private:
   fs::path dir_;
 };
 
@@ -431,8 +436,9 @@ TEST(Config, HashIsStableAndSensitive) {
   EXPECT_NE(config_hash(a), config_hash(d));
 }
 
-TEST_F(TempFiles, LoadsAFileWithOverridesAndComments) {
-  const std::string path = write("cfg.json", R"({
+TEST(Config, LoadsAFileWithOverridesAndComments) {
+  const TempFiles files;
+  const std::string path = files.write("cfg.json", R"({
     // a comment
     "train": {"lr": 0.5}
   })");
@@ -441,33 +447,37 @@ TEST_F(TempFiles, LoadsAFileWithOverridesAndComments) {
   EXPECT_EQ(c.train.batch_size, 8);
 }
 
-TEST_F(TempFiles, MissingFileSaysCannotOpen) {
-  const std::string path = (dir_ / "nope.json").string();
+TEST(Config, MissingFileSaysCannotOpen) {
+  const TempFiles files;
+  const std::string path = (files.dir() / "nope.json").string();
   const std::string msg = error_of([&] { load_config(path); });
   EXPECT_CONTAINS(msg, path);
   EXPECT_CONTAINS(msg, "cannot open");
 }
 
-TEST_F(TempFiles, InvalidJsonGivesLineAndColumn) {
-  const std::string path = write("bad.json", "{\n  \"train\": {\n    \"lr\": 1e-4,,\n  }\n}\n");
+TEST(Config, InvalidJsonFileGivesLineAndColumn) {
+  const TempFiles files;
+  const std::string path = files.write("bad.json", "{\n  \"train\": {\n    \"lr\": 1e-4,,\n  }\n}\n");
   const std::string msg = error_of([&] { load_config(path); });
   EXPECT_CONTAINS(msg, path + ":3:16: invalid JSON");
   EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
 
-  const std::string first = write("first.json", "x");
+  const std::string first = files.write("first.json", "x");
   EXPECT_CONTAINS(error_of([&] { load_config(first); }), first + ":1:1: invalid JSON");
-  const std::string empty = write("empty.json", "");
+  const std::string empty = files.write("empty.json", "");
   EXPECT_CONTAINS(error_of([&] { load_config(empty); }), empty + ":1:1: invalid JSON");
 }
 
 // A config file is read whole: one far larger than any config is refused, not loaded.
-TEST_F(TempFiles, FileOverOneMebibyteIsRefused) {
-  const std::string path = write("big.json", "{\"train\": {}}" + std::string(1 << 20, ' '));
+TEST(Config, FileOverOneMebibyteIsRefused) {
+  const TempFiles files;
+  const std::string path = files.write("big.json", "{\"train\": {}}" + std::string(1 << 20, ' '));
   EXPECT_EQ(error_of([&] { load_config(path); }), path + ": larger than 1 MiB: not a config file");
 }
 
-TEST_F(TempFiles, ErrorsNameTheFile) {
-  const std::string path = write("cfg.json", R"({"train": {"learning_rate": 1}})");
+TEST(Config, ErrorsNameTheFile) {
+  const TempFiles files;
+  const std::string path = files.write("cfg.json", R"({"train": {"learning_rate": 1}})");
   EXPECT_EQ(error_of([&] { load_config(path); }),
             path + R"(: unknown key "train.learning_rate" (did you mean "train.lr"?))");
 }
@@ -495,7 +505,7 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(scratch.output.dir, "runs/scratch");
 }
 
-TEST(KeySuggest, EditDistance) {
+TEST(Config, KeySuggestionEditDistance) {
   EXPECT_EQ(edit_distance("", ""), 0u);
   EXPECT_EQ(edit_distance("abc", ""), 3u);
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
@@ -503,7 +513,7 @@ TEST(KeySuggest, EditDistance) {
   EXPECT_EQ(edit_distance("ab", "ba"), 1u);
 }
 
-TEST(KeySuggest, NearestKey) {
+TEST(Config, KeySuggestionIsTheNearestKey) {
   const std::vector<std::string> keys = {"train", "model", "train.lr", "train.seed",
                                          "train.batch_size", "model.dropout"};
   EXPECT_EQ(nearest_key("train.learning_rate", keys), "train.lr");

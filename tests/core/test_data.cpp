@@ -136,7 +136,7 @@ bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-TEST(PairErrors, NameFileAndLine) {
+TEST(Pairs, ErrorsNameFileAndLine) {
   TempDir dir("errors");
   std::string e = error_for(dir, R"({"query": "q"})");
   EXPECT_TRUE(has(e, "missing \"pos\" (expected query/pos, anchor/positive or text1/text2)")) << e;
@@ -186,7 +186,7 @@ TEST(PairErrors, NameFileAndLine) {
 // nlohmann throw out_of_range, not parse_error, and it escaped load_pairs without file
 // and line. Bug: a score beyond a float's range was converted to a float anyway
 // (undefined behaviour, an infinite score in practice).
-TEST(PairErrors, NumbersOutOfRangeAreBadLines) {
+TEST(Pairs, NumbersOutOfRangeAreBadLines) {
   TempDir dir("range");
   std::string e = error_for(dir, R"({"query": "q", "pos": "p", "score": 1e400})");
   EXPECT_TRUE(has(e, "invalid JSON at byte 37: number overflow parsing '1e400'")) << e;
@@ -199,13 +199,13 @@ TEST(PairErrors, NumbersOutOfRangeAreBadLines) {
 }
 
 // A line nested thousands of levels deep is refused before nlohmann builds it.
-TEST(PairErrors, DeepNestingIsABadLine) {
+TEST(Pairs, DeepNestingIsABadLine) {
   TempDir dir("nesting");
   const std::string e = error_for(dir, std::string(100000, '[') + std::string(100000, ']'));
   EXPECT_TRUE(has(e, "nested deeper than 16 levels: not a pair record")) << e;
 }
 
-TEST(PairErrors, MissingAndEmptyFiles) {
+TEST(Pairs, MissingAndEmptyFilesAreErrors) {
   TempDir dir("files");
   const std::string missing = (dir.path / "nope.jsonl").string();
   try {
@@ -226,7 +226,7 @@ TEST(PairErrors, MissingAndEmptyFiles) {
   EXPECT_THROW(load_pairs({}, bert(), 32, false), DataError);
 }
 
-TEST(PairErrors, SkipBadLinesCountsThem) {
+TEST(Pairs, SkipBadLinesCountsThem) {
   TempDir dir("skip");
   const auto file = dir.write("a.jsonl", R"({"query": "one", "pos": "1"})"
                                          "\n{broken\n"
@@ -283,7 +283,7 @@ TEST(Pairs, SixteenMegabyteLineWithAHigherLimit) {
 
 // Over the limit: an error naming file, line and the key to raise; with skip_bad_lines the
 // line is counted and the lines after it are still read. A line of exactly the limit is fine.
-TEST(PairErrors, LineOverTheLimit) {
+TEST(Pairs, LineOverTheLimitIsAnError) {
   TempDir dir("limit");
   const std::string good = R"({"query": "q", "pos": "p"})";
   const std::string longer = R"({"query": ")" + std::string(200, 'a') + R"(", "pos": "p"})";
@@ -304,7 +304,7 @@ TEST(PairErrors, LineOverTheLimit) {
 
 // Bug: a line was read whole whatever its length, so a file without line breaks (a JSON
 // array, a binary file) was held in memory at once. Now a longer line is a bad line.
-TEST(PairErrors, LineOverTheLimitIsABadLineNotAnAllocation) {
+TEST(Pairs, LineOverTheLimitIsABadLineNotAnAllocation) {
   TempDir dir("too_long");
   const std::string good = R"({"query": "q", "pos": "p"})";
   const std::string huge = nlohmann::json({{"query", long_text(10u << 20)}, {"pos", "p"}}).dump();
@@ -379,7 +379,7 @@ TEST(Pairs, MemoryForManyPairsIsSmall) {
   EXPECT_LT(data.tokens.memory_bytes(), 11200000u);
 }
 
-TEST(TokenStore, NarrowAndWide) {
+TEST(Pairs, TokenStoreIsNarrowOrWide) {
   TokenStore narrow;
   narrow.reserve(false, 2, 5);
   narrow.append({101, 65535, 102});

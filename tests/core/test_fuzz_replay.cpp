@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(Targets, FuzzReplay, ::testing::ValuesIn(kTargets),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // A corpus folder without a target would never be replayed.
-TEST(FuzzInputs, EveryFolderNamesATarget) {
+TEST(FuzzReplay, EveryInputFolderNamesATarget) {
   for (const char* kind : {"corpus", "regressions"}) {
     if (!fs::is_directory(kFuzzDir / kind)) continue;
     for (const auto& entry : fs::directory_iterator(kFuzzDir / kind)) {

@@ -31,7 +31,7 @@ std::string parse_error(const std::string& text, const std::vector<std::string>&
   return error_of([&] { parse_manifest(text, "ckpt/manifest.json", required); });
 }
 
-class CheckpointFolder : public ::testing::Test {
+class Manifest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("ddp_embed_manifest_" + std::to_string(::getpid()) + "_" +
@@ -54,7 +54,7 @@ class CheckpointFolder : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST(Fnv1a64, KnownValues) {
+TEST_F(Manifest, Fnv1a64KnownValues) {
   EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ULL);
   EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cULL);
   EXPECT_EQ(fnv1a64("ab", 2), fnv1a64("b", 1, fnv1a64("a", 1)));  // continues a hash
@@ -62,7 +62,7 @@ TEST(Fnv1a64, KnownValues) {
   EXPECT_EQ(fnv1a64_hex(1), "0000000000000001");
 }
 
-TEST(Manifest, TextRoundTrips) {
+TEST_F(Manifest, TextRoundTrips) {
   CheckpointManifest m;
   m.files["model.safetensors"] = {1234, "0123456789abcdef"};
   m.files["state.json"] = {18446744073709551615ULL, "ffffffffffffffff"};
@@ -76,7 +76,7 @@ TEST(Manifest, TextRoundTrips) {
   EXPECT_EQ(back.files.at("state.json").fnv1a64, "ffffffffffffffff");
 }
 
-TEST(Manifest, MalformedTextNamesTheManifestAndTheEntry) {
+TEST_F(Manifest, MalformedTextNamesTheManifestAndTheEntry) {
   EXPECT_EQ(parse_error("{\"files\": {"), "ckpt/manifest.json: not valid JSON at byte 12: syntax error while "
                                           "parsing object key - unexpected end of input; expected string literal");
   EXPECT_EQ(parse_error("[]"), "ckpt/manifest.json: no \"files\" object");
@@ -97,21 +97,21 @@ TEST(Manifest, MalformedTextNamesTheManifestAndTheEntry) {
 
 // Bug (found by fuzz_manifest): nlohmann reports a number beyond a double's range as
 // out_of_range, not parse_error; it escaped parse_manifest as a json exception.
-TEST(Manifest, NumberOutOfRangeIsInvalidJson) {
+TEST_F(Manifest, NumberOutOfRangeIsInvalidJson) {
   EXPECT_EQ(parse_error(R"({"files": {"a": {"bytes": 11e308}}})"),
             "ckpt/manifest.json: not valid JSON at byte 27: number overflow parsing '11e308'");
 }
 
-TEST_F(CheckpointFolder, CompleteFolderVerifies) {
+TEST_F(Manifest, CompleteFolderVerifies) {
   seal();
   EXPECT_NO_THROW(verify_manifest(dir_.string(), kFiles));
 }
 
-TEST_F(CheckpointFolder, MissingManifestMeansIncomplete) {
+TEST_F(Manifest, MissingManifestMeansIncomplete) {
   EXPECT_EQ(verify_error(), path("manifest.json") + ": missing (incomplete checkpoint)");
 }
 
-TEST_F(CheckpointFolder, MissingTruncatedOrCorruptFilesAreNamed) {
+TEST_F(Manifest, MissingTruncatedOrCorruptFilesAreNamed) {
   seal();
   write("state.json", "{\"step\": 3}");
   EXPECT_EQ(verify_error(), path("state.json") + ": size 11 does not match the manifest (12 bytes)");
@@ -121,7 +121,7 @@ TEST_F(CheckpointFolder, MissingTruncatedOrCorruptFilesAreNamed) {
   EXPECT_EQ(verify_error(), path("model.safetensors") + ": missing");
 }
 
-TEST_F(CheckpointFolder, ManifestMustListEveryFile) {
+TEST_F(Manifest, MustListEveryFile) {
   write("manifest.json", manifest_text(describe_files(dir_.string(), {"model.safetensors"})));
   EXPECT_EQ(verify_error(), path("manifest.json") + ": does not list state.json");
 }

@@ -59,7 +59,7 @@ std::vector<std::pair<double, double>> series_points(const svg_check::Document& 
 
 // ---- reading metrics.jsonl ---------------------------------------------------------------
 
-TEST(MetricsHistory, ReadsTrainingAndEvaluationSeries) {
+TEST(MetricsPlot, HistoryReadsTrainingAndEvaluationSeries) {
   const MetricsHistory h = parse(run_text(10));
   EXPECT_EQ(h.training_steps, 10u);
   EXPECT_EQ(h.eval_steps, 3u);
@@ -73,7 +73,7 @@ TEST(MetricsHistory, ReadsTrainingAndEvaluationSeries) {
   EXPECT_EQ(evals[0]->steps, (std::vector<double>{0, 5, 10}));
 }
 
-TEST(MetricsHistory, RepeatedStepsKeepTheLaterLine) {
+TEST(MetricsPlot, HistoryKeepsTheLaterLineOfARepeatedStep) {
   // A resumed run appends steps 2 and 3 again.
   const MetricsHistory h = parse(
       "{\"step\":1,\"loss\":1.0}\n{\"step\":2,\"loss\":2.0}\n{\"step\":3,\"loss\":3.0}\n"
@@ -84,7 +84,7 @@ TEST(MetricsHistory, RepeatedStepsKeepTheLaterLine) {
   EXPECT_EQ(h.find("loss")->values, (std::vector<double>{1, 20, 30, 40}));
 }
 
-TEST(MetricsHistory, NullIsNaNAndOtherValuesAreNotSeries) {
+TEST(MetricsPlot, HistoryReadsNullAsNaNAndOtherValuesAsNoSeries) {
   const MetricsHistory h = parse(
       "{\"step\":1,\"loss\":null,\"note\":\"text\",\"flag\":true}\n{\"step\":2,\"loss\":0.5}\n");
   ASSERT_EQ(h.find("loss")->values.size(), 2u);
@@ -95,7 +95,7 @@ TEST(MetricsHistory, NullIsNaNAndOtherValuesAreNotSeries) {
 
 // Several sources: each training line names its source and the steps per source, a
 // string and an object; neither is a series, and the figure is drawn as without them.
-TEST(MetricsHistory, SourceKeysAreReadOverAndDrawnAround) {
+TEST(MetricsPlot, SourceKeysAreReadOverAndDrawnAround) {
   const std::string text =
       "{\"step\":1,\"loss\":1.0,\"lr\":0.1,\"pairs_per_s\":30,\"source\":\"nli\",\"steps_per_source\":{\"nli\":1,\"qa\":0}}\n"
       "{\"step\":2,\"loss\":0.8,\"lr\":0.1,\"pairs_per_s\":31,\"source\":\"qa\",\"steps_per_source\":{\"nli\":1,\"qa\":1}}\n";
@@ -107,7 +107,7 @@ TEST(MetricsHistory, SourceKeysAreReadOverAndDrawnAround) {
   EXPECT_EQ(series_points(doc, "loss").size(), 2u);
 }
 
-TEST(MetricsHistory, ALineThatIsNotJsonNamesFileAndLine) {
+TEST(MetricsPlot, ALineThatIsNotJsonNamesFileAndLine) {
   try {
     parse("{\"step\":1,\"loss\":1.0}\n{\"step\":2,\"loss\":0.9}\n{\"step\":3,\"lo", "runs/x/metrics.jsonl");
     FAIL() << "no error";
@@ -123,7 +123,7 @@ TEST(MetricsHistory, ALineThatIsNotJsonNamesFileAndLine) {
   }
 }
 
-TEST(MetricsHistory, NoTrainingLinesIsAClearError) {
+TEST(MetricsPlot, NoTrainingLinesIsAClearError) {
   for (const std::string& text : {std::string(), std::string("\n\n"), std::string("{\"step\":0,\"eval/recall@1\":0.1}\n")}) {
     try {
       parse(text, "empty/metrics.jsonl");
@@ -135,7 +135,7 @@ TEST(MetricsHistory, NoTrainingLinesIsAClearError) {
   }
 }
 
-TEST(MetricsHistory, MissingFileIsNamed) {
+TEST(MetricsPlot, MissingFileIsNamed) {
   try {
     read_metrics_history("/nonexistent/metrics.jsonl");
     FAIL() << "no error";
@@ -292,7 +292,7 @@ TEST(MetricsPlot, WritesBesideTheMetricsFileByDefault) {
 
 // ---- axes -------------------------------------------------------------------------------------
 
-TEST(SvgChart, NiceTicksCoverTheRangeWithRoundSpacing) {
+TEST(MetricsPlot, NiceTicksCoverTheRangeWithRoundSpacing) {
   EXPECT_EQ(nice_ticks(0, 1000, 5), (std::vector<double>{0, 200, 400, 600, 800, 1000}));
   EXPECT_EQ(nice_ticks(3, 97, 5), (std::vector<double>{0, 20, 40, 60, 80, 100}));
   const auto small = nice_ticks(0.605, 0.683, 5);
@@ -304,7 +304,7 @@ TEST(SvgChart, NiceTicksCoverTheRangeWithRoundSpacing) {
   EXPECT_EQ(nice_ticks(1, 5, 6, 1), (std::vector<double>{1, 2, 3, 4, 5}));
 }
 
-TEST(SvgChart, TickLabelsUseTheDigitsTheSpacingNeeds) {
+TEST(MetricsPlot, TickLabelsUseTheDigitsTheSpacingNeeds) {
   EXPECT_EQ(format_tick(200, 100), "200");
   EXPECT_EQ(format_tick(0.62, 0.02), "0.62");
   EXPECT_EQ(format_tick(0.5, 0.5), "0.5");

@@ -117,25 +117,27 @@ void write_pairs(const fs::path& file) {
   }
 }
 
-// One model for the whole suite: training takes a moment.
-class SentencePieceTest : public ::testing::Test {
+// One model for the whole suite, trained when a test first asks for it: training takes a
+// moment.
+class SentencePiece : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir("trained");
-    write_pairs(dir_->path / "pairs.jsonl");
-    train_sentencepiece({(dir_->path / "pairs.jsonl").string()}, 200,
-                        (dir_->path / "tok").string());
-  }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path model_dir() { return dir_->path / "tok"; }
+  static fs::path model_dir() {
+    if (!dir_) {
+      dir_ = new TempDir("trained");
+      write_pairs(dir_->path / "pairs.jsonl");
+      train_sentencepiece({(dir_->path / "pairs.jsonl").string()}, 200, (dir_->path / "tok").string());
+    }
+    return dir_->path / "tok";
+  }
   static TempDir* dir_;
 };
-TempDir* SentencePieceTest::dir_ = nullptr;
+TempDir* SentencePiece::dir_ = nullptr;
 
-TEST_F(SentencePieceTest, WritesTheHuggingFaceFiles) {
+TEST_F(SentencePiece, WritesTheHuggingFaceFiles) {
   EXPECT_TRUE(fs::exists(model_dir() / "spiece.model"));
   const auto config = nlohmann::json::parse(read_text(model_dir() / "tokenizer_config.json"));
   EXPECT_EQ(config["tokenizer_class"], "AlbertTokenizer");
@@ -152,7 +154,7 @@ TEST_F(SentencePieceTest, WritesTheHuggingFaceFiles) {
     EXPECT_EQ(map[key], value) << key;
 }
 
-TEST_F(SentencePieceTest, SpecialIdsAreBertsOrder) {
+TEST_F(SentencePiece, SpecialIdsAreBertsOrder) {
   const auto tokenizer = load_tokenizer("sentencepiece", model_dir().string());
   EXPECT_EQ(tokenizer->type(), "sentencepiece");
   EXPECT_EQ(tokenizer->vocab_size(), 200);
@@ -170,7 +172,7 @@ TEST_F(SentencePieceTest, SpecialIdsAreBertsOrder) {
   EXPECT_EQ(sp.piece(4), "[MASK]");
 }
 
-TEST_F(SentencePieceTest, EncodesSeenTextWithoutUnknowns) {
+TEST_F(SentencePiece, EncodesSeenTextWithoutUnknowns) {
   const auto tokenizer = load_tokenizer("sentencepiece", (model_dir() / "spiece.model").string());
   for (const std::string& text : english_sentences()) {
     const auto ids = tokenizer->encode(text, 0);
@@ -187,7 +189,7 @@ TEST_F(SentencePieceTest, EncodesSeenTextWithoutUnknowns) {
   EXPECT_GT(tokenizer->encode("The teacher likes the red bicycle.", 0).size(), 8u);
 }
 
-TEST_F(SentencePieceTest, TruncationSpecialTextAndOddInput) {
+TEST_F(SentencePiece, TruncationSpecialTextAndOddInput) {
   const auto tokenizer = load_tokenizer("sentencepiece", model_dir().string());
   const std::string text = "The old man is reading the newspaper in the morning.";
   const auto full = tokenizer->encode(text, 0);
@@ -211,7 +213,7 @@ TEST_F(SentencePieceTest, TruncationSpecialTextAndOddInput) {
   EXPECT_EQ(bad.back(), 3);
 }
 
-TEST_F(SentencePieceTest, SaveAndLoadRoundTrip) {
+TEST_F(SentencePiece, SaveAndLoadRoundTrip) {
   TempDir copy("copy");
   const auto original = load_tokenizer("sentencepiece", model_dir().string());
   original->set_model_max_length(96);
@@ -227,7 +229,7 @@ TEST_F(SentencePieceTest, SaveAndLoadRoundTrip) {
             std::vector<int32_t>({b.pad, b.unk, b.cls, b.sep, b.mask}));
 }
 
-TEST(SentencePieceTraining, PlainTextInputAndSameResultTwice) {
+TEST_F(SentencePiece, TrainsOnPlainTextTheSameModelTwice) {
   TempDir dir("plain");
   {
     std::ofstream out(dir.path / "corpus.txt");
@@ -241,7 +243,7 @@ TEST(SentencePieceTraining, PlainTextInputAndSameResultTwice) {
   EXPECT_EQ(tokenizer->special().cls, 2);
 }
 
-TEST(SentencePieceErrors, NameThePath) {
+TEST_F(SentencePiece, ErrorsNameThePath) {
   TempDir dir("errors");
   auto expect_error_naming = [](const std::function<void()>& action, const std::string& path) {
     try {

@@ -14,7 +14,7 @@
 
 #include "e2e_support.h"
 #include "model/lora.h"
-#include "train/trainee.h"
+#include "train/setup.h"
 
 using namespace e2e;
 
@@ -24,12 +24,17 @@ const std::string kPython = DDP_EMBED_PYTHON;
 
 class Architectures : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string error;
-    fixtures_ = architecture_fixtures(error);
-    ASSERT_TRUE(error.empty()) << "make_model_fixtures.py failed:\n" << error;
+  // A fixture model's folder. The folders are made when a test first asks for one (the
+  // tests of single layers need none); a failure to make them ends the test (an exception
+  // that gtest reports).
+  fs::path fixture(const std::string& kind) {
+    if (fixtures_.empty()) {
+      std::string error;
+      fixtures_ = architecture_fixtures(error);
+      if (!error.empty()) throw std::runtime_error("make_model_fixtures.py failed:\n" + error);
+    }
+    return fixtures_ / kind;
   }
-  fs::path fixture(const std::string& kind) const { return fixtures_ / kind; }
 
   // scripts/python/parity.py on a folder: exit 0 and "parity: OK".
   void expect_parity(const std::string& kind, const std::string& extra = "") {
@@ -281,7 +286,7 @@ TEST_F(Architectures, UnknownArchitecturesAndTokenizersAreRefusedNamingTheFile) 
 // The adapted layer's forward is the plain layer with the merged weight (what the model
 // folder holds), for a BERT-shaped layer with a bias; its gradients reach the adapters
 // only; without an adapter it is torch::nn::Linear.
-TEST(ArchitectureTraining, ALoraLayerComputesTheMergedLayer) {
+TEST_F(Architectures, ALoraLayerComputesTheMergedLayer) {
   at::manual_seed(3);
   ddp_embed::AdaptableLinear layer(12, 20);
   const at::Tensor x = at::randn({5, 12});
@@ -303,7 +308,7 @@ TEST(ArchitectureTraining, ALoraLayerComputesTheMergedLayer) {
   EXPECT_DOUBLE_EQ(layer->scale, 1.5);
 }
 
-TEST(ArchitectureTraining, WeightDecaySparesTheNormsAsTransformersTrainerDoes) {
+TEST_F(Architectures, WeightDecaySparesTheNormsAsTransformersTrainerDoes) {
   ddp_embed::EncoderConfig qwen3;
   qwen3.architecture = ddp_embed::Architecture::Qwen3;
   qwen3.qwen3.vocab_size = 50;

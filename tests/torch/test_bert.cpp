@@ -96,9 +96,9 @@ struct TempDir {
 
 // ---- parity with transformers ---------------------------------------------------------
 
-class GoldenParity : public ::testing::TestWithParam<std::string> {};
+class Bert : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GoldenParity, OnePaddedBatchMatchesTransformers) {
+TEST_P(Bert, OnePaddedBatchMatchesTransformers) {
   const auto texts = read_expected(GetParam());
   ASSERT_FALSE(texts.empty());
   BertModel bert = load_golden(GetParam());
@@ -119,7 +119,7 @@ TEST_P(GoldenParity, OnePaddedBatchMatchesTransformers) {
   EXPECT_LT(mean_diff, 1e-4);
 }
 
-TEST_P(GoldenParity, EachTextAloneAndOverPaddedMatches) {
+TEST_P(Bert, EachTextAloneAndOverPaddedMatches) {
   const auto texts = read_expected(GetParam());
   BertModel bert = load_golden(GetParam());
   at::NoGradGuard no_grad;
@@ -136,7 +136,7 @@ TEST_P(GoldenParity, EachTextAloneAndOverPaddedMatches) {
   EXPECT_LT(worst, 1e-4);
 }
 
-TEST_P(GoldenParity, ParameterNamesAndShapesAreTheCheckpointsOwn) {
+TEST_P(Bert, ParameterNamesAndShapesAreTheCheckpointsOwn) {
   LoadReport report;
   BertModel bert = load_golden(GetParam(), &report);
   const auto file = read_safetensors(golden::golden_model_dir(GetParam()) + "/model.safetensors");
@@ -157,9 +157,9 @@ TEST_P(GoldenParity, ParameterNamesAndShapesAreTheCheckpointsOwn) {
   EXPECT_EQ(report.loaded.size(), ours.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, GoldenParity, ::testing::Values("bert-tiny-a", "bert-tiny-b"));
+INSTANTIATE_TEST_SUITE_P(Golden, Bert, ::testing::Values("bert-tiny-a", "bert-tiny-b"));
 
-TEST_P(GoldenParity, ForwardClsIsTheFirstPositionOfForward) {
+TEST_P(Bert, ForwardClsIsTheFirstPositionOfForward) {
   const auto texts = read_expected(GetParam());
   BertModel bert = load_golden(GetParam());
   at::NoGradGuard no_grad;
@@ -173,7 +173,7 @@ TEST_P(GoldenParity, ForwardClsIsTheFirstPositionOfForward) {
 
 // ---- config ------------------------------------------------------------------------------
 
-TEST(BertConfig, ReadsHuggingFaceConfigAndWritesItBack) {
+TEST(Bert, ReadsHuggingFaceConfigAndWritesItBack) {
   const BertConfig c = bert_config_from_hf_json(kGolden + "bert-tiny-b/model/config.json");
   EXPECT_EQ(c.hidden_size, 64);
   EXPECT_EQ(c.num_layers, 3);
@@ -191,7 +191,7 @@ TEST(BertConfig, ReadsHuggingFaceConfigAndWritesItBack) {
   EXPECT_EQ(back.max_position, c.max_position);
 }
 
-TEST(BertConfig, RefusesWhatIsNotImplemented) {
+TEST(Bert, ConfigRefusesWhatIsNotImplemented) {
   nlohmann::json j = bert_config_to_hf_json(small_config());
   j["hidden_act"] = "gelu_new";
   EXPECT_THROW(bert_config_from_hf_json(j, "x"), ModelError);
@@ -211,7 +211,7 @@ TEST(BertConfig, RefusesWhatIsNotImplemented) {
 
 // ---- initialization ---------------------------------------------------------------------
 
-TEST(BertInit, StatisticsPaddingRowAndLayerNorm) {
+TEST(Bert, InitStatisticsPaddingRowAndLayerNorm) {
   BertConfig c = small_config();
   c.vocab_size = 2000;
   at::manual_seed(0);
@@ -235,7 +235,7 @@ TEST(BertInit, StatisticsPaddingRowAndLayerNorm) {
   }
 }
 
-TEST(BertInit, SameSeedSameWeightsOtherSeedOtherWeights) {
+TEST(Bert, InitSameSeedSameWeightsOtherSeedOtherWeights) {
   at::manual_seed(42);
   SentenceEmbedder a(small_config(), 16, Pooling::Cls);
   at::manual_seed(42);
@@ -252,7 +252,7 @@ TEST(BertInit, SameSeedSameWeightsOtherSeedOtherWeights) {
   }
 }
 
-TEST(BertInit, SameInitialWeightsAsThePythonReference) {
+TEST(Bert, SameInitialWeightsAsThePythonReference) {
   // Numbers printed by a plain PyTorch reference of the same model (PyTorch 1.13; BERT's
   // modules and initialization in transformers' order, the pooler drawn and unused,
   // CLS -> Linear(hidden, 16)): torch.manual_seed(42), the model for this config;
@@ -278,7 +278,7 @@ TEST(BertInit, SameInitialWeightsAsThePythonReference) {
   }
 }
 
-TEST(Dropout, KeepsTheExpectationAndFollowsTheSeed) {
+TEST(Bert, DropoutKeepsTheExpectationAndFollowsTheSeed) {
   const at::Tensor x = at::ones({1 << 20});
   at::manual_seed(9);
   const at::Tensor y = fast_dropout(x, 0.1, true);
@@ -298,7 +298,7 @@ TEST(Dropout, KeepsTheExpectationAndFollowsTheSeed) {
   EXPECT_TRUE(at::equal(z.grad().ne(0), out.ne(0)));
 }
 
-TEST(Dropout, OnInTrainingOffInEvaluation) {
+TEST(Bert, DropoutIsOnInTrainingOffInEvaluation) {
   BertConfig c = small_config();
   c.hidden_dropout = c.attention_dropout = 0.2;
   at::manual_seed(10);
@@ -316,7 +316,7 @@ TEST(Dropout, OnInTrainingOffInEvaluation) {
 
 // ---- weight files ------------------------------------------------------------------------
 
-TEST(Weights, SaveLoadRoundTripIsBitIdentical) {
+TEST(Bert, WeightsSaveLoadRoundTripIsBitIdentical) {
   TempDir dir;
   at::manual_seed(1);
   SentenceEmbedder a(small_config(), 16, Pooling::Mean);
@@ -340,7 +340,7 @@ TEST(Weights, SaveLoadRoundTripIsBitIdentical) {
   for (const auto& p : a->named_parameters()) EXPECT_TRUE(at::equal(p.value(), pb[p.key()])) << p.key();
 }
 
-TEST(Weights, AcceptsHalfPrecisionAndBertPrefix) {
+TEST(Bert, WeightsAcceptHalfPrecisionAndBertPrefix) {
   TempDir dir;
   at::manual_seed(3);
   BertModel a(small_config());
@@ -358,7 +358,7 @@ TEST(Weights, AcceptsHalfPrecisionAndBertPrefix) {
   }
 }
 
-TEST(Weights, MissingOrMisshapenTensorsAreNamed) {
+TEST(Bert, MissingOrMisshapenWeightsAreNamed) {
   TempDir dir;
   BertModel a(small_config());
   NamedTensors partial;
@@ -405,7 +405,7 @@ EncoderInput random_batch(int64_t n, int64_t length, int64_t vocab) {
 }
 }  // namespace
 
-TEST(SentenceEmbedder, GradientReachesEveryParameter) {
+TEST(Bert, EmbedderGradientReachesEveryParameter) {
   for (Pooling pooling : {Pooling::Cls, Pooling::Mean}) {
     at::manual_seed(4);
     SentenceEmbedder model(small_config(), 16, pooling);
@@ -424,7 +424,7 @@ TEST(SentenceEmbedder, GradientReachesEveryParameter) {
   }
 }
 
-TEST(SentenceEmbedder, ClsShortcutGivesTheSameLossAndGradients) {
+TEST(Bert, EmbedderClsShortcutGivesTheSameLossAndGradients) {
   // embed() with [CLS] pooling skips the last layer's other positions: same numbers as
   // pooling the full last hidden state.
   at::manual_seed(12);
@@ -451,7 +451,7 @@ TEST(SentenceEmbedder, ClsShortcutGivesTheSameLossAndGradients) {
   }
 }
 
-TEST(SentenceEmbedder, ForwardIsTheLossOfItsEmbeddings) {
+TEST(Bert, EmbedderForwardIsTheLossOfItsEmbeddings) {
   at::manual_seed(5);
   SentenceEmbedder model(small_config(), 16, Pooling::Mean);
   model->eval();  // no dropout: the same numbers however the batch is split
@@ -478,7 +478,7 @@ TEST(SentenceEmbedder, ForwardIsTheLossOfItsEmbeddings) {
   EXPECT_NEAR(model->forward(q, p, n, settings, exchange).loss.item<double>(), gathered, 1e-5);
 }
 
-TEST(SentenceEmbedder, EncodeBatchIsEvalModeWithoutGradient) {
+TEST(Bert, EmbedderEncodeBatchIsEvalModeWithoutGradient) {
   at::manual_seed(6);
   BertConfig c = small_config();
   c.hidden_dropout = c.attention_dropout = 0.5;

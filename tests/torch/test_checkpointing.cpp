@@ -104,9 +104,9 @@ const c10::Device kCuda(c10::kCUDA, 0);
 
 }  // namespace
 
-class CheckpointingEquivalence : public ::testing::TestWithParam<std::tuple<int, Pooling, Precision, bool>> {};
+class ActivationCheckpointing : public ::testing::TestWithParam<std::tuple<int, Pooling, Precision, bool>> {};
 
-TEST_P(CheckpointingEquivalence, SameLossGradientsAndRandomness) {
+TEST_P(ActivationCheckpointing, SameLossGradientsAndRandomness) {
   const auto [layers, pooling, precision, on_cuda] = GetParam();
   if (on_cuda && compat::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const c10::Device device = on_cuda ? kCuda : kCpu;
@@ -134,17 +134,17 @@ TEST_P(CheckpointingEquivalence, SameLossGradientsAndRandomness) {
   EXPECT_GT(worst_relative_difference(plain, other_seed), 0.5);
 }
 
-std::string case_name(const ::testing::TestParamInfo<CheckpointingEquivalence::ParamType>& info) {
+std::string case_name(const ::testing::TestParamInfo<ActivationCheckpointing::ParamType>& info) {
   return std::to_string(std::get<0>(info.param)) + "layers_" + pooling_name(std::get<1>(info.param)) + "_" +
          precision_name(std::get<2>(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, CheckpointingEquivalence,
+INSTANTIATE_TEST_SUITE_P(Cpu, ActivationCheckpointing,
                          ::testing::Combine(::testing::Values(1, 2), ::testing::Values(Pooling::Cls, Pooling::Mean),
                                             ::testing::Values(Precision::Fp32, Precision::Bf16),
                                             ::testing::Values(false)),
                          case_name);
-INSTANTIATE_TEST_SUITE_P(Cuda, CheckpointingEquivalence,
+INSTANTIATE_TEST_SUITE_P(Cuda, ActivationCheckpointing,
                          ::testing::Combine(::testing::Values(2), ::testing::Values(Pooling::Cls, Pooling::Mean),
                                             ::testing::Values(Precision::Fp32, Precision::Bf16, Precision::Fp16),
                                             ::testing::Values(true)),
@@ -152,7 +152,7 @@ INSTANTIATE_TEST_SUITE_P(Cuda, CheckpointingEquivalence,
 
 // The bf16 cases above compare like with like; here bf16 is shown to change the numbers
 // (so recomputing in backward outside of autocast would have been caught).
-TEST(Checkpointing, Bf16GradientsDifferFromFp32) {
+TEST(ActivationCheckpointing, Bf16GradientsDifferFromFp32) {
   SentenceEmbedder model = make_model(2, Pooling::Mean, kCpu);
   const Step fp32 = train_step(model, true, Precision::Fp32, 99, true, kCpu);
   const Step bf16 = train_step(model, true, Precision::Bf16, 99, true, kCpu);
@@ -161,7 +161,7 @@ TEST(Checkpointing, Bf16GradientsDifferFromFp32) {
 }
 
 // Without autograd (evaluation, encoding) nothing is checkpointed: the plain forward.
-TEST(Checkpointing, InferenceIsThePlainForward) {
+TEST(ActivationCheckpointing, InferenceIsThePlainForward) {
   SentenceEmbedder model = make_model(2, Pooling::Cls, kCpu);
   at::manual_seed(3);
   const EncoderInput x = batch(4, 10, 200, 2, kCpu);
@@ -176,7 +176,7 @@ TEST(Checkpointing, InferenceIsThePlainForward) {
 // while training) against SDPA storing them: the same output, the same gradients for q, k
 // and v, bit for bit, with dropout on and padding in the bias, and the generator left where
 // the plain call leaves it.
-TEST(RecomputedAttention, SameOutputGradientsAndRandomnessAsStoredAttention) {
+TEST(ActivationCheckpointing, RecomputedAttentionIsStoredAttentionsOutputGradientsAndRandomness) {
   at::manual_seed(5);
   const at::Tensor q0 = at::randn({3, 4, 9, 8}), k0 = at::randn({3, 4, 9, 8}), v0 = at::randn({3, 4, 9, 8});
   at::Tensor bias = at::zeros({3, 1, 1, 9});
@@ -209,7 +209,7 @@ TEST(RecomputedAttention, SameOutputGradientsAndRandomnessAsStoredAttention) {
 
 // The whole model: a training step with stored attention probabilities and one with them
 // recomputed give the same loss and gradients, bit for bit.
-TEST(RecomputedAttention, ModelStepIsTheSameWithStoredProbabilities) {
+TEST(ActivationCheckpointing, RecomputedAttentionModelStepIsTheSameWithStoredProbabilities) {
   SentenceEmbedder model = make_model(2, Pooling::Mean, kCpu);
   auto set_recompute = [&](bool on) {
     int layers = 0;

@@ -47,7 +47,7 @@ std::string error_of(const std::map<std::string, std::string>& vars) {
   return "";
 }
 
-TEST(WorkerEnv, SingleProcessWhenNothingIsSet) {
+TEST(Distributed, WorkerEnvIsSingleProcessWhenNothingIsSet) {
   WorkerEnv w = read_worker_env(env_of({{"HOME", "/root"}}));
   EXPECT_EQ(w.world_size, 1);
   EXPECT_EQ(w.rank, 0);
@@ -55,7 +55,7 @@ TEST(WorkerEnv, SingleProcessWhenNothingIsSet) {
   EXPECT_FALSE(w.distributed());
 }
 
-TEST(WorkerEnv, TorchrunVariables) {
+TEST(Distributed, WorkerEnvFromTorchrunVariables) {
   WorkerEnv w = read_worker_env(env_of({{"RANK", "5"},
                                         {"WORLD_SIZE", "8"},
                                         {"LOCAL_RANK", "1"},
@@ -88,7 +88,7 @@ TEST(WorkerEnv, TorchrunVariables) {
   EXPECT_FALSE(d.agent_store);
 }
 
-TEST(WorkerEnv, Slurm) {
+TEST(Distributed, WorkerEnvFromSlurm) {
   WorkerEnv w = read_worker_env(env_of({{"SLURM_PROCID", "6"},
                                         {"SLURM_NTASKS", "8"},
                                         {"SLURM_LOCALID", "2"},
@@ -118,7 +118,7 @@ TEST(WorkerEnv, Slurm) {
   EXPECT_EQ(m.local_world_size, 1);
 }
 
-TEST(WorkerEnv, OpenMpiNeedsMasterAddress) {
+TEST(Distributed, WorkerEnvFromOpenMpiNeedsMasterAddress) {
   const std::map<std::string, std::string> base = {{"OMPI_COMM_WORLD_RANK", "1"},
                                                     {"OMPI_COMM_WORLD_SIZE", "2"},
                                                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
@@ -136,7 +136,7 @@ TEST(WorkerEnv, OpenMpiNeedsMasterAddress) {
   EXPECT_EQ(w.master_port, 29511);
 }
 
-TEST(WorkerEnv, ErrorsNameTheProblem) {
+TEST(Distributed, WorkerEnvErrorsNameTheProblem) {
   EXPECT_NE(error_of({{"RANK", "abc"}, {"WORLD_SIZE", "2"}}).find("RANK='abc' is not an integer"), std::string::npos);
   EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2x"}}).find("WORLD_SIZE"), std::string::npos);
   EXPECT_NE(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("RANK=2 is outside 0..1"), std::string::npos);
@@ -173,7 +173,7 @@ std::map<std::string, std::string> srun_task_env(int node, int local, int tasks_
 }
 
 // scripts/slurm/train-srun.sbatch: embed-train straight under srun, two tasks a node.
-TEST(WorkerEnv, EveryTaskOfAnSrunJobFindsItsPlace) {
+TEST(Distributed, EveryTaskOfAnSrunJobFindsItsPlace) {
   for (int node = 0; node < 2; ++node) {
     for (int local = 0; local < 2; ++local) {
       const WorkerEnv w = read_worker_env(env_of(srun_task_env(node, local, 2)));
@@ -193,7 +193,7 @@ TEST(WorkerEnv, EveryTaskOfAnSrunJobFindsItsPlace) {
 // scripts/slurm/train.sbatch: one ddp-launch per node under srun, two workers each. The
 // launcher reads the allocation; its workers inherit SLURM_* as well, but the torchrun
 // variables the launcher sets win.
-TEST(WorkerEnv, LauncherUnderSrunAndItsWorkersAgree) {
+TEST(Distributed, LauncherUnderSrunAndItsWorkersAgree) {
   for (int node = 0; node < 2; ++node) {
     const auto task = srun_task_env(node, 0, 1);
     const launch::Environment env(task.begin(), task.end());
@@ -220,7 +220,7 @@ TEST(WorkerEnv, LauncherUnderSrunAndItsWorkersAgree) {
 }
 
 // mpirun -np 4 --npernode 2 -x MASTER_ADDR=node01 -x MASTER_PORT=29400 embed-train ...
-TEST(WorkerEnv, EveryRankOfAnOpenMpiJobFindsItsPlace) {
+TEST(Distributed, EveryRankOfAnOpenMpiJobFindsItsPlace) {
   for (int rank = 0; rank < 4; ++rank) {
     const WorkerEnv w = read_worker_env(env_of({{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
                                                 {"OMPI_COMM_WORLD_SIZE", "4"},
@@ -240,7 +240,7 @@ TEST(WorkerEnv, EveryRankOfAnOpenMpiJobFindsItsPlace) {
   }
 }
 
-TEST(WorkerEnv, SlurmNodelist) {
+TEST(Distributed, SlurmNodelistExpands) {
   using V = std::vector<std::string>;
   EXPECT_EQ(expand_slurm_nodelist("host[01-04,07],other"), (V{"host01", "host02", "host03", "host04", "host07", "other"}));
   EXPECT_EQ(expand_slurm_nodelist("a1"), (V{"a1"}));
@@ -334,7 +334,7 @@ void expect_identity_collectives(ProcessGroup& pg) {
 }
 
 // ---- process group -------------------------------------------------------------------
-TEST(ProcessGroup, SingleProcessCollectivesAreIdentity) {
+TEST(Distributed, SingleProcessCollectivesAreIdentity) {
   auto pg = ProcessGroup::init(WorkerEnv{}, "auto", false, 10s);
   EXPECT_EQ(pg->backend(), "none");
   expect_identity_collectives(*pg);
@@ -347,7 +347,7 @@ TEST(ProcessGroup, SingleProcessCollectivesAreIdentity) {
 // Under ddp-launch or torchrun, naming the backend makes a process group of one: every
 // collective runs through it (and is counted), with the identity's results. `auto`, no
 // launcher, or one that gives no rendezvous of its own (SLURM, Open MPI) makes none.
-TEST(ProcessGroup, AGroupOfOneWhenALauncherNamesTheBackend) {
+TEST(Distributed, AGroupOfOneWhenALauncherNamesTheBackend) {
   WorkerEnv launched = env_for(0, 1, free_port());
   launched.source = "ddp-launch/torchrun";
   EXPECT_FALSE(ProcessGroup::init(launched, "auto", false, 10s)->communicates());
@@ -370,7 +370,7 @@ TEST(ProcessGroup, AGroupOfOneWhenALauncherNamesTheBackend) {
   EXPECT_GE(pg->collectives_issued(), before_gather + 2) << "the gather and its backward's all-reduce";
 }
 
-TEST(ProcessGroup, NcclNeedsCuda) {
+TEST(Distributed, NcclNeedsCuda) {
   WorkerEnv w = env_for(0, 2, 1);
   try {
     ProcessGroup::init(w, "nccl", false, 5s);
@@ -380,7 +380,7 @@ TEST(ProcessGroup, NcclNeedsCuda) {
   }
 }
 
-TEST(ProcessGroup, Collectives) {
+TEST(Distributed, Collectives) {
   const int W = 3;
   run_ranks(W, [&](int rank, ProcessGroup& pg) {
     EXPECT_EQ(pg.rank(), rank);
@@ -442,7 +442,7 @@ TEST(ProcessGroup, Collectives) {
   });
 }
 
-TEST(ProcessGroup, RendezvousTimeoutNamesTheMissingRank) {
+TEST(Distributed, RendezvousTimeoutNamesTheMissingRank) {
   const int port = free_port();
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -456,7 +456,7 @@ TEST(ProcessGroup, RendezvousTimeoutNamesTheMissingRank) {
   EXPECT_LT(seconds_since(t0), 10.0);
 }
 
-TEST(ProcessGroup, ClientSaysItCannotReachTheStore) {
+TEST(Distributed, ClientSaysItCannotReachTheStore) {
   const int port = free_port();  // nobody listens there
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -471,7 +471,7 @@ TEST(ProcessGroup, ClientSaysItCannotReachTheStore) {
   EXPECT_LT(seconds_since(t0), 15.0);
 }
 
-TEST(ProcessGroup, CollectiveWithAnAbsentRankTimesOut) {
+TEST(Distributed, CollectiveWithAnAbsentRankTimesOut) {
   std::promise<void> rank0_done;
   auto done = rank0_done.get_future().share();
   double elapsed = 0;
@@ -509,7 +509,7 @@ TEST(ProcessGroup, CollectiveWithAnAbsentRankTimesOut) {
   EXPECT_LT(elapsed, 8.0) << message;
 }
 
-TEST(ProcessGroup, PeerThatLeavesIsReported) {
+TEST(Distributed, PeerThatLeavesIsReported) {
   std::string message;
   double elapsed = 0;
   run_ranks(
@@ -543,7 +543,7 @@ at::Tensor rank_loss(const at::Tensor& gathered, int rank, int64_t rows) {
          0.1 * mine.pow(2).sum();
 }
 
-TEST(AllGatherWithGrad, MatchesSingleProcessGradientOfTheMeanLoss) {
+TEST(Distributed, AllGatherWithGradMatchesSingleProcessGradientOfTheMeanLoss) {
   const int W = 2;
   const int64_t B = 3, Din = 5, D = 4;
   at::manual_seed(7);
@@ -627,7 +627,7 @@ void expect_grads_near(const std::vector<at::Tensor>& got, const std::vector<at:
                                                         << (got[i] - want[i]).abs().max();
 }
 
-TEST(GradSync, AveragesGradientsAcrossRanksWithSmallBuckets) {
+TEST(Distributed, GradSyncAveragesGradientsAcrossRanksWithSmallBuckets) {
   const int W = 2;
   const auto init = mlp_init();
   const std::vector<at::Tensor> x = {at::randn({5, 8}), at::randn({5, 8})};
@@ -667,7 +667,7 @@ TEST(GradSync, AveragesGradientsAcrossRanksWithSmallBuckets) {
   }
 }
 
-TEST(GradSync, AccumulationSumsMicroStepsThenAverages) {
+TEST(Distributed, GradSyncAccumulationSumsMicroStepsThenAverages) {
   const int W = 2;
   const auto init = mlp_init();
   // x[r][a]: rank r, micro-step a
@@ -710,7 +710,7 @@ TEST(GradSync, AccumulationSumsMicroStepsThenAverages) {
   for (int r = 0; r < W; ++r) expect_grads_near(got[r], want, r);
 }
 
-TEST(GradSync, ParameterWithoutGradientOnOneRank) {
+TEST(Distributed, GradSyncParameterWithoutGradientOnOneRank) {
   const int W = 2;
   const auto init = mlp_init();
   const std::vector<at::Tensor> x = {at::randn({5, 8}), at::randn({5, 8})};
@@ -745,7 +745,7 @@ TEST(GradSync, ParameterWithoutGradientOnOneRank) {
 // buffers and all-reduces the gradients in place. Same averages as the copying layout, with
 // gradient accumulation, a parameter without a gradient on one rank, and, in the second
 // step, one .grad replaced by a tensor of its own (that one is copied, as before).
-TEST(GradSync, BucketsAreViewsOfTheOptimizersFlatGradients) {
+TEST(Distributed, GradSyncBucketsAreViewsOfTheOptimizersFlatGradients) {
   const int W = 2;
   const auto init = mlp_init();
   const std::vector<std::vector<at::Tensor>> x = {{at::randn({4, 8}), at::randn({4, 8})},
@@ -800,7 +800,7 @@ TEST(GradSync, BucketsAreViewsOfTheOptimizersFlatGradients) {
 // parameter without a gradient on two ranks. Each rank's shard then holds its stretch of
 // the gradient averaged over the ranks and summed over the micro-steps, and no .grad
 // (no whole gradient) is left anywhere.
-TEST(GradSync, ZeroTwoShardsHoldTheAveragedGradients) {
+TEST(Distributed, GradSyncZeroTwoShardsHoldTheAveragedGradients) {
   const int W = 3;
   const auto init = mlp_init();
   std::vector<std::vector<at::Tensor>> x(W);
@@ -858,7 +858,7 @@ TEST(GradSync, ZeroTwoShardsHoldTheAveragedGradients) {
 
 // fp16 overflow on one rank only: the averaged gradients carry its inf to every rank, so
 // every rank skips the step and halves its loss scale, and the ranks stay identical.
-TEST(GradSync, AnOverflowOnOneRankMakesEveryRankSkipTheStep) {
+TEST(Distributed, GradSyncAnOverflowOnOneRankMakesEveryRankSkipTheStep) {
   const int W = 2;
   const auto init = mlp_init();
   const std::vector<at::Tensor> x = {at::randn({5, 8}), at::randn({5, 8})};
@@ -885,7 +885,7 @@ TEST(GradSync, AnOverflowOnOneRankMakesEveryRankSkipTheStep) {
   }
 }
 
-TEST(GradSync, SingleProcessIsANoOp) {
+TEST(Distributed, GradSyncSingleProcessIsANoOp) {
   auto pg = ProcessGroup::single();
   Mlp m = Mlp::from(mlp_init());
   GradSync sync(*pg, m.params, 1 << 20);

@@ -167,9 +167,9 @@ struct GradCacheCase {
   bool recipe = false;  // Matryoshka, masks, distillation (loss_settings_of)
 };
 
-class GradCacheEquivalence : public ::testing::TestWithParam<GradCacheCase> {};
+class GradCache : public ::testing::TestWithParam<GradCacheCase> {};
 
-TEST_P(GradCacheEquivalence, WithoutDropoutItIsThePlainStep) {
+TEST_P(GradCache, WithoutDropoutItIsThePlainStep) {
   const GradCacheCase c = GetParam();
   SentenceEmbedder model = make_model(0.0, c.pooling);
   PairBatch b = pair_batch(10, c.hard_negatives);
@@ -181,7 +181,7 @@ TEST_P(GradCacheEquivalence, WithoutDropoutItIsThePlainStep) {
   EXPECT_GT(plain.loss, 0);
 }
 
-TEST_P(GradCacheEquivalence, WithDropoutItIsTheWholeGraphOfTheSameMasks) {
+TEST_P(GradCache, WithDropoutItIsTheWholeGraphOfTheSameMasks) {
   const GradCacheCase c = GetParam();
   SentenceEmbedder model = make_model(0.1, c.pooling);
   PairBatch b = pair_batch(10, c.hard_negatives);
@@ -199,7 +199,7 @@ TEST_P(GradCacheEquivalence, WithDropoutItIsTheWholeGraphOfTheSameMasks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    LossesPoolingsNegatives, GradCacheEquivalence,
+    LossesPoolingsNegatives, GradCache,
     ::testing::Values(GradCacheCase{"pairwise_sigmoid", Pooling::Cls, false, 4},
                       GradCacheCase{"infonce", Pooling::Mean, false, 3},
                       GradCacheCase{"infonce", Pooling::Cls, true, 4},

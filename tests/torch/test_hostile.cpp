@@ -109,7 +109,7 @@ std::string environ_value(pid_t pid, const std::string& name) {
 // A 2-worker job on one node: the rendezvous goes through a file in a private directory
 // (no store port at all), every socket of the job (Gloo's) is on the loopback interface,
 // and the directory is gone afterwards.
-TEST(Exposure, SingleNodeJobListensOnLoopbackOnly) {
+TEST(Hostile, SingleNodeJobListensOnLoopbackOnly) {
   auto d = fresh_dir("exposure");
   json c = tiny_config(d / "out");
   c["train"]["max_steps"] = 3;
@@ -643,14 +643,14 @@ std::vector<std::string> half_written_files(const fs::path& dir) {
   return found;
 }
 
-class Catalogue : public ::testing::TestWithParam<Case> {};
+class Hostile : public ::testing::TestWithParam<Case> {};
 
 // What gtest prints for a failing case: its name, not its bytes.
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 }  // namespace
 
-TEST_P(Catalogue, FailsCleanlyWithAMessageThatNamesTheProblem) {
+TEST_P(Hostile, FailsCleanlyWithAMessageThatNamesTheProblem) {
   const Case& c = GetParam();
   const fs::path dir = fresh_dir("bad-" + c.name);
   json cfg = tiny_config(dir / "out");
@@ -669,5 +669,5 @@ TEST_P(Catalogue, FailsCleanlyWithAMessageThatNamesTheProblem) {
   EXPECT_LT(std::count(r.output.begin(), r.output.end(), '\n'), 40) << r.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(BadInputs, Catalogue, ::testing::ValuesIn(catalogue()),
+INSTANTIATE_TEST_SUITE_P(BadInputs, Hostile, ::testing::ValuesIn(catalogue()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });

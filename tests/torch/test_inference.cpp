@@ -2,13 +2,15 @@
 // by a tiny training run: the .npy format, input order with mixed lengths, batching that
 // does not change an embedding, --normalize, progress on stderr; eval's retrieval metrics
 // against values computed by hand and its STS correlations against the cosines of
-// `encode`'s own output.
+// `encode`'s own output. And encode on a plain Hugging Face folder against Hugging Face's
+// own outputs.
 #include <array>
 #include <cmath>
 #include <numeric>
 #include <regex>
 
 #include "e2e_support.h"
+#include "../core/golden_fixture.h"
 
 using namespace e2e;
 
@@ -323,6 +325,89 @@ TEST_F(EncodeEval, StsCorrelationsAreThoseOfTheCosines) {
   for (size_t i = 0; i < pairs.size(); ++i) cos.push_back(cosine(e[2 * i], e[2 * i + 1]));
   EXPECT_NEAR(m["pearson"].get<double>(), pearson(cos, gold), 1e-5);
   EXPECT_NEAR(m["spearman"].get<double>(), pearson(ranks(cos), ranks(gold)), 1e-5);
+}
+
+// `encode` and `eval` on a folder written by training: .npy and JSONL agree, in input
+// order; and on a plain Hugging Face folder, `encode --pooling cls` reproduces Hugging
+// Face's own [CLS] outputs for the golden texts (tokenizer + model, end to end).
+TEST_F(EncodeEval, ReadTheFolderATrainingRunWrote) {
+  auto d = fresh_dir("encode");
+  json cfg = tiny_config(d / "out");
+  cfg["train"]["max_steps"] = 2;
+  auto r = train(d, cfg, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string model = (d / "out" / "final").string();
+  const fs::path texts = fs::path(kSrc) / "tests/fixtures/golden/texts.txt";
+  r = run(kBin + "/embed-train encode --model " + model + " --input " + texts.string() + " --output " +
+          (d / "e.npy").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(kBin + "/embed-train encode --model " + model + " --input " + texts.string() + " --output " +
+          (d / "e.jsonl").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  std::vector<std::string> sentences;
+  {
+    std::ifstream in(texts);
+    std::string line;
+    while (std::getline(in, line)) sentences.push_back(line);
+  }
+  std::ifstream npy(d / "e.npy", std::ios::binary);
+  std::string blob((std::istreambuf_iterator<char>(npy)), {});
+  ASSERT_EQ(blob.substr(0, 6), "\x93NUMPY");
+  const size_t header = 10 + size_t(uint8_t(blob[8])) + 256 * size_t(uint8_t(blob[9]));
+  EXPECT_NE(blob.find("'shape': (" + std::to_string(sentences.size()) + ", 16)"), std::string::npos);
+  ASSERT_EQ(blob.size(), header + sentences.size() * 16 * 4);
+  std::ifstream jl(d / "e.jsonl");
+  std::string line;
+  size_t row = 0;
+  while (std::getline(jl, line)) {
+    json j = json::parse(line);
+    ASSERT_LT(row, sentences.size());
+    EXPECT_EQ(j["text"], sentences[row]);
+    auto e = j["embedding"].get<std::vector<float>>();
+    ASSERT_EQ(e.size(), 16u);
+    for (size_t k = 0; k < 16; ++k) {
+      float v;
+      std::memcpy(&v, blob.data() + header + (row * 16 + k) * 4, 4);
+      EXPECT_EQ(v, e[k]) << "row " << row;
+    }
+    ++row;
+  }
+  EXPECT_EQ(row, sentences.size());
+
+  r = run(kBin + "/embed-train eval --model " + model + " --data " + kBin + "/test-data/eval.jsonl --json " +
+          (d / "m.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream mj(d / "m.json");
+  json m = json::parse(mj);
+  EXPECT_EQ(m["pairs"], 1000);
+  EXPECT_GE(m["recall@10"].get<double>(), m["recall@1"].get<double>());
+}
+
+TEST_F(EncodeEval, EncodeAPlainHuggingFaceFolderMatchesHuggingFace) {
+  auto d = fresh_dir("encode-hf");
+  const fs::path folder = d / "bert-tiny-a";
+  fs::create_directories(folder);
+  const fs::path golden = fs::path(kSrc) / "tests/fixtures/golden";
+  const fs::path built = golden::golden_model_dir("bert-tiny-a");
+  fs::copy_file(built / "config.json", folder / "config.json");
+  fs::copy_file(built / "model.safetensors", folder / "model.safetensors");
+  fs::copy_file(golden / "vocab.txt", folder / "vocab.txt");
+  std::ofstream(folder / "tokenizer_config.json") << R"({"do_lower_case": true, "model_max_length": 64})";
+  auto r = run(kBin + "/embed-train encode --model " + folder.string() + " --pooling cls --input " +
+               (golden / "texts.txt").string() + " --output " + (d / "e.jsonl").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream expected(golden / "bert-tiny-a/expected.jsonl"), got(d / "e.jsonl");
+  std::string le, lg;
+  int rows = 0;
+  while (std::getline(expected, le) && std::getline(got, lg)) {
+    auto want = json::parse(le)["cls"].get<std::vector<float>>();
+    auto have = json::parse(lg)["embedding"].get<std::vector<float>>();
+    ASSERT_EQ(want.size(), have.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(have[k], want[k], 1e-4) << "text " << rows;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 19);
 }
 
 }  // namespace

@@ -106,7 +106,7 @@ void expect_runs_agree(const fs::path& one, const fs::path& two) {
 
 }  // namespace
 
-TEST(SameTextMask, TwoWorkersWithDuplicatesAcrossRanksTrainWhatOneWorkerTrains) {
+TEST(LossRecipes, SameTextMaskTwoWorkersWithDuplicatesAcrossRanksTrainWhatOneWorkerTrains) {
   ASSERT_EQ(expected_masked(), 24);  // paris 4 times, puppy 3, the others twice: 9 + 4 + 11
   for (const char* type : {"pairwise_sigmoid", "infonce"}) {
     SCOPED_TRACE(type);
@@ -131,7 +131,7 @@ TEST(SameTextMask, TwoWorkersWithDuplicatesAcrossRanksTrainWhatOneWorkerTrains) 
 // fewer candidate rows: with the file order, rank 0's half has 2 negatives a pair, rank 1's
 // 1 or none, and the cross-rank gather joins blocks of different sizes (each rank counts
 // every rank's rows from the batch plan).
-TEST(SameTextMask, RanksWithDifferentNumbersOfHardNegativesTrainWhatOneWorkerTrains) {
+TEST(LossRecipes, SameTextMaskRanksWithDifferentNumbersOfHardNegativesTrainWhatOneWorkerTrains) {
   const fs::path one = fresh_dir("ragged1"), two = fresh_dir("ragged2");
   const fs::path data = one / "ragged.jsonl";
   {
@@ -195,7 +195,7 @@ json last_eval(const fs::path& out) {
 
 // Matryoshka sizes, distillation and the mask, trained on 2 workers with GradCache and
 // ZeRO-2, against the plain step of 1 worker: the same losses, gradients and weights.
-TEST(Recipes, MatryoshkaDistillationAndMasksOnTwoWorkersWithGradCacheAndZeroTrainThePlainModel) {
+TEST(LossRecipes, MatryoshkaDistillationAndMasksOnTwoWorkersWithGradCacheAndZeroTrainThePlainModel) {
   const fs::path one = fresh_dir("recipe1"), two = fresh_dir("recipe2");
   const fs::path data = write_pairs(one, true), eval = eval_pairs(one);
   RunResult r1 = train(one, recipe_config(one, data, eval), 1);
@@ -223,7 +223,7 @@ TEST(Recipes, MatryoshkaDistillationAndMasksOnTwoWorkersWithGradCacheAndZeroTrai
 
 // Each size's metrics are those of the written folder loaded by sentence-transformers
 // with truncate_dim (the README's way to use a smaller size).
-TEST(Recipes, EachSizesEvaluationIsSentenceTransformersWithTruncateDim) {
+TEST(LossRecipes, EachSizesEvaluationIsSentenceTransformersWithTruncateDim) {
   std::string error;
   const fs::path dir = shared_run(
       "matryoshka-eval",
@@ -268,7 +268,7 @@ struct BadInput {
 
 }  // namespace
 
-TEST(Recipes, BadInputStopsTheRunWithAMessageThatNamesIt) {
+TEST(LossRecipes, BadInputStopsTheRunWithAMessageThatNamesIt) {
   const std::vector<BadInput> cases = {
       {"MatryoshkaSizeBeyondTheEmbedding",
        [](const fs::path&, json& c) { c["loss"]["matryoshka_dims"] = {32, 8}; },

@@ -43,7 +43,7 @@ bool same(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
 
 }  // namespace
 
-TEST(LossScaler, DisabledScalerChangesNothing) {
+TEST(Precision, DisabledLossScalerChangesNothing) {
   LossScaler off;
   EXPECT_FALSE(off.enabled());
   EXPECT_EQ(off.scale(), 1.0);
@@ -53,7 +53,7 @@ TEST(LossScaler, DisabledScalerChangesNothing) {
   EXPECT_EQ(off.scale(), 1.0);
 }
 
-TEST(LossScaler, OverflowSkipsTheStepAndHalvesTheScale) {
+TEST(Precision, OverflowSkipsTheStepAndHalvesTheLossScale) {
   TinyProblem t;
   LossScaler scaler(65536, 2000);
   const auto before = t.values();
@@ -71,7 +71,7 @@ TEST(LossScaler, OverflowSkipsTheStepAndHalvesTheScale) {
   EXPECT_EQ(t.optimizer.steps_taken(), 0) << "a skipped step advanced AdamW's step count";
 }
 
-TEST(LossScaler, GrowsAfterGrowthIntervalFiniteStepsInARow) {
+TEST(Precision, LossScaleGrowsAfterGrowthIntervalFiniteStepsInARow) {
   TinyProblem t;
   LossScaler scaler(8, 3);
   const auto step = [&](float g) {
@@ -94,7 +94,7 @@ TEST(LossScaler, GrowsAfterGrowthIntervalFiniteStepsInARow) {
 
 // Gradients that carry the scale S give exactly the update of the true gradients: the
 // reported norm is the true one and clipping acts on the true norm.
-TEST(LossScaler, ScaledGradientsGiveTheUnscaledUpdate) {
+TEST(Precision, ScaledGradientsGiveTheUnscaledUpdate) {
   for (double max_norm : {0.0, 100.0, 0.5}) {  // no clipping, not reached, clipping
     TinyProblem plain, scaled;
     LossScaler off, scaler(1024, 2000);
@@ -109,7 +109,7 @@ TEST(LossScaler, ScaledGradientsGiveTheUnscaledUpdate) {
   }
 }
 
-TEST(LossScaler, StateSurvivesACheckpoint) {
+TEST(Precision, LossScalerStateSurvivesACheckpoint) {
   at::manual_seed(1);
   BertConfig c;
   c.vocab_size = 50;

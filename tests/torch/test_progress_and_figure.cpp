@@ -91,7 +91,7 @@ json progress_config(const fs::path& out) {
 
 }  // namespace
 
-TEST(ConsoleProgress, OnATerminalOneLineUpdatesInPlaceAndLogLinesStayWhole) {
+TEST(ProgressAndFigure, OnATerminalOneLineUpdatesInPlaceAndLogLinesStayWhole) {
   auto d = fresh_dir("progress-tty");
   const fs::path config = write_config(d, progress_config(d / "out"));
   auto r = run_on_terminal({kBin + "/embed-train", "--config", config.string()}, {"OMP_NUM_THREADS=1", "TERM=xterm"});
@@ -114,7 +114,7 @@ TEST(ConsoleProgress, OnATerminalOneLineUpdatesInPlaceAndLogLinesStayWhole) {
   EXPECT_EQ(step_lines, 3);
 }
 
-TEST(ConsoleProgress, InAPipePlainLinesWithAnEta) {
+TEST(ProgressAndFigure, InAPipePlainLinesWithAnEta) {
   auto d = fresh_dir("progress-pipe");
   const fs::path config = write_config(d, progress_config(d / "out"));
   auto r = run(kThreads + "TERM=xterm " + kBin + "/embed-train --config " + config.string());
@@ -126,7 +126,7 @@ TEST(ConsoleProgress, InAPipePlainLinesWithAnEta) {
   EXPECT_NE(r.output.find("step 12/12 loss"), std::string::npos);
 }
 
-TEST(RunFigure, TrainingLeavesMetricsSvgWithOnePointPerLoggedStep) {
+TEST(ProgressAndFigure, TrainingLeavesMetricsSvgWithOnePointPerLoggedStep) {
   auto d = fresh_dir("figure");
   json cfg = tiny_config(d / "out");
   cfg["train"]["max_steps"] = 6;

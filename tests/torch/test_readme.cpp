@@ -160,7 +160,7 @@ TEST(Docs, ConfigTableHasEveryKeyWithTheProgramsDefault) {
                                        << ")";
 }
 
-TEST(Readme, MostUsedConfigKeysHaveTheProgramsDefault) {
+TEST(Docs, ReadmesMostUsedConfigKeysHaveTheProgramsDefault) {
   const std::map<std::string, json> defaults = program_defaults();
   ASSERT_FALSE(defaults.empty());
   const auto rows = short_config_table(readme_text());
@@ -177,7 +177,7 @@ TEST(Readme, MostUsedConfigKeysHaveTheProgramsDefault) {
   }
 }
 
-TEST(Readme, IsAFrontDoorWithTheSetUpCommandsAndTheGuides) {
+TEST(Docs, ReadmeIsAFrontDoorWithTheSetUpCommandsAndTheGuides) {
   const auto lines = lines_of(readme_text());
   auto has_line = [&](const std::string& wanted) {
     for (const auto& l : lines)
@@ -453,7 +453,7 @@ TEST(Docs, NoRunnableExampleIsLost) {
   for (const auto& ex : examples) EXPECT_TRUE(names.insert(ex.name).second) << "two examples named " << ex.name;
 }
 
-TEST(Readme, RunnableExamplesRun) {
+TEST(Docs, RunnableExamplesRun) {
   const auto examples = all_runnable_examples();
   ASSERT_FALSE(examples.empty());
   ASSERT_EQ(examples.front().name, "train-demo") << "the README's quick start must come first";

@@ -546,7 +546,7 @@ json init_config(const fs::path& out, const fs::path& init, int projection_dim) 
 
 std::vector<float> tensor_of(const fs::path& file, const std::string& name) { return weights(file).at(name); }
 
-TEST(StFolderTraining, ModelInitKeepsPoolingDenseNormalizeAndLowerCasing) {
+TEST(StFolder, ModelInitKeepsPoolingDenseNormalizeAndLowerCasing) {
   const fs::path work = fresh_dir("st-init");
   StSpec spec;
   spec.transformer_path = "0_Transformer";
@@ -595,7 +595,7 @@ TEST(StFolderTraining, ModelInitKeepsPoolingDenseNormalizeAndLowerCasing) {
   }
 }
 
-TEST(StFolderTraining, NormalizeWithoutDenseBecomesModuleTwoAndAutoPoolingFollowsTheFolder) {
+TEST(StFolder, NormalizeWithoutDenseBecomesModuleTwoAndAutoPoolingFollowsTheFolder) {
   const fs::path work = fresh_dir("st-init-cls");
   StSpec spec;
   spec.pooling = "cls_token";
@@ -613,7 +613,7 @@ TEST(StFolderTraining, NormalizeWithoutDenseBecomesModuleTwoAndAutoPoolingFollow
   EXPECT_EQ(json::parse(read_file(final_dir / "sentence_bert_config.json"))["do_lower_case"], false);
 }
 
-TEST(StFolderTraining, AutoPoolingOfAPlainHuggingFaceFolderIsCls) {
+TEST(StFolder, AutoPoolingOfAPlainHuggingFaceFolderIsCls) {
   const fs::path work = fresh_dir("st-init-hf");
   const fs::path hf = work / "hf";
   fs::create_directories(hf);
@@ -629,7 +629,7 @@ TEST(StFolderTraining, AutoPoolingOfAPlainHuggingFaceFolderIsCls) {
   EXPECT_EQ(json::parse(read_file(final_dir / "embed_train.json"))["normalize"], false);
 }
 
-TEST(StFolderTraining, ProjectionDimDecidesTheDenseLayer) {
+TEST(StFolder, ProjectionDimDecidesTheDenseLayer) {
   const fs::path work = fresh_dir("st-init-projection");
   StSpec with_dense;
   with_dense.dense = dense_weights(8, kHidden);

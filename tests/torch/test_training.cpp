@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "e2e_support.h"
-#include "../core/golden_fixture.h"
 #include "compat/torch_compat.h"
 
 using namespace e2e;
@@ -40,7 +39,7 @@ TEST(Training, OneProcessLearnsAndIsRepeatable) {
 
 // In-batch negatives are per micro-batch, so runs with the same micro-batches must train
 // the same model: W workers x A accumulation steps, for equal W x A.
-TEST(DataParallel, TwoWorkersEqualOneWorkerWithAccumulation) {
+TEST(Training, TwoWorkersEqualOneWorkerWithAccumulation) {
   auto one = fresh_dir("w1a2"), two = fresh_dir("w2a1");
   json c1 = tiny_config(one / "out");
   c1["train"]["grad_accum_steps"] = 2;
@@ -53,7 +52,7 @@ TEST(DataParallel, TwoWorkersEqualOneWorkerWithAccumulation) {
   expect_same_model(one / "out", two / "out", 1e-5);
 }
 
-TEST(DataParallel, TwoWorkersTimesTwoEqualOneWorkerTimesFour) {
+TEST(Training, TwoWorkersTimesTwoEqualOneWorkerTimesFour) {
   auto one = fresh_dir("w1a4"), two = fresh_dir("w2a2");
   json c1 = tiny_config(one / "out");
   c1["train"]["grad_accum_steps"] = 4;
@@ -72,7 +71,7 @@ TEST(DataParallel, TwoWorkersTimesTwoEqualOneWorkerTimesFour) {
 // identity on one rank; the loss over gathered candidates sums in another order, so the
 // model is the one of no group to rounding. (On a GPU this is what checks NCCL with one
 // device.)
-TEST(DataParallel, OneWorkerInAGroupOfOneTrainsThePlainModel) {
+TEST(Training, OneWorkerInAGroupOfOneTrainsThePlainModel) {
   auto config = [](const fs::path& dir, const std::string& backend) {
     json c = tiny_config(dir / "out");
     c["train"]["max_steps"] = 6;
@@ -99,7 +98,7 @@ TEST(DataParallel, OneWorkerInAGroupOfOneTrainsThePlainModel) {
 }
 
 // Two launchers with --nnodes 2 form one job of two ranks, like one launcher --nproc 2.
-TEST(DataParallel, TwoLaunchersEqualOneLauncher) {
+TEST(Training, TwoLaunchersEqualOneLauncher) {
   auto one = fresh_dir("nodes1"), two = fresh_dir("nodes2");
   auto r1 = train(one, tiny_config(one / "out"), 2);
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
@@ -123,7 +122,7 @@ TEST(DataParallel, TwoLaunchersEqualOneLauncher) {
 
 // Cross-rank negatives: 2 workers x 8 pairs, each query scored against all 16 positives,
 // equal 1 worker x 16 pairs.
-TEST(DataParallel, CrossRankNegativesEqualOneBigMicroBatch) {
+TEST(Training, CrossRankNegativesEqualOneBigMicroBatch) {
   auto one = fresh_dir("xr1"), two = fresh_dir("xr2");
   json c1 = tiny_config(one / "out");
   json c2 = tiny_config(two / "out");
@@ -138,7 +137,7 @@ TEST(DataParallel, CrossRankNegativesEqualOneBigMicroBatch) {
 
 // Evaluation spreads the pairs over the ranks and gathers: the metrics must equal a
 // single-process evaluation's, with a tail chunk that does not divide evenly.
-TEST(DataParallel, EvaluationIsTheSameAtWorldSizeOneAndTwo) {
+TEST(Training, EvaluationIsTheSameAtWorldSizeOneAndTwo) {
   auto one = fresh_dir("ev1"), two = fresh_dir("ev2");
   // 150 eval pairs: chunks of 64, 64 and 22.
   const fs::path eval = one / "eval.jsonl";
@@ -168,7 +167,7 @@ TEST(DataParallel, EvaluationIsTheSameAtWorldSizeOneAndTwo) {
 }
 
 // A rank that dies mid-run: the launcher stops the rest and names the root cause.
-TEST(DataParallel, ARankThatDiesIsReportedAndTheOthersStop) {
+TEST(Training, ARankThatDiesIsReportedAndTheOthersStop) {
   auto d = fresh_dir("dies");
   json c = tiny_config(d / "out");
   c["train"]["max_steps"] = 100000;
@@ -181,7 +180,7 @@ TEST(DataParallel, ARankThatDiesIsReportedAndTheOthersStop) {
 
 // Without a launcher to stop it, a surviving rank must not hang: its next collective
 // fails within dist.timeout_s with an error that says what happened.
-TEST(DataParallel, ASurvivingRankEndsWithAnErrorNotAHang) {
+TEST(Training, ASurvivingRankEndsWithAnErrorNotAHang) {
   auto d = fresh_dir("survivor");
   json c = tiny_config(d / "out");
   c["train"]["max_steps"] = 100000;
@@ -226,7 +225,7 @@ double mean_of(const std::vector<double>& values, size_t begin, size_t end) {
 // follows the fp32 run's on the same data: the means over windows of 10 steps agree
 // within 1%, while the curve itself falls by over 10% (measured here: ~17%, and bf16
 // within 0.02% of fp32 — a model this narrow rounds little).
-TEST(MixedPrecision, Bf16TrainsAndFollowsTheFp32LossCurve) {
+TEST(Training, Bf16TrainsAndFollowsTheFp32LossCurve) {
   auto fp32 = fresh_dir("fp32"), bf16 = fresh_dir("bf16");
   auto config = [](const fs::path& out, const std::string& precision) {
     json c = tiny_config(out);
@@ -256,7 +255,7 @@ TEST(MixedPrecision, Bf16TrainsAndFollowsTheFp32LossCurve) {
 
 // Activation checkpointing recomputes the same operations with the same dropout masks:
 // 2 workers with dropout on train bit for bit the model of the run without it.
-TEST(ActivationCheckpointing, TwoWorkersTrainTheSameModel) {
+TEST(Training, WithActivationCheckpointingTwoWorkersTrainTheSameModel) {
   auto plain = fresh_dir("ckpt-off"), ckpt = fresh_dir("ckpt-on");
   json c = tiny_config(plain / "out");
   c["model"]["dropout"] = 0.1;
@@ -278,7 +277,7 @@ TEST(ActivationCheckpointing, TwoWorkersTrainTheSameModel) {
 
 // On a GPU (skipped without one; one worker, as a machine may have one GPU): fp16 with
 // loss scaling and bf16 follow the fp32 loss curve, and the metrics report GPU memory.
-TEST(MixedPrecision, OnAGpuFp16AndBf16FollowFp32) {
+TEST(Training, OnAGpuFp16AndBf16FollowFp32) {
   if (ddp_embed::compat::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   std::map<std::string, std::vector<double>> loss;
   for (const char* precision : {"fp32", "fp16", "bf16"}) {
@@ -309,7 +308,7 @@ TEST(MixedPrecision, OnAGpuFp16AndBf16FollowFp32) {
 }
 
 // fp16 autocast needs CUDA: on the CPU the run stops at start-up and says what to use.
-TEST(MixedPrecision, Fp16OnTheCpuIsAClearError) {
+TEST(Training, Fp16OnTheCpuIsAClearError) {
   auto d = fresh_dir("fp16-cpu");
   json c = tiny_config(d / "out");
   c["train"]["precision"] = "fp16";
@@ -319,85 +318,3 @@ TEST(MixedPrecision, Fp16OnTheCpuIsAClearError) {
   EXPECT_NE(r.output.find("train.precision fp16 needs CUDA; use bf16 on CPU"), std::string::npos) << r.output;
 }
 
-// `encode` and `eval` on a folder written by training: .npy and JSONL agree, in input
-// order; and on a plain Hugging Face folder, `encode --pooling cls` reproduces Hugging
-// Face's own [CLS] outputs for the golden texts (tokenizer + model, end to end).
-TEST(Inference, EncodeAndEvalReadTheModelFolder) {
-  auto d = fresh_dir("encode");
-  json cfg = tiny_config(d / "out");
-  cfg["train"]["max_steps"] = 2;
-  auto r = train(d, cfg, 1);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string model = (d / "out" / "final").string();
-  const fs::path texts = fs::path(kSrc) / "tests/fixtures/golden/texts.txt";
-  r = run(kBin + "/embed-train encode --model " + model + " --input " + texts.string() + " --output " +
-          (d / "e.npy").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run(kBin + "/embed-train encode --model " + model + " --input " + texts.string() + " --output " +
-          (d / "e.jsonl").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-
-  std::vector<std::string> sentences;
-  {
-    std::ifstream in(texts);
-    std::string line;
-    while (std::getline(in, line)) sentences.push_back(line);
-  }
-  std::ifstream npy(d / "e.npy", std::ios::binary);
-  std::string blob((std::istreambuf_iterator<char>(npy)), {});
-  ASSERT_EQ(blob.substr(0, 6), "\x93NUMPY");
-  const size_t header = 10 + size_t(uint8_t(blob[8])) + 256 * size_t(uint8_t(blob[9]));
-  EXPECT_NE(blob.find("'shape': (" + std::to_string(sentences.size()) + ", 16)"), std::string::npos);
-  ASSERT_EQ(blob.size(), header + sentences.size() * 16 * 4);
-  std::ifstream jl(d / "e.jsonl");
-  std::string line;
-  size_t row = 0;
-  while (std::getline(jl, line)) {
-    json j = json::parse(line);
-    ASSERT_LT(row, sentences.size());
-    EXPECT_EQ(j["text"], sentences[row]);
-    auto e = j["embedding"].get<std::vector<float>>();
-    ASSERT_EQ(e.size(), 16u);
-    for (size_t k = 0; k < 16; ++k) {
-      float v;
-      std::memcpy(&v, blob.data() + header + (row * 16 + k) * 4, 4);
-      EXPECT_EQ(v, e[k]) << "row " << row;
-    }
-    ++row;
-  }
-  EXPECT_EQ(row, sentences.size());
-
-  r = run(kBin + "/embed-train eval --model " + model + " --data " + kBin + "/test-data/eval.jsonl --json " +
-          (d / "m.json").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::ifstream mj(d / "m.json");
-  json m = json::parse(mj);
-  EXPECT_EQ(m["pairs"], 1000);
-  EXPECT_GE(m["recall@10"].get<double>(), m["recall@1"].get<double>());
-}
-
-TEST(Inference, EncodeAPlainHuggingFaceFolderMatchesHuggingFace) {
-  auto d = fresh_dir("encode-hf");
-  const fs::path folder = d / "bert-tiny-a";
-  fs::create_directories(folder);
-  const fs::path golden = fs::path(kSrc) / "tests/fixtures/golden";
-  const fs::path built = golden::golden_model_dir("bert-tiny-a");
-  fs::copy_file(built / "config.json", folder / "config.json");
-  fs::copy_file(built / "model.safetensors", folder / "model.safetensors");
-  fs::copy_file(golden / "vocab.txt", folder / "vocab.txt");
-  std::ofstream(folder / "tokenizer_config.json") << R"({"do_lower_case": true, "model_max_length": 64})";
-  auto r = run(kBin + "/embed-train encode --model " + folder.string() + " --pooling cls --input " +
-               (golden / "texts.txt").string() + " --output " + (d / "e.jsonl").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::ifstream expected(golden / "bert-tiny-a/expected.jsonl"), got(d / "e.jsonl");
-  std::string le, lg;
-  int rows = 0;
-  while (std::getline(expected, le) && std::getline(got, lg)) {
-    auto want = json::parse(le)["cls"].get<std::vector<float>>();
-    auto have = json::parse(lg)["embedding"].get<std::vector<float>>();
-    ASSERT_EQ(want.size(), have.size());
-    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(have[k], want[k], 1e-4) << "text " << rows;
-    ++rows;
-  }
-  EXPECT_EQ(rows, 19);
-}

@@ -22,7 +22,7 @@
 
 using namespace e2e;
 
-TEST(ZeroShards, CoverTheBufferInOrderWithoutOverlap) {
+TEST(Zero, ShardsCoverTheBufferInOrderWithoutOverlap) {
   for (int64_t n : {0, 1, 7, 8, 9, 1000003})
     for (int world : {1, 2, 3, 4, 7}) {
       int64_t next = 0;
@@ -128,7 +128,7 @@ double relative_weight_distance(const fs::path& a, const fs::path& b) {
 // of the same elements with the same kernel: on the CPU the weights and the moments are bit for bit
 // the plain ones, unsharded and on a rank's shard (the shard's elements only: the others
 // are what share_shards, a no-op here, would bring).
-TEST(OptimizerOffload, ChunkedHostStepsAreThePlainStepsBitForBit) {
+TEST(Zero, OffloadedChunkedHostStepsAreThePlainStepsBitForBit) {
   for (const int64_t chunk : {int64_t(1) << 24, int64_t(256), int64_t(100), int64_t(1)}) {
     OffloadProblem plain(0), offloaded(chunk);
     EXPECT_FALSE(plain.optimizer->offloaded());
@@ -160,7 +160,7 @@ TEST(OptimizerOffload, ChunkedHostStepsAreThePlainStepsBitForBit) {
 
 // On a GPU: the moments in host memory, the parameters and gradients on the device, and
 // the host's kernel following the device's to its rounding.
-TEST(OptimizerOffload, OnAGpuTheHostStepFollowsTheDeviceStep) {
+TEST(Zero, OffloadedOnAGpuTheHostStepFollowsTheDeviceStep) {
   if (ddp_embed::compat::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const c10::Device cuda(c10::kCUDA, 0);
   OffloadProblem on_device(0, 0, 1, cuda), offloaded(256, 0, 1, cuda);
@@ -182,7 +182,7 @@ TEST(OptimizerOffload, OnAGpuTheHostStepFollowsTheDeviceStep) {
 // Each rank's fused AdamW over its shard is the same element-wise arithmetic on the same
 // values as over the whole buffer, and every rank then holds every shard: the weights
 // are bit for bit those of stage 0.
-TEST(ZeroOne, TwoWorkersTrainThePlainModelBitForBit) {
+TEST(Zero, StageOneOnTwoWorkersTrainsThePlainModelBitForBit) {
   const fs::path plain = fresh_dir("zero0"), sharded = fresh_dir("zero1");
   RunResult r0 = train(plain, zero_config(plain, 0), 2);
   ASSERT_EQ(r0.exit_code, 0) << r0.output;
@@ -208,7 +208,7 @@ TEST(ZeroOne, TwoWorkersTrainThePlainModelBitForBit) {
 // order). A checkpoint with only rank 0's shard of the moments would be off by about lr
 // in half the parameters. The stage-2 run has its optimizer offloaded and the 4-worker
 // stage-2 resume of the stage-1 checkpoint too: offloaded state is saved and read as any.
-TEST(ZeroOneAndTwo, ACheckpointResumesAtAnotherStageAndWorldSize) {
+TEST(Zero, ACheckpointResumesAtAnotherStageAndWorldSize) {
   struct Resume {
     const char* name;
     int stage, workers, accum;
@@ -252,7 +252,7 @@ TEST(ZeroOneAndTwo, ACheckpointResumesAtAnotherStageAndWorldSize) {
 // average is that sum times 1/2 (exact, as is stage 0's division by 2); the update is then
 // ZeRO-1's. So the weights are bit for bit those of stage 0. Each rank holds half the
 // gradients.
-TEST(ZeroTwo, TwoWorkersWithoutAccumulationTrainThePlainModelBitForBit) {
+TEST(Zero, StageTwoOnTwoWorkersWithoutAccumulationTrainsThePlainModelBitForBit) {
   const fs::path plain = fresh_dir("zero2-plain"), sharded = fresh_dir("zero2-sharded");
   auto config = [](const fs::path& dir, int stage) {
     json c = zero_config(dir, stage);
@@ -277,7 +277,7 @@ TEST(ZeroTwo, TwoWorkersWithoutAccumulationTrainThePlainModelBitForBit) {
 // all-reduces (a1 + a2) + (b1 + b2)) and the norm adds the shards' squares: the same
 // numbers to rounding (GradSync.ZeroTwoShardsHoldTheAveragedGradients checks the
 // gradients themselves to 1e-6). Clipping bites, so the sharded norm is exercised.
-TEST(ZeroTwo, TwoWorkersWithAccumulationAndClippingTrainThePlainModel) {
+TEST(Zero, StageTwoOnTwoWorkersWithAccumulationAndClippingTrainsThePlainModel) {
   const fs::path plain = fresh_dir("zero2-accum-plain"), sharded = fresh_dir("zero2-accum-sharded");
   RunResult r0 = train(plain, zero_config(plain, 0), 2);
   ASSERT_EQ(r0.exit_code, 0) << r0.output;
@@ -306,7 +306,7 @@ TEST(ZeroTwo, TwoWorkersWithAccumulationAndClippingTrainThePlainModel) {
 // GradCache under ZeRO-2: a micro-batch's chunks accumulate their gradients locally and
 // its last chunk's backward reduces them; with cross-rank negatives and dropout (the same
 // masks in both runs) the model is stage 0's with GradCache.
-TEST(ZeroTwo, GradCacheWithCrossRankNegativesTrainsThePlainModel) {
+TEST(Zero, StageTwoWithGradCacheAndCrossRankNegativesTrainsThePlainModel) {
   const fs::path plain = fresh_dir("zero2-gc-plain"), sharded = fresh_dir("zero2-gc-sharded");
   auto config = [](const fs::path& dir, int stage) {
     json c = zero_config(dir, stage);

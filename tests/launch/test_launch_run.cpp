@@ -121,7 +121,7 @@ TEST(LaunchRun, SlurmAllocationGivesMasterAndRunId) {
   EXPECT_NE(r.err.find("SLURM job 4242"), std::string::npos) << r.err;
 }
 
-TEST(LaunchPort, MasterPortZeroPicksOneEveryWorkerCanUse) {
+TEST(LaunchRun, MasterPortZeroPicksOneEveryWorkerCanUse) {
   TempDir dir;
   RunResult r = run_launcher(dir, {"--nproc", "2", "--master-port", "0", kWorker, "--print-env", "--rendezvous"},
                              {{"OMP_NUM_THREADS", "1"}});
@@ -132,7 +132,7 @@ TEST(LaunchPort, MasterPortZeroPicksOneEveryWorkerCanUse) {
   EXPECT_NE(r.out.find("[rank 0] rendezvous: rank 0 saw ranks 1"), std::string::npos) << r.out;
 }
 
-TEST(LaunchPort, PortInUseIsReportedBeforeAnyWorkerStarts) {
+TEST(LaunchRun, PortInUseIsReportedBeforeAnyWorkerStarts) {
   TempDir dir;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -154,7 +154,7 @@ TEST(LaunchPort, PortInUseIsReportedBeforeAnyWorkerStarts) {
   // (Nothing listens any more; this only shows that the check is skipped without error.)
 }
 
-TEST(LaunchLookup, ProgramOnPath) {
+TEST(LaunchRun, FindsProgramOnPath) {
   TempDir dir;
   mkdir((dir / "bin").c_str(), 0755);
   ASSERT_EQ(symlink(kWorker.c_str(), (dir / "bin/my-worker").c_str()), 0);
@@ -164,7 +164,7 @@ TEST(LaunchLookup, ProgramOnPath) {
   EXPECT_EQ(r.out, "[rank 0] found on PATH\n");
 }
 
-TEST(LaunchLookup, ProgramBesideTheLauncher) {
+TEST(LaunchRun, FindsProgramBesideTheLauncher) {
   TempDir dir;
   mkdir((dir / "install").c_str(), 0755);
   // A copy, not a link: /proc/self/exe names the real file.
@@ -178,7 +178,7 @@ TEST(LaunchLookup, ProgramBesideTheLauncher) {
   EXPECT_EQ(launcher.out(), "[rank 0] found beside\n");
 }
 
-TEST(LaunchLookup, MissingProgramExitsTwoWithAClearLine) {
+TEST(LaunchRun, MissingProgramExitsTwoWithAClearLine) {
   TempDir dir;
   RunResult r = run_launcher(dir, {"no-such-program-zz9", "--x"}, {{"PATH", "/usr/bin:/bin"}});
   EXPECT_EQ(r.status, 2);
@@ -255,7 +255,7 @@ bool well_formed(const std::string& line, const char* stream, int* rank, long* i
   return true;
 }
 
-TEST(LaunchOutput, LinesOfFourBusyWorkersAreNeverSplitOrInterleaved) {
+TEST(LaunchRun, LinesOfFourBusyWorkersAreNeverSplitOrInterleaved) {
   TempDir dir;
   const long kLines = 3000;
   RunResult r = run_launcher(dir, {"--nproc", "4", "--master-port", "0", "--log-dir", dir / "logs", kWorker,
@@ -284,7 +284,7 @@ TEST(LaunchOutput, LinesOfFourBusyWorkersAreNeverSplitOrInterleaved) {
   }
 }
 
-TEST(LaunchOutput, OverlongLinesAreSplitAndTheConsoleSaysSo) {
+TEST(LaunchRun, OverlongLinesAreSplitAndTheConsoleSaysSo) {
   TempDir dir;
   RunResult r = run_launcher(dir, {"--log-dir", dir / "logs", kWorker, "--long-line", "200000"});
   ASSERT_EQ(r.status, 0) << r.err;

@@ -35,7 +35,7 @@ std::map<std::string, std::string> as_map(const std::vector<std::string>& entrie
 
 // ---- SLURM node lists ----
 
-TEST(LaunchSlurm, ExpandsNodeLists) {
+TEST(LaunchLayout, ExpandsSlurmNodeLists) {
   using V = std::vector<std::string>;
   EXPECT_EQ(slurm::expand_nodelist("node1"), V{"node1"});
   EXPECT_EQ(slurm::expand_nodelist("a,b,c"), (V{"a", "b", "c"}));
@@ -48,13 +48,13 @@ TEST(LaunchSlurm, ExpandsNodeLists) {
   EXPECT_EQ(slurm::expand_nodelist("x[5,1-2]"), (V{"x5", "x1", "x2"}));
 }
 
-TEST(LaunchSlurm, RejectsMalformedNodeLists) {
+TEST(LaunchLayout, RejectsMalformedSlurmNodeLists) {
   for (const char* bad : {"", "gpu[01-04", "gpu01-04]", "a,,b", "gpu[]", "gpu[4-1]", "gpu[a-b]",
                           "gpu[1-2,]", "n[[1]]", "n[0-99999999999]", "a b"})
     EXPECT_THROW(slurm::expand_nodelist(bad), std::invalid_argument) << bad;
 }
 
-TEST(LaunchSlurm, LayoutComesFromSlurmInsideAnAllocation) {
+TEST(LaunchLayout, ComesFromSlurmInsideAnAllocation) {
   Environment env{{"SLURM_JOB_ID", "777"},
                   {"SLURM_JOB_NUM_NODES", "4"},
                   {"SLURM_NODEID", "2"},
@@ -73,7 +73,7 @@ TEST(LaunchSlurm, LayoutComesFromSlurmInsideAnAllocation) {
   EXPECT_NE(r.layout.notes[0].find("gpu07"), std::string::npos);
 }
 
-TEST(LaunchSlurm, SlurmNnodesAndStepVariablesAreRead) {
+TEST(LaunchLayout, SlurmNnodesAndStepVariablesAreRead) {
   Environment env{{"SLURM_JOB_ID", "5"}, {"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"},
                   {"SLURM_NODELIST", "b,a"}};
   LayoutResult r = layout_of({}, env);
@@ -93,7 +93,7 @@ TEST(LaunchSlurm, SlurmNnodesAndStepVariablesAreRead) {
   EXPECT_EQ(r.layout.run_id, "slurm-5.0");
 }
 
-TEST(LaunchSlurm, CommandLineOverridesSlurm) {
+TEST(LaunchLayout, CommandLineOverridesSlurm) {
   Environment env{{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NUM_NODES", "4"}, {"SLURM_NODEID", "3"},
                   {"SLURM_JOB_NODELIST", "gpu[1-4]"}};
   LayoutResult r = layout_of({"--nnodes", "2", "--node-rank", "0", "--master-addr", "me"}, env);
@@ -113,7 +113,7 @@ TEST(LaunchSlurm, CommandLineOverridesSlurm) {
 
 // What `srun --ntasks-per-node=1 ddp-launch --nproc gpu ...` (scripts/slurm/train.sbatch)
 // gives the launcher on the second node of a two-node allocation with 4 GPUs a node.
-TEST(LaunchSlurm, SecondNodeOfATwoNodeAllocationUnderSrun) {
+TEST(LaunchLayout, SecondNodeOfATwoNodeSlurmAllocationUnderSrun) {
   const Environment env{{"SLURM_JOB_ID", "4242"},        {"SLURM_JOB_NODELIST", "node[01-02]"},
                         {"SLURM_NNODES", "2"},           {"SLURM_JOB_NUM_NODES", "2"},
                         {"SLURM_NODEID", "1"},           {"SLURM_PROCID", "1"},
@@ -161,7 +161,7 @@ TEST(LaunchSlurm, SecondNodeOfATwoNodeAllocationUnderSrun) {
   EXPECT_EQ(r0.layout.run_id, r.layout.run_id);
 }
 
-TEST(LaunchSlurm, ErrorsInsideSlurm) {
+TEST(LaunchLayout, ErrorsInsideSlurm) {
   LayoutResult r = layout_of({}, {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NUM_NODES", "2"}});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("SLURM_NODEID is unset"), std::string::npos) << r.error;
@@ -247,7 +247,7 @@ TEST(LaunchLayout, CountsVisibleGpusWithoutCuda) {
 
 // ---- worker environment ----
 
-TEST(LaunchEnv, WorkerEnvironmentHasTorchrunNames) {
+TEST(LaunchLayout, WorkerEnvironmentHasTorchrunNames) {
   LayoutResult r = layout_of({"--nproc", "4", "--nnodes", "2", "--node-rank", "1", "--master-addr", "n0",
                               "--master-port", "4242", "--max-restarts", "3", "--run-id", "job7"});
   ASSERT_TRUE(r.ok) << r.error;
@@ -262,7 +262,7 @@ TEST(LaunchEnv, WorkerEnvironmentHasTorchrunNames) {
   EXPECT_EQ(env, expected);
 }
 
-TEST(LaunchEnv, DevicesAndThreads) {
+TEST(LaunchLayout, WorkerEnvironmentHasDevicesAndThreads) {
   LayoutResult r = layout_of({"--nproc", "2", "--devices", "3,7"});
   ASSERT_TRUE(r.ok) << r.error;
   auto env = as_map(build_worker_env({{"CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"}}, r.layout, 1, 0, 4));
@@ -280,7 +280,7 @@ TEST(LaunchEnv, DevicesAndThreads) {
 
 // A single-node job's store file: one name per attempt, inside a directory only this
 // user can enter, which disappears with everything in it.
-TEST(LaunchEnv, StoreFileIsPrivateAndPerAttempt) {
+TEST(LaunchLayout, StoreFileIsPrivateAndPerAttempt) {
   LayoutResult r = layout_of({"--nproc", "2"});
   ASSERT_TRUE(r.ok) << r.error;
   std::string dir;
@@ -306,7 +306,7 @@ TEST(LaunchEnv, StoreFileIsPrivateAndPerAttempt) {
   EXPECT_EQ(as_map(build_worker_env({}, r.layout, 0, 0, 0)).count("DDP_LAUNCH_STORE_FILE"), 0u);
 }
 
-TEST(LaunchEnv, EnvironmentFromEnvp) {
+TEST(LaunchLayout, WorkerEnvironmentFromEnvp) {
   char a[] = "A=1", b[] = "B=x=y", c[] = "A=2", d[] = "junk";
   char* envp[] = {a, b, c, d, nullptr};
   Environment env = environment_from(envp);
@@ -317,7 +317,7 @@ TEST(LaunchEnv, EnvironmentFromEnvp) {
 
 // ---- PROGRAM lookup ----
 
-TEST(LaunchLookup, PathThenBesideTheLauncher) {
+TEST(LaunchLayout, ProgramLookupTriesPathThenBesideTheLauncher) {
   TempDir dir;
   std::string first = dir / "first", second = dir / "second", beside = dir / "beside";
   for (const auto& d : {first, second, beside}) mkdir(d.c_str(), 0755);
@@ -342,7 +342,7 @@ TEST(LaunchLookup, PathThenBesideTheLauncher) {
 
 // ---- port ----
 
-TEST(LaunchPort, ProbeSeesAListenerAndPickFindsAFreePort) {
+TEST(LaunchLayout, PortProbeSeesAListenerAndPickFindsAFreePort) {
   int port = pick_free_port();
   ASSERT_GT(port, 0);
   EXPECT_EQ(probe_port(port), PortState::free);

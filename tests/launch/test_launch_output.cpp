@@ -56,7 +56,7 @@ WorkerExit exit_with(int rank, bool signaled, int value, WorkerExit::Fate fate, 
   return e;
 }
 
-TEST(LaunchReport, DescribesExitsAndSignals) {
+TEST(LaunchOutput, ReportDescribesExitsAndSignals) {
   using F = WorkerExit::Fate;
   EXPECT_EQ(describe_exit(exit_with(0, false, 7, F::failed)), "exit code 7");
   EXPECT_EQ(describe_exit(exit_with(0, true, SIGKILL, F::failed)),
@@ -87,7 +87,7 @@ FailureReport sample_report() {
   return r;
 }
 
-TEST(LaunchReport, TextReportNamesTheRootCauseFirst) {
+TEST(LaunchOutput, TextReportNamesTheRootCauseFirst) {
   std::string text = format_failure_report(sample_report());
   EXPECT_NE(text.find("root cause : rank 1 (local rank 1) on host host-a, pid 1001"), std::string::npos) << text;
   EXPECT_NE(text.find("exit       : exit code 7"), std::string::npos) << text;
@@ -103,7 +103,7 @@ TEST(LaunchReport, TextReportNamesTheRootCauseFirst) {
   EXPECT_NE(line.find("(restart 1 of 3)"), std::string::npos) << line;
 }
 
-TEST(LaunchReport, JsonHasTheSameFactsAndIsEscaped) {
+TEST(LaunchOutput, JsonReportHasTheSameFactsAndIsEscaped) {
   std::string json = format_failure_json(sample_report());
   EXPECT_NE(json.find("\"run_id\": \"run\\\"1\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"attempt\": 2"), std::string::npos);
@@ -116,7 +116,7 @@ TEST(LaunchReport, JsonHasTheSameFactsAndIsEscaped) {
   EXPECT_EQ(json.find('\xff'), std::string::npos);
 }
 
-TEST(LaunchReport, TimestampIsUtcIso8601) {
+TEST(LaunchOutput, ReportTimestampIsUtcIso8601) {
   std::string t = utc_timestamp_now();
   ASSERT_EQ(t.size(), 24u) << t;
   EXPECT_EQ(t[10], 'T');

@@ -1,10 +1,11 @@
 // What a training run reads and what it trains, built the same on every rank:
 //
-//   load_inputs     the init folder (a pretrained model), the tokenizer, the training and
-//                   evaluation pairs, tokenized
-//   build_trainee   the model, AdamW over its flat parameter groups, data parallelism
-//                   applied (parallel/data_parallel.h), the fp16 loss scaler, the peak lr
-//   resume          the checkpoint to continue from (output.resume), or step 0
+//   load_inputs                 the init folder (a pretrained model), the tokenizer, the
+//                               training and evaluation pairs, tokenized
+//   build_model_under_training  the model, AdamW over its flat parameter groups, data
+//                               parallelism applied (parallel/data_parallel.h), the fp16
+//                               loss scaler, the peak lr
+//   resume                      the checkpoint to continue from (output.resume), or step 0
 #pragma once
 
 #include <map>
@@ -53,8 +54,9 @@ BatchPlan make_batch_plan(const Config& cfg, const PairDataset& train, int world
 // Hard negatives per query for each source: its own negatives_per_query, else data's.
 std::vector<int> negatives_per_source(const Config& cfg, size_t sources);
 
-// The model being trained and what updates it, identical on every rank.
-struct Trainee {
+// The model being trained and what updates it (AdamW, data parallelism, the fp16 loss
+// scaler, the peak learning rate), identical on every rank.
+struct ModelUnderTraining {
   SentenceEmbedder model;
   FlatAdamW optimizer;
   std::unique_ptr<DataParallel> data_parallel;
@@ -67,13 +69,13 @@ struct Trainee {
 std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double weight_decay);
 
 // total_steps and micro_batch only go into the log line that describes the run.
-Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int64_t total_steps,
-                      int64_t micro_batch);
+ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w, const Inputs& in,
+                                              int64_t total_steps, int64_t micro_batch);
 
 // output.resume: "auto" takes the newest checkpoint that loads (skipping broken ones with
 // a warning), a path takes that one, "never" starts at step 0. Every rank must land on
 // the same step.
-TrainPosition resume(const Config& cfg, ProcessGroup& pg, Trainee& t);
+TrainPosition resume(const Config& cfg, ProcessGroup& pg, ModelUnderTraining& t);
 
 // What the written model folder says beyond the weights (model/model_folder.h).
 ModelFolderOptions output_folder_options(const Config& cfg, const Inputs& in);

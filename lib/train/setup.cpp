@@ -1,4 +1,4 @@
-#include "train/trainee.h"
+#include "train/setup.h"
 
 #include <cctype>
 
@@ -37,8 +37,8 @@ void check_projection_against_init(const Config& cfg, const ModelFolderLayout& i
                              " to train it further (a projection of another size would replace it)");
 }
 
-// model.init, read once before anything is loaded: a Hugging Face BERT folder or a
-// sentence-transformers folder around one (model/model_folder.h). Its problems, and a
+// model.init, read once before anything is loaded: a Hugging Face folder (BERT,
+// XLM-RoBERTa, Qwen3) or a sentence-transformers folder around one (model/model_folder.h). Its problems, and a
 // model.projection_dim that does not fit its Dense layer, are errors naming its files
 // before any data is read.
 std::optional<ModelFolderLayout> read_init_folder(const Config& cfg) {
@@ -308,8 +308,8 @@ std::vector<int> negatives_per_source(const Config& cfg, size_t sources) {
   return out;
 }
 
-Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int64_t total_steps,
-                      int64_t micro_batch) {
+ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w, const Inputs& in,
+                                              int64_t total_steps, int64_t micro_batch) {
   ProcessGroup& pg = *w.pg;
   SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
   check_matryoshka_dims(cfg, model);
@@ -345,11 +345,11 @@ Trainee build_trainee(const Config& cfg, const Worker& w, const Inputs& in, int6
                decoder ? arch.qwen3.num_heads : arch.bert.num_heads, pooling_name(model->pooling()),
                cfg.model.projection_dim, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
                peak_lr, cfg.train.lr_scaling == "none" ? "" : " (" + cfg.train.lr_scaling + "-scaled)");
-  return Trainee{model, std::move(optimizer), std::move(data_parallel), make_loss_scaler(w.precision, cfg.train),
-                 peak_lr};
+  return ModelUnderTraining{model, std::move(optimizer), std::move(data_parallel),
+                            make_loss_scaler(w.precision, cfg.train), peak_lr};
 }
 
-TrainPosition resume(const Config& cfg, ProcessGroup& pg, Trainee& t) {
+TrainPosition resume(const Config& cfg, ProcessGroup& pg, ModelUnderTraining& t) {
   TrainPosition pos;
   if (cfg.output.resume != "never") {
     const std::vector<std::string> candidates = cfg.output.resume == "auto"
