@@ -19,8 +19,9 @@
 
 #include "config/key_suggest.h"
 #include "config/value_reader.h"
-#include "util/utf8.h"
+#include "util/hash.h"
 #include "util/json_input.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 namespace {
@@ -441,13 +442,7 @@ nlohmann::json config_to_json(const Config& c) {
 uint64_t config_hash(const Config& c) {
   // FNV-1a over the compact dump; nlohmann::json keeps object keys sorted, so the text
   // depends only on the values.
-  const std::string text = config_to_json(c).dump();
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : text) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
+  return fnv1a64(config_to_json(c).dump(), kFnv1a64ShortOffset);
 }
 
 }  // namespace ddp_embed

@@ -1,9 +1,10 @@
 #include "config/key_suggest.h"
 
 #include <algorithm>
-#include <cctype>
 #include <limits>
 #include <map>
+
+#include "util/text.h"
 
 namespace ddp_embed {
 namespace {
@@ -46,11 +47,11 @@ const std::map<std::string, std::string>& known_aliases() {
   return aliases;
 }
 
-std::string normalize(std::string s) {
-  for (char& ch : s) {
-    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+// Case, '-' and ' ' aside: "Learning-Rate" is "learning_rate".
+std::string normalize(const std::string& text) {
+  std::string s = ascii_lower(text);
+  for (char& ch : s)
     if (ch == '-' || ch == ' ') ch = '_';
-  }
   return s;
 }
 

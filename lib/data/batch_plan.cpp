@@ -9,6 +9,7 @@
 #include "data/index_permutation.h"
 #include "data/sampler.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace ddp_embed {
 namespace {
@@ -25,8 +26,6 @@ template <class Map>
 void trim_cache(Map& cache) {
   while (cache.size() > kCacheEntries) cache.erase(cache.begin());  // the oldest epoch or pass
 }
-
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 // Shares `total` steps by `weights` with the largest remainders (Hamilton's method):
 // each gets ⌊total·w/W⌋, and the steps left over go one each to the largest fractional
@@ -106,7 +105,7 @@ BatchPlan::BatchPlan(std::vector<PlanSource> sources, const PlanSettings& settin
       throw std::invalid_argument("batch plan: the sources' pairs must follow one another");
   int64_t total = 0;
   for (const auto& s : sources_) {
-    if (s.size <= 0) throw std::invalid_argument("data.train source " + quoted(s.name) + " has no pairs");
+    if (s.size <= 0) throw std::invalid_argument("data.train source " + json_quoted(s.name) + " has no pairs");
     total += s.size;
   }
   if (keys_ && keys_->size() < sources_.back().begin + sources_.back().size)
@@ -125,7 +124,7 @@ BatchPlan::BatchPlan(std::vector<PlanSource> sources, const PlanSettings& settin
       const PlanSource& src = sources_[s];
       if (src.size < B && settings_.drop_last)
         throw std::invalid_argument(
-            "data.train[" + std::to_string(s) + "] (source " + quoted(src.name) + ") has " + std::to_string(src.size) +
+            "data.train[" + std::to_string(s) + "] (source " + json_quoted(src.name) + ") has " + std::to_string(src.size) +
             " pairs, fewer than one global batch (train.batch_size = " + std::to_string(B) +
             "): lower train.batch_size, set data.drop_last=false to let its batches wrap around, "
             "or give it more pairs");
@@ -163,7 +162,7 @@ std::vector<std::string> BatchPlan::describe() const {
   if (batches_have_sources() && sources_.size() > 1) {
     plan += ", each from one source:";
     for (size_t s = 0; s < sources_.size(); ++s)
-      plan += fmt::format("{} {} {} ({:.1f}%)", s == 0 ? "" : ",", quoted(sources_[s].name),
+      plan += fmt::format("{} {} {} ({:.1f}%)", s == 0 ? "" : ",", json_quoted(sources_[s].name),
                           lanes_[s].batches_per_epoch, 100.0 * double(lanes_[s].batches_per_epoch) / double(steps_per_epoch_));
     if (streams()) plan += "; each source read in passes of its own";
   } else if (sources_.size() > 1) {
@@ -175,7 +174,7 @@ std::vector<std::string> BatchPlan::describe() const {
     if (lanes_[l].size < B)
       lines.push_back(fmt::format("batch plan: {} has {} pairs, fewer than one global batch ({}): its batches wrap "
                                   "around and repeat pairs (data.drop_last false)",
-                                  batches_have_sources() ? "source " + quoted(sources_[l].name) : "the training set",
+                                  batches_have_sources() ? "source " + json_quoted(sources_[l].name) : "the training set",
                                   lanes_[l].size, B));
   return lines;
 }
@@ -293,7 +292,7 @@ std::shared_ptr<const BatchPlan::DedupedPass> BatchPlan::deduped(int lane, int64
     if (auto it = cache.find(pass); it != cache.end()) return it->second;
   }
   auto out = std::make_shared<const DedupedPass>(dedupe_pass(lane, pass));
-  const std::string where = fmt::format("{}, {} {}", batches_have_sources() ? "source " + quoted(sources_[size_t(lane)].name)
+  const std::string where = fmt::format("{}, {} {}", batches_have_sources() ? "source " + json_quoted(sources_[size_t(lane)].name)
                                                                              : std::string("the training set"),
                                         streams() ? "pass" : "epoch", pass);
   if (out->report.left_out > 0)

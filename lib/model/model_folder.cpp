@@ -235,7 +235,8 @@ std::vector<ModuleEntry> read_modules(const fs::path& modules_file) {
 
 // ---- reading: each module -------------------------------------------------------------
 
-std::string quoted(const fs::path& p) {
+// A path as a Python string literal in a shell command's double quotes: 'PATH'.
+std::string python_string(const fs::path& p) {
   std::string text = "'";
   text += p.string();
   text += "'";
@@ -244,12 +245,12 @@ std::string quoted(const fs::path& p) {
 
 // Where a folder holds only pickled weights: the one-line conversion to safetensors.
 std::string hugging_face_conversion(const fs::path& dir) {
-  return "python -c \"from transformers import AutoModel; AutoModel.from_pretrained(" + quoted(dir) +
-         ").save_pretrained(" + quoted(dir) + ", safe_serialization=True)\"";
+  return "python -c \"from transformers import AutoModel; AutoModel.from_pretrained(" + python_string(dir) +
+         ").save_pretrained(" + python_string(dir) + ", safe_serialization=True)\"";
 }
 std::string sentence_transformers_conversion(const fs::path& root) {
-  return "python -c \"from sentence_transformers import SentenceTransformer; SentenceTransformer(" + quoted(root) +
-         ").save(" + quoted(root) + ", safe_serialization=True)\"";
+  return "python -c \"from sentence_transformers import SentenceTransformer; SentenceTransformer(" + python_string(root) +
+         ").save(" + python_string(root) + ", safe_serialization=True)\"";
 }
 
 // dir/model.safetensors, which must exist. Pickled PyTorch weights are never read (loading

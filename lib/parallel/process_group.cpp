@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -23,6 +22,8 @@
 #include "parallel/dist_messages.h"
 #include "parallel/network.h"
 #include "parallel/rendezvous.h"
+#include "util/hash.h"
+#include "util/text.h"
 
 namespace ddp_embed {
 
@@ -30,11 +31,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // The peer address in a Gloo error ("[pair.cc:545] Read error [10.0.0.2]:3821: Connection
 // reset by peer"): the first "[...]:" whose inside is an IP address; "" when none is.
@@ -112,7 +108,7 @@ struct ProcessGroup::Impl {
   // Turns a c10d/Gloo/NCCL failure into a DistError that says which collective failed, how,
   // and which ranks never reached it (rendezvous.h, describe_missing_ranks).
   [[noreturn]] void fail(const std::string& what, std::uint64_t seq_no, const std::string& err) {
-    const std::string e = lower(err);
+    const std::string e = ascii_lower(err);
     std::string how = "failed";
     if (e.find("timed out") != std::string::npos || e.find("timeout") != std::string::npos) {
       how = "did not complete within " + seconds_str(timeout);
@@ -207,7 +203,7 @@ void ignore_broken_pipes() { std::signal(SIGPIPE, SIG_IGN); }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std::string& backend_in,
                                                  bool cuda_available, std::chrono::seconds timeout_s) {
-  const std::string backend = lower(backend_in);
+  const std::string backend = ascii_lower(backend_in);
   if (backend != "auto" && backend != "gloo" && backend != "nccl")
     throw DistError("unknown dist.backend '" + backend_in + "' (expected auto, gloo or nccl)");
   // A single process connects to nothing, unless ddp-launch or torchrun started it (they
@@ -495,11 +491,8 @@ std::int64_t ProcessGroup::allreduce_max_int(std::int64_t value) {
 // ---- checksum ------------------------------------------------------------------------
 std::uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors) {
   // FNV-1a over 64-bit words (then the tail bytes), with dtype and shape mixed in.
-  std::uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](std::uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ULL;
-  };
+  std::uint64_t h = kFnv1a64ShortOffset;
+  auto mix = [&h](std::uint64_t v) { h = fnv1a64_mix(h, v); };
   for (const auto& t0 : tensors) {
     at::Tensor t = t0.detach().to(at::kCPU).contiguous();
     mix(static_cast<std::uint64_t>(t.scalar_type()));

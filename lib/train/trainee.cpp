@@ -1,7 +1,5 @@
 #include "train/trainee.h"
 
-#include <cctype>
-
 #include <cmath>
 #include <filesystem>
 
@@ -11,6 +9,7 @@
 #include "model/weights.h"
 #include "train/prepare.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -188,8 +187,7 @@ std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double w
   FlatAdamW::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
   for (auto& item : model->named_parameters()) {
     if (!item.value().requires_grad()) continue;  // frozen (LoRA): no gradient, no state
-    std::string name = item.key();
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string name = ascii_lower(item.key());
     const bool exempt = name.find("layernorm") != std::string::npos || name.find("rmsnorm") != std::string::npos ||
                         name.find("_norm") != std::string::npos || name.find(".norm.") != std::string::npos ||
                         name.rfind("norm.", 0) == 0 ||
