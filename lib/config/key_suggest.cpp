@@ -142,4 +142,19 @@ std::string nearest_key(const std::string& unknown, const std::vector<std::strin
   return best;
 }
 
+std::string nearest_value(const std::string& typed, const std::vector<std::string>& valid) {
+  const std::string t = normalize(typed);
+  const size_t limit = t.size() / 4;
+  std::string best;
+  size_t best_cost = std::numeric_limits<size_t>::max();
+  for (const auto& name : valid) {
+    const size_t d = edit_distance(t, normalize(name));
+    if (d <= limit && d < best_cost) {
+      best_cost = d;
+      best = name;
+    }
+  }
+  return best;
+}
+
 }  // namespace ddp_embed

@@ -57,25 +57,6 @@ std::vector<int64_t> apportion(int64_t total, const std::vector<double>& weights
 
 }  // namespace
 
-Mixing parse_mixing(std::string_view name) {
-  if (name == "proportional") return Mixing::Proportional;
-  if (name == "weighted") return Mixing::Weighted;
-  if (name == "round_robin") return Mixing::RoundRobin;
-  if (name == "mixed") return Mixing::Mixed;
-  throw std::invalid_argument("data.mixing: unknown mode \"" + std::string(name) +
-                              "\" (proportional, weighted, round_robin or mixed)");
-}
-
-std::string_view mixing_name(Mixing mixing) {
-  switch (mixing) {
-    case Mixing::Proportional: return "proportional";
-    case Mixing::Weighted: return "weighted";
-    case Mixing::RoundRobin: return "round_robin";
-    case Mixing::Mixed: return "mixed";
-  }
-  return "?";
-}
-
 std::vector<PlanSource> plan_sources(const std::vector<SourceRange>& ranges, const std::vector<double>& weights) {
   std::vector<PlanSource> out;
   for (size_t s = 0; s < ranges.size(); ++s)
@@ -157,7 +138,7 @@ std::vector<int64_t> BatchPlan::steps_per_epoch_by_source() const {
 
 std::vector<std::string> BatchPlan::describe() const {
   const int64_t B = settings_.global_batch;
-  std::string plan = fmt::format("batch plan: data.mixing {}, {} steps an epoch of {} pairs", mixing_name(mixing()),
+  std::string plan = fmt::format("batch plan: data.mixing {}, {} steps an epoch of {} pairs", choice_name(mixing()),
                                  steps_per_epoch_, B);
   if (batches_have_sources() && sources_.size() > 1) {
     plan += ", each from one source:";

@@ -53,15 +53,11 @@
 #include <string_view>
 #include <vector>
 
+#include "config/choices.h"  // Mixing
 #include "data/index_permutation.h"
 #include "data/pairs.h"
 
 namespace ddp_embed {
-
-enum class Mixing { Proportional, Weighted, RoundRobin, Mixed };
-// data.mixing's names: "proportional", "weighted", "round_robin", "mixed".
-Mixing parse_mixing(std::string_view name);  // throws std::invalid_argument
-std::string_view mixing_name(Mixing mixing);
 
 // One source as the plan sees it: its pairs are [begin, begin + size) of the dataset.
 struct PlanSource {

@@ -7,17 +7,6 @@
 
 namespace ddp_embed {
 
-LossSettings loss_settings(const LossConfig& loss) {
-  LossSettings s;
-  s.type = loss.type;
-  s.temperature = loss.temperature;
-  s.matryoshka_dims = loss.matryoshka_dims;
-  s.matryoshka_weights = loss.matryoshka_weights;
-  s.distill_weight = loss.distill.weight;
-  s.distill_temperature = loss.distill.temperature;
-  return s;
-}
-
 StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, double lr) {
   const int accum = c.cfg.train.grad_accum_steps;
   DataParallel& dp = *c.t.data_parallel;
@@ -38,12 +27,12 @@ StepOutcome train_step(StepContext& c, StepBatches& batches, int64_t step, doubl
     };
     at::Tensor loss;
     if (c.cfg.train.gradcache_chunk > 0) {
-      loss = gradcache_forward_backward(c.t.model, b, {c.cfg.train.gradcache_chunk, c.w.precision, c.w.device}, c.loss,
-                                        c.exchange, prepare_loss, c.t.loss_scaler, &dp, &out.masked);
+      loss = gradcache_forward_backward(c.t.model, b, {c.cfg.train.gradcache_chunk, c.w.precision, c.w.device},
+                                        c.cfg.loss, c.exchange, prepare_loss, c.t.loss_scaler, &dp, &out.masked);
     } else {
       {
         AutocastScope autocast(c.w.precision, c.w.device);  // the forward only; backward runs outside it
-        const PairLoss pair = c.t.model->forward(b.query, b.pos, b.neg, c.loss, c.exchange, b.labels);
+        const PairLoss pair = c.t.model->forward(b.query, b.pos, b.neg, c.cfg.loss, c.exchange, b.labels);
         loss = prepare_loss(pair.loss);
         out.masked += pair.masked;
       }

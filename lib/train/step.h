@@ -24,13 +24,9 @@ struct StepContext {
   const Config& cfg;
   Worker& w;
   Trainee& t;
-  LossSettings loss;
   CandidateExchange exchange;    // cross-rank negatives, when on
   const FaultInjection* faults;  // null outside the tests
 };
-
-// The loss settings of the run (the config's loss section, as model/loss.h takes them).
-LossSettings loss_settings(const LossConfig& loss);
 
 struct StepOutcome {
   at::Tensor loss;  // the step's loss on this rank, summed on the device (double)

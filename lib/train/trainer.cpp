@@ -142,8 +142,8 @@ int run_training(const Config& cfg) {
   spdlog::info("start-up took {:.2f}s (peak RSS {:.0f} MB); training", startup_s, peak_rss_mb());
 
   const std::unique_ptr<FaultInjection> faults = FaultInjection::from_env(w.env.restart_count);
-  StepContext step_context{cfg, w, t, loss_settings(cfg.loss),
-                           t.data_parallel->candidate_exchange(cfg.loss.cross_rank_negatives), faults.get()};
+  StepContext step_context{cfg, w, t, t.data_parallel->candidate_exchange(cfg.loss.cross_rank_negatives),
+                           faults.get()};
   t.model->train();
   BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps, negatives_per_source(cfg, in.train.sources.size()),
                      cfg.train.seed, pos.epoch, pos.step_in_epoch, total_steps - pos.step, /*pin=*/w.device.is_cuda());

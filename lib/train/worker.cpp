@@ -42,11 +42,12 @@ std::string cpu_blas() {
 // the log). Local rank r takes cuda:(r % visible), the device its NCCL process group uses
 // too; with ddp-launch --devices each worker sees only its own GPU (CUDA_VISIBLE_DEVICES),
 // which is then cuda:0.
-c10::Device choose_device(const std::string& wanted, const WorkerEnv& env) {
-  if (wanted == "cpu") return c10::Device(c10::kCPU);  // before asking: asking loads CUDA where there is a driver
+c10::Device choose_device(TrainDevice wanted, const WorkerEnv& env) {
+  // The CPU before asking: asking loads CUDA where there is a driver.
+  if (wanted == TrainDevice::Cpu) return c10::Device(c10::kCPU);
   const int visible = compat::cuda_device_count();
-  if (wanted == "auto" && visible == 0) return c10::Device(c10::kCPU);
-  if (wanted == "auto" && env.local_world_size > visible) {
+  if (wanted == TrainDevice::Auto && visible == 0) return c10::Device(c10::kCPU);
+  if (wanted == TrainDevice::Auto && env.local_world_size > visible) {
     spdlog::warn("train.device auto: {} workers on this machine but {} visible GPU{}: training on the CPU (set "
                  "train.device cuda to share GPUs, with dist.backend gloo)",
                  env.local_world_size, visible, visible > 1 ? "s" : "");
@@ -114,9 +115,9 @@ Worker set_up_worker(const Config& cfg) {
   compat::prepare_device(w.device);  // CUDA: its module loaded, the device current, before NCCL and any allocation
   spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(w.env), w.threads, cpu_blas(), TORCH_VERSION);
   if (w.env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", w.env.restart_count);
-  w.precision = parse_precision(cfg.train.precision);
+  w.precision = cfg.train.precision;
   check_precision_for_device(w.precision, w.device);
-  spdlog::info("device {}, precision {}{}{}", w.device.str(), precision_name(w.precision),
+  spdlog::info("device {}, precision {}{}{}", w.device.str(), choice_name(w.precision),
                cfg.train.activation_checkpointing ? ", activation checkpointing" : "",
                cfg.train.gradcache_chunk > 0 ? fmt::format(", GradCache chunks of {} sequences",
                                                            cfg.train.gradcache_chunk)
