@@ -71,15 +71,20 @@ PairKeys query_and_positive_keys(const PairDataset& data) {
   return keys;
 }
 
+int64_t split_global_batch(int64_t global_batch, int world_size, int accum_steps) {
+  const int64_t parts = int64_t(world_size) * accum_steps;
+  if (global_batch <= 0 || parts <= 0 || global_batch % parts != 0)
+    throw std::invalid_argument("train.batch_size (" + std::to_string(global_batch) +
+                                ") must be divisible by WORLD_SIZE (" + std::to_string(world_size) +
+                                ") x train.grad_accum_steps (" + std::to_string(accum_steps) +
+                                "): each rank's micro-batch must be whole");
+  return global_batch / parts;
+}
+
 BatchPlan::BatchPlan(std::vector<PlanSource> sources, const PlanSettings& settings, std::optional<PairKeys> dedupe)
     : sources_(std::move(sources)), settings_(settings), keys_(std::move(dedupe)) {
   const int64_t B = settings_.global_batch;
-  const int64_t parts = int64_t(settings_.world_size) * settings_.accum_steps;
-  if (B <= 0 || parts <= 0 || B % parts != 0)
-    throw std::invalid_argument("train.batch_size (" + std::to_string(B) + ") must be divisible by WORLD_SIZE (" +
-                                std::to_string(settings_.world_size) + ") x train.grad_accum_steps (" +
-                                std::to_string(settings_.accum_steps) + ")");
-  micro_batch_ = B / parts;
+  micro_batch_ = split_global_batch(B, settings_.world_size, settings_.accum_steps);
   if (sources_.empty()) throw std::invalid_argument("the training set has no sources");
   for (size_t s = 1; s < sources_.size(); ++s)
     if (sources_[s].begin != sources_[s - 1].begin + sources_[s - 1].size)

@@ -107,6 +107,11 @@ struct DedupeReport {
   int64_t repeats = 0;   // places filled with a repeated text after all (too few distinct texts)
 };
 
+// Each rank's micro-batch: train.batch_size split into WORLD_SIZE x train.grad_accum_steps
+// whole parts. Throws std::invalid_argument naming the keys when it does not split (the
+// worker asks as soon as it knows the world size, the plan again when it is made).
+int64_t split_global_batch(int64_t global_batch, int world_size, int accum_steps);
+
 class BatchPlan {
  public:
   // `dedupe`: the pairs' keys for data.dedupe_batches, else no dedupe. Throws

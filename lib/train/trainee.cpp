@@ -131,8 +131,9 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
     if (cfg.model.dropout > 0)
       spdlog::info("model.dropout {:g} does not apply: Qwen3 has no dropout", cfg.model.dropout);
   } else {
+    // The config's sizes were checked when it was read (lib/config), init's when its
+    // config.json was (model/bert.h); the model's constructor holds them as preconditions.
     arch.bert.hidden_dropout = arch.bert.attention_dropout = cfg.model.dropout;
-    if (!init) validate_bert_config(arch.bert, "model config");  // init's was, as its config.json was read
   }
   if (tokenizer.vocab_size() > arch.vocab_size())
     throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer.vocab_size()) +

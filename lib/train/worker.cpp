@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "compat/cuda_support.h"
+#include "data/batch_plan.h"
 #include "util/log.h"
 
 namespace fs = std::filesystem;
@@ -83,12 +84,7 @@ void prepare_output_dir(const std::string& dir, int rank) {
 
 // The world-size-dependent checks of the config, with the keys to change.
 void check_config_for_world(const Config& cfg, int world) {
-  const int64_t parts = int64_t(world) * cfg.train.grad_accum_steps;
-  if (cfg.train.batch_size % parts != 0)
-    throw std::runtime_error("train.batch_size " + std::to_string(cfg.train.batch_size) +
-                             " is not divisible by WORLD_SIZE " + std::to_string(world) +
-                             " x train.grad_accum_steps " + std::to_string(cfg.train.grad_accum_steps) +
-                             ": each rank's micro-batch would not be whole");
+  split_global_batch(cfg.train.batch_size, world, cfg.train.grad_accum_steps);  // before the data is read
   if (cfg.loss.cross_rank_negatives && world == 1)
     spdlog::info("loss.cross_rank_negatives has no effect with one worker");
 }
