@@ -19,8 +19,9 @@
 
 #include "config/key_suggest.h"
 #include "config/value_reader.h"
-#include "util/utf8.h"
+#include "util/hash.h"
 #include "util/json_input.h"
+#include "util/utf8.h"
 
 namespace ddp_embed {
 namespace {
@@ -31,7 +32,8 @@ using namespace config_detail;
 Rule stages() { Rule r; r.min = 0; r.max = 2; return r; }
 
 // The single list of config keys: (dotted path, field, rule). Adding a key means adding
-// one line here; reading, printing, hashing and "did you mean" all follow.
+// one line here; reading, printing, hashing and "did you mean" all follow. A closed
+// choice is an enum field: its table (config/choices.h) is its rule.
 template <class Visitor>
 void visit_fields(Config& c, Visitor& v) {
   ModelConfig& m = c.model;
@@ -46,21 +48,21 @@ void visit_fields(Config& c, Visitor& v) {
   positions.largest = std::numeric_limits<int32_t>::max();
   v("model.max_position", a.max_position, positions);
   v("model.dropout", m.dropout, fraction());
-  v("model.pooling", m.pooling, one_of({"auto", "cls", "mean", "lasttoken"}));
+  v("model.pooling", m.pooling, any());
   v("model.projection_dim", m.projection_dim, non_negative());
   v("model.prompts", m.prompts, any());
   v("model.lora_rank", m.lora_rank, non_negative());
   v("model.lora_alpha", m.lora_alpha, positive());
 
   TokenizerConfig& t = c.tokenizer;
-  v("tokenizer.type", t.type, one_of({"sentencepiece", "wordpiece"}));
+  v("tokenizer.type", t.type, any());
   v("tokenizer.path", t.path, non_empty());
   v("tokenizer.max_length", t.max_length, at_least(3));
   v("tokenizer.lower_case", t.lower_case, any());
 
   DataConfig& d = c.data;
   v("data.train", d.train, non_empty());
-  v("data.mixing", d.mixing, one_of({"proportional", "weighted", "round_robin", "mixed"}));
+  v("data.mixing", d.mixing, any());
   v("data.dedupe_batches", d.dedupe_batches, any());
   v("data.prepared", d.prepared, non_empty());
   v("data.eval", d.eval, non_empty());
@@ -71,7 +73,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("data.max_line_bytes", d.max_line_bytes, positive());
 
   LossConfig& l = c.loss;
-  v("loss.type", l.type, one_of({"pairwise_sigmoid", "infonce", "none"}));
+  v("loss.type", l.type, any());
   v("loss.temperature", l.temperature, positive());
   v("loss.cross_rank_negatives", l.cross_rank_negatives, any());
   v("loss.matryoshka_dims", l.matryoshka_dims, positive_size());
@@ -83,25 +85,25 @@ void visit_fields(Config& c, Visitor& v) {
   v("train.batch_size", tr.batch_size, positive());
   v("train.grad_accum_steps", tr.grad_accum_steps, at_least(1));
   v("train.lr", tr.lr, positive());
-  v("train.lr_scaling", tr.lr_scaling, one_of({"none", "linear", "sqrt"}));
+  v("train.lr_scaling", tr.lr_scaling, any());
   v("train.warmup_steps", tr.warmup_steps, non_negative());
-  v("train.schedule", tr.schedule, one_of({"linear", "cosine", "constant"}));
+  v("train.schedule", tr.schedule, any());
   v("train.weight_decay", tr.weight_decay, non_negative());
   v("train.max_grad_norm", tr.max_grad_norm, any());
   v("train.epochs", tr.epochs, at_least(1));
   v("train.max_steps", tr.max_steps, at_least(-1));
-  v("train.device", tr.device, one_of({"auto", "cpu", "cuda"}));
-  v("train.precision", tr.precision, one_of({"fp32", "bf16", "fp16"}));
+  v("train.device", tr.device, any());
+  v("train.precision", tr.precision, any());
   v("train.loss_scale_init", tr.loss_scale_init, positive());
   v("train.loss_scale_growth_interval", tr.loss_scale_growth_interval, at_least(1));
   v("train.activation_checkpointing", tr.activation_checkpointing, any());
-  v("train.optimizer_offload", tr.optimizer_offload, one_of({"none", "cpu"}));
+  v("train.optimizer_offload", tr.optimizer_offload, any());
   v("train.gradcache_chunk", tr.gradcache_chunk, non_negative());
   v("train.seed", tr.seed, non_negative());
   v("train.max_bad_steps", tr.max_bad_steps, at_least(1));
 
   DistConfig& ds = c.dist;
-  v("dist.backend", ds.backend, one_of({"auto", "nccl", "gloo"}));
+  v("dist.backend", ds.backend, any());
   v("dist.bucket_mb", ds.bucket_mb, positive());
   v("dist.timeout_s", ds.timeout_s, positive());
   v("dist.zero_stage", ds.zero_stage, stages());
@@ -126,13 +128,37 @@ constexpr size_t kMaxConfigBytes = 1 << 20;
 
 // ---- the valid keys ------------------------------------------------------------------
 
+template <class T>
+struct IsOptionalChoice : std::false_type {};
+template <class E>
+struct IsOptionalChoice<std::optional<E>> : std::bool_constant<is_choice_v<E>> {};
+
+// A field that holds a closed choice: an enum, "auto" or an enum (model.pooling), or
+// output.resume's mode or path.
+template <class T>
+constexpr bool holds_choice = is_choice_v<T> || IsOptionalChoice<T>::value || std::is_same_v<T, ResumeFrom>;
+
+// The spellings a choice field accepts, as messages list them.
+template <class T>
+std::vector<std::string> spellings_of() {
+  if constexpr (is_choice_v<T>) {
+    return choice_names<T>();
+  } else if constexpr (IsOptionalChoice<T>::value) {
+    return auto_or_choice_names<typename T::value_type>();
+  } else {
+    return choice_names<ResumeMode>();  // or a path
+  }
+}
+
 struct KeyCollector {
   std::vector<std::string> leaves;
   std::set<std::string> textual;  // keys that hold strings (names, paths, choices)
+  std::vector<std::pair<std::string, std::vector<std::string>>> choices;  // choice keys and their spellings
   template <class T>
   void operator()(const char* path, T&, const Rule&) {
     leaves.emplace_back(path);
-    if (std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>> ||
+    if constexpr (holds_choice<T>) choices.emplace_back(path, spellings_of<T>());
+    if (holds_choice<T> || std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>> ||
         std::is_same_v<T, std::vector<DataSource>>)
       textual.insert(path);
   }
@@ -264,7 +290,7 @@ void check_relations(const Config& c, const std::string& origin, std::vector<std
       if (sources[i].name == sources[j].name)
         errors.push_back(origin + ": data.train[" + std::to_string(i) + "] and data.train[" + std::to_string(j) +
                          "] are both named \"" + sources[i].name + "\": give each source a \"name\" of its own");
-  if (c.data.mixing == "mixed")
+  if (c.data.mixing == Mixing::Mixed)
     for (const auto& s : sources)
       if (s.negatives_per_query.value_or(c.data.negatives_per_query) !=
           sources.front().negatives_per_query.value_or(c.data.negatives_per_query))
@@ -280,7 +306,7 @@ void check_relations(const Config& c, const std::string& origin, std::vector<std
   if (!c.loss.matryoshka_weights.empty() && c.loss.matryoshka_weights.size() != dims.size())
     errors.push_back(origin + ": loss.matryoshka_weights has " + std::to_string(c.loss.matryoshka_weights.size()) +
                      " weights for " + std::to_string(dims.size()) + " loss.matryoshka_dims");
-  if (c.loss.type == "none" && !(c.loss.distill.weight > 0))
+  if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0))
     errors.push_back(origin + ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
 }
 
@@ -346,9 +372,22 @@ struct Writer {
     *at = to_json_value(field);
   }
   template <class T>
-  static json to_json_value(const T& v) { return json(v); }
+  static json to_json_value(const T& v) {
+    if constexpr (is_choice_v<T>)
+      return choice_name(v);
+    else
+      return json(v);
+  }
   static json to_json_value(const std::optional<std::string>& v) {
     return v ? json(*v) : json(nullptr);
+  }
+  template <class E>
+  static json to_json_value(const std::optional<E>& v) {
+    static_assert(is_choice_v<E>);
+    return v ? choice_name(*v) : std::string(kAutoChoice);
+  }
+  static json to_json_value(const ResumeFrom& r) {
+    return r.mode == ResumeMode::Path ? r.path : choice_name(r.mode);
   }
   // The plain form as a list of paths, as it is usually written; sources as objects.
   static json to_json_value(const std::vector<DataSource>& sources) {
@@ -438,16 +477,17 @@ nlohmann::json config_to_json(const Config& c) {
   return w.out;
 }
 
+std::vector<std::pair<std::string, std::vector<std::string>>> choice_keys() {
+  Config c;
+  KeyCollector k;
+  visit_fields(c, k);
+  return k.choices;
+}
+
 uint64_t config_hash(const Config& c) {
   // FNV-1a over the compact dump; nlohmann::json keeps object keys sorted, so the text
   // depends only on the values.
-  const std::string text = config_to_json(c).dump();
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : text) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
+  return fnv1a64(config_to_json(c).dump(), kFnv1a64ShortOffset);
 }
 
 }  // namespace ddp_embed

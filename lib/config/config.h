@@ -3,7 +3,14 @@
 // Data flows one way: load_config() reads a JSON file, applies `--set KEY=VALUE`
 // overrides, validates every key and value, and returns a Config that the rest of the
 // program only reads. Errors are ConfigError with a message naming the file, the key,
-// the bad value and, for unknown keys, the nearest valid spelling.
+// the bad value and, for unknown keys and mistyped choices, the nearest valid spelling.
+//
+// This is the one place that parses and validates the config: a closed choice arrives as
+// its enum (config/choices.h), and every rule the values alone decide is checked here,
+// once. The components take their section's struct (LossConfig, DistConfig ...) as it
+// is; what only the model can tell (a Matryoshka size against the embedding, the
+// tokenizer's vocabulary against model.vocab_size) is checked where the model is built
+// (train/trainee.cpp).
 #pragma once
 
 #include <cstdint>
@@ -12,11 +19,13 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "config/bert_config.h"
+#include "config/choices.h"
 
 namespace ddp_embed {
 
@@ -28,7 +37,8 @@ struct ModelConfig {
   std::optional<std::string> init;  // a Hugging Face BERT folder; its architecture wins
   BertConfig architecture;          // model.vocab_size ... model.max_position: a model from scratch
   double dropout = 0.1;             // both of the architecture's dropouts, pretrained or not
-  std::string pooling = "auto";  // auto (model.init's Pooling module, else cls; lasttoken for a decoder) | cls | mean | lasttoken
+  // "auto" is no value: model.init's Pooling module, else cls (lasttoken for a decoder).
+  std::optional<Pooling> pooling;
   int projection_dim = 128;     // 0 = no projection
   // Named texts put before inputs ("query" -> "query: "), written into the model folder
   // (config_sentence_transformers.json) beside those model.init brings; a name here wins.
@@ -40,7 +50,7 @@ struct ModelConfig {
 };
 
 struct TokenizerConfig {
-  std::string type = "sentencepiece";  // sentencepiece | wordpiece
+  TokenizerType type = TokenizerType::SentencePiece;
   std::string path = "runs/demo/tokenizer";
   int max_length = 64;
   bool lower_case = true;  // wordpiece only; a vocab folder's tokenizer_config.json wins
@@ -67,7 +77,7 @@ struct DataConfig {
   // How global batches are drawn from several sources (data/batch_plan.h): each from one
   // source, in proportion to the sources' sizes, to their weights, or in turn; or
   // "mixed", every batch from all of them.
-  std::string mixing = "proportional";  // proportional | weighted | round_robin | mixed
+  Mixing mixing = Mixing::Proportional;
   bool dedupe_batches = false;  // no text twice as a query or positive in one global batch
   // data.train's prepared folder (data/prepared.h): tokenized once and memory-mapped, made
   // by the run's ranks when it is not there; null = read and tokenize data.train at start.
@@ -89,7 +99,7 @@ struct DistillConfig {
 };
 
 struct LossConfig {
-  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce | none (distillation alone)
+  LossType type = LossType::PairwiseSigmoid;  // None: distillation alone
   double temperature = 0.05;
   bool cross_rank_negatives = false;
   // Matryoshka: the loss summed over the embedding cut to each size (descending);
@@ -103,29 +113,35 @@ struct TrainConfig {
   int64_t batch_size = 64;  // global pairs per optimizer step
   int grad_accum_steps = 1;
   double lr = 1e-4;
-  std::string lr_scaling = "none";  // none | linear | sqrt
+  LrScaling lr_scaling = LrScaling::None;
   int64_t warmup_steps = 50;
-  std::string schedule = "linear";  // linear | cosine | constant
+  Schedule schedule = Schedule::Linear;
   double weight_decay = 0.01;
   double max_grad_norm = 1.0;  // <= 0: no clipping
   int epochs = 1;
   int64_t max_steps = -1;  // > 0 overrides epochs
-  std::string device = "auto";     // auto (CUDA when available, else CPU) | cpu | cuda
-  std::string precision = "fp32";  // fp32 | bf16 | fp16 (fp16 needs CUDA)
+  TrainDevice device = TrainDevice::Auto;  // Auto: CUDA when available, else the CPU
+  Precision precision = Precision::Fp32;   // Fp16 needs CUDA
   double loss_scale_init = 65536;           // fp16: the first dynamic loss scale
   int64_t loss_scale_growth_interval = 2000;  // fp16: finite steps before the scale doubles
   bool activation_checkpointing = false;
-  std::string optimizer_offload = "none";  // none | cpu: AdamW's moments and update in host memory
+  OptimizerOffload optimizer_offload = OptimizerOffload::None;  // Cpu: AdamW's moments and update in host memory
   int64_t gradcache_chunk = 0;  // > 0: GradCache, this many sequences per forward (train/gradcache.h)
   uint64_t seed = 42;
   int max_bad_steps = 5;  // non-finite steps in a row before the run stops
 };
 
 struct DistConfig {
-  std::string backend = "auto";  // auto | nccl | gloo
+  DistBackend backend = DistBackend::Auto;
   double bucket_mb = 25;
   int timeout_s = 600;
   int zero_stage = 0;  // 0: replicated; 1: AdamW state sharded; 2: gradients too (parallel/data_parallel.h)
+};
+
+// output.resume: "auto" | "never" | a checkpoint path.
+struct ResumeFrom {
+  ResumeMode mode = ResumeMode::Auto;
+  std::string path;  // mode Path: the checkpoint folder
 };
 
 struct OutputConfig {
@@ -134,7 +150,7 @@ struct OutputConfig {
   int keep_last = 2;
   int64_t log_every = 10;
   int64_t eval_every = 200;  // 0 = only before the first step and at the end
-  std::string resume = "auto";  // auto | never | a checkpoint path
+  ResumeFrom resume;
   bool checkpoint_on_signal = true;
   int64_t profile_steps = 0;  // > 0: rank 0 records this many steps with LibTorch's profiler
 };
@@ -169,5 +185,10 @@ nlohmann::json config_to_json(const Config& c);
 // A stable hash of config_to_json(c): ranks compare it to catch a rank started with a
 // different configuration.
 uint64_t config_hash(const Config& c);
+
+// The keys that take a closed choice, in table order, each with the spellings it accepts
+// as messages list them: {"model.pooling", {"auto", "cls", "mean", "lasttoken"}},
+// {"output.resume", {"auto", "never"}} (or any other text: a checkpoint path) ...
+std::vector<std::pair<std::string, std::vector<std::string>>> choice_keys();
 
 }  // namespace ddp_embed

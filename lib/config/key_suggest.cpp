@@ -1,9 +1,10 @@
 #include "config/key_suggest.h"
 
 #include <algorithm>
-#include <cctype>
 #include <limits>
 #include <map>
+
+#include "util/text.h"
 
 namespace ddp_embed {
 namespace {
@@ -46,11 +47,11 @@ const std::map<std::string, std::string>& known_aliases() {
   return aliases;
 }
 
-std::string normalize(std::string s) {
-  for (char& ch : s) {
-    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+// Case, '-' and ' ' aside: "Learning-Rate" is "learning_rate".
+std::string normalize(const std::string& text) {
+  std::string s = ascii_lower(text);
+  for (char& ch : s)
     if (ch == '-' || ch == ' ') ch = '_';
-  }
   return s;
 }
 
@@ -138,6 +139,21 @@ std::string nearest_key(const std::string& unknown, const std::vector<std::strin
   const bool nested = unknown.find('.') != std::string::npos;
   std::string best = search(nested);
   if (best.empty() && !nested) best = search(true);
+  return best;
+}
+
+std::string nearest_value(const std::string& typed, const std::vector<std::string>& valid) {
+  const std::string t = normalize(typed);
+  const size_t limit = t.size() / 4;
+  std::string best;
+  size_t best_cost = std::numeric_limits<size_t>::max();
+  for (const auto& name : valid) {
+    const size_t d = edit_distance(t, normalize(name));
+    if (d <= limit && d < best_cost) {
+      best_cost = d;
+      best = name;
+    }
+  }
   return best;
 }
 

@@ -17,4 +17,12 @@ size_t edit_distance(const std::string& a, const std::string& b);
 // "warmup_steps"). Among equals the earlier key in `valid` wins.
 std::string nearest_key(const std::string& unknown, const std::vector<std::string>& valid);
 
+// The spelling in `valid` that a mistyped value of a closed choice most plausibly meant
+// ("infonse" → "infonce", "Round-Robin" → "round_robin"), or "" when none is close. Values
+// are short words, most of them a letter or two from each other ("gpu" / "cpu", "max" /
+// "mean"): case, '-' and ' ' aside, a quarter of the typed length may differ, so a word
+// of three letters is suggested only when it differs in case or separators alone. Among
+// equals the earlier spelling wins.
+std::string nearest_value(const std::string& typed, const std::vector<std::string>& valid);
+
 }  // namespace ddp_embed

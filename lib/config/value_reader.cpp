@@ -60,12 +60,6 @@ bool within(const Rule& r, double v) {
   return true;
 }
 
-std::string describe_choices(const Rule& r) {
-  std::string s = "one of ";
-  for (size_t i = 0; i < r.choices.size(); ++i) s += (i ? ", \"" : "\"") + r.choices[i] + "\"";
-  return s;
-}
-
 
 std::string Reader::override_of(const std::string& path) const {
   for (const auto& key : overridden_)
@@ -109,15 +103,23 @@ void Reader::read(const std::string& path, const json& v, bool& field, const Rul
   field = v.get<bool>();
 }
 
+void Reader::fail_choice(const std::string& path, const std::vector<std::string>& names, const json& got) {
+  const std::optional<std::string> typed = got.is_string() ? std::optional(got.get<std::string>()) : std::nullopt;
+  errors.push_back(where(path) + ": " + bad_choice_message(names, show(got), typed));
+}
+
 void Reader::read(const std::string& path, const json& v, std::string& field, const Rule& rule) {
-  if (!rule.choices.empty()) {
-    const bool ok = v.is_string() && std::find(rule.choices.begin(), rule.choices.end(),
-                                               v.get<std::string>()) != rule.choices.end();
-    if (!ok) return fail(path, describe_choices(rule), v);
-  } else if (!v.is_string() || (rule.non_empty && v.get<std::string>().empty())) {
+  if (!v.is_string() || (rule.non_empty && v.get<std::string>().empty()))
     return fail(path, rule.non_empty ? "a non-empty string" : "a string", v);
-  }
   field = v.get<std::string>();
+}
+
+void Reader::read(const std::string& path, const json& v, ResumeFrom& field, const Rule& rule) {
+  std::string text;
+  read(path, v, text, rule);
+  if (text.empty()) return;  // refused above
+  const std::optional<ResumeMode> mode = find_choice<ResumeMode>(text);
+  field = mode ? ResumeFrom{*mode, ""} : ResumeFrom{ResumeMode::Path, text};
 }
 
 void Reader::read(const std::string& path, const json& v, std::optional<std::string>& field,

@@ -25,11 +25,11 @@ using nlohmann::json;
 // Keys with this name are notes for humans, accepted anywhere and ignored.
 constexpr const char* kCommentKey = "_comment";
 
-// What a value must be, beyond its JSON type. Numbers: bounds; strings: a closed set.
+// What a value must be, beyond its JSON type: numbers, their bounds. (A closed choice is
+// an enum field, checked against its table: config/choices.h.)
 struct Rule {
   std::optional<double> min, max;
   bool min_open = false, max_open = false;
-  std::vector<std::string> choices;
   bool non_empty = false;
   std::optional<int64_t> largest;  // integers: below their type's limit (said as "of at most")
 };
@@ -41,7 +41,6 @@ inline Rule positive_size() { Rule r = positive(); r.largest = std::numeric_limi
 inline Rule non_negative() { Rule r; r.min = 0; return r; }
 inline Rule at_least(double v) { Rule r; r.min = v; return r; }
 inline Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
-inline Rule one_of(std::vector<std::string> c) { Rule r; r.choices = std::move(c); return r; }
 inline Rule non_empty() { Rule r; r.non_empty = true; return r; }
 // "train.lr" -> {"train", "lr"}; "loss.distill.weight" -> {"loss", "distill.weight"}.
 std::pair<std::string, std::string> split_path(const std::string& path);
@@ -53,8 +52,15 @@ std::string show(const json& value);
 // "a positive integer", "a number in [0, 1)": what a rule asks of a number.
 std::string describe_number(const Rule& r, bool integer);
 bool within(const Rule& r, double v);
-// "one of \"a\", \"b\"".
-std::string describe_choices(const Rule& r);
+// An optional choice's word for no value (model.pooling "auto": as the init folder says),
+// and the spellings such a key takes: that word, then its table's.
+constexpr const char* kAutoChoice = "auto";
+template <class E>
+std::vector<std::string> auto_or_choice_names() {
+  std::vector<std::string> names = choice_names<E>();
+  names.insert(names.begin(), kAutoChoice);
+  return names;
+}
 
 // Reads typed config values out of the JSON, collecting an error per bad value (naming
 // where it came from: the file or a --set) instead of stopping at the first.
@@ -83,6 +89,8 @@ class Reader {
  private:
   const json* find(const std::string& path) const;
   void fail(const std::string& path, const std::string& expected, const json& got);
+  // A value outside a closed choice's `names`, with the nearest spelling when one is close.
+  void fail_choice(const std::string& path, const std::vector<std::string>& names, const json& got);
 
   // Integers: JSON integers, or floats with an integral value (1e3 from --set).
   template <class T>
@@ -133,6 +141,29 @@ class Reader {
   void read(const std::string& path, const json& v, double& field, const Rule& rule);
   void read(const std::string& path, const json& v, bool& field, const Rule& rule);
   void read(const std::string& path, const json& v, std::string& field, const Rule& rule);
+  // A closed choice: one of its table's spellings (config/choices.h).
+  template <class E>
+  std::enable_if_t<is_choice_v<E>> read(const std::string& path, const json& v, E& field, const Rule&) {
+    if (const auto value = v.is_string() ? find_choice<E>(v.get<std::string>()) : std::nullopt) {
+      field = *value;
+    } else {
+      fail_choice(path, choice_names<E>(), v);
+    }
+  }
+  // "auto" (no value) or a closed choice: model.pooling.
+  template <class E>
+  std::enable_if_t<is_choice_v<E>> read(const std::string& path, const json& v, std::optional<E>& field,
+                                        const Rule&) {
+    if (v.is_string() && v.get<std::string>() == kAutoChoice) {
+      field.reset();
+    } else if (const auto value = v.is_string() ? find_choice<E>(v.get<std::string>()) : std::nullopt) {
+      field = *value;
+    } else {
+      fail_choice(path, auto_or_choice_names<E>(), v);
+    }
+  }
+  // output.resume: "auto", "never", or any other non-empty text, a checkpoint path.
+  void read(const std::string& path, const json& v, ResumeFrom& field, const Rule& rule);
   void read(const std::string& path, const json& v, std::optional<std::string>& field, const Rule& rule);
   // model.prompts: {"name": "text", ...}.
   void read(const std::string& path, const json& v, std::map<std::string, std::string>& field, const Rule& rule);

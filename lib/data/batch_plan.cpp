@@ -9,6 +9,7 @@
 #include "data/index_permutation.h"
 #include "data/sampler.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace ddp_embed {
 namespace {
@@ -25,8 +26,6 @@ template <class Map>
 void trim_cache(Map& cache) {
   while (cache.size() > kCacheEntries) cache.erase(cache.begin());  // the oldest epoch or pass
 }
-
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 // Shares `total` steps by `weights` with the largest remainders (Hamilton's method):
 // each gets ⌊total·w/W⌋, and the steps left over go one each to the largest fractional
@@ -58,25 +57,6 @@ std::vector<int64_t> apportion(int64_t total, const std::vector<double>& weights
 
 }  // namespace
 
-Mixing parse_mixing(std::string_view name) {
-  if (name == "proportional") return Mixing::Proportional;
-  if (name == "weighted") return Mixing::Weighted;
-  if (name == "round_robin") return Mixing::RoundRobin;
-  if (name == "mixed") return Mixing::Mixed;
-  throw std::invalid_argument("data.mixing: unknown mode \"" + std::string(name) +
-                              "\" (proportional, weighted, round_robin or mixed)");
-}
-
-std::string_view mixing_name(Mixing mixing) {
-  switch (mixing) {
-    case Mixing::Proportional: return "proportional";
-    case Mixing::Weighted: return "weighted";
-    case Mixing::RoundRobin: return "round_robin";
-    case Mixing::Mixed: return "mixed";
-  }
-  return "?";
-}
-
 std::vector<PlanSource> plan_sources(const std::vector<SourceRange>& ranges, const std::vector<double>& weights) {
   std::vector<PlanSource> out;
   for (size_t s = 0; s < ranges.size(); ++s)
@@ -91,22 +71,27 @@ PairKeys query_and_positive_keys(const PairDataset& data) {
   return keys;
 }
 
+int64_t split_global_batch(int64_t global_batch, int world_size, int accum_steps) {
+  const int64_t parts = int64_t(world_size) * accum_steps;
+  if (global_batch <= 0 || parts <= 0 || global_batch % parts != 0)
+    throw std::invalid_argument("train.batch_size (" + std::to_string(global_batch) +
+                                ") must be divisible by WORLD_SIZE (" + std::to_string(world_size) +
+                                ") x train.grad_accum_steps (" + std::to_string(accum_steps) +
+                                "): each rank's micro-batch must be whole");
+  return global_batch / parts;
+}
+
 BatchPlan::BatchPlan(std::vector<PlanSource> sources, const PlanSettings& settings, std::optional<PairKeys> dedupe)
     : sources_(std::move(sources)), settings_(settings), keys_(std::move(dedupe)) {
   const int64_t B = settings_.global_batch;
-  const int64_t parts = int64_t(settings_.world_size) * settings_.accum_steps;
-  if (B <= 0 || parts <= 0 || B % parts != 0)
-    throw std::invalid_argument("train.batch_size (" + std::to_string(B) + ") must be divisible by WORLD_SIZE (" +
-                                std::to_string(settings_.world_size) + ") x train.grad_accum_steps (" +
-                                std::to_string(settings_.accum_steps) + ")");
-  micro_batch_ = B / parts;
+  micro_batch_ = split_global_batch(B, settings_.world_size, settings_.accum_steps);
   if (sources_.empty()) throw std::invalid_argument("the training set has no sources");
   for (size_t s = 1; s < sources_.size(); ++s)
     if (sources_[s].begin != sources_[s - 1].begin + sources_[s - 1].size)
       throw std::invalid_argument("batch plan: the sources' pairs must follow one another");
   int64_t total = 0;
   for (const auto& s : sources_) {
-    if (s.size <= 0) throw std::invalid_argument("data.train source " + quoted(s.name) + " has no pairs");
+    if (s.size <= 0) throw std::invalid_argument("data.train source " + json_quoted(s.name) + " has no pairs");
     total += s.size;
   }
   if (keys_ && keys_->size() < sources_.back().begin + sources_.back().size)
@@ -125,7 +110,7 @@ BatchPlan::BatchPlan(std::vector<PlanSource> sources, const PlanSettings& settin
       const PlanSource& src = sources_[s];
       if (src.size < B && settings_.drop_last)
         throw std::invalid_argument(
-            "data.train[" + std::to_string(s) + "] (source " + quoted(src.name) + ") has " + std::to_string(src.size) +
+            "data.train[" + std::to_string(s) + "] (source " + json_quoted(src.name) + ") has " + std::to_string(src.size) +
             " pairs, fewer than one global batch (train.batch_size = " + std::to_string(B) +
             "): lower train.batch_size, set data.drop_last=false to let its batches wrap around, "
             "or give it more pairs");
@@ -158,12 +143,12 @@ std::vector<int64_t> BatchPlan::steps_per_epoch_by_source() const {
 
 std::vector<std::string> BatchPlan::describe() const {
   const int64_t B = settings_.global_batch;
-  std::string plan = fmt::format("batch plan: data.mixing {}, {} steps an epoch of {} pairs", mixing_name(mixing()),
+  std::string plan = fmt::format("batch plan: data.mixing {}, {} steps an epoch of {} pairs", choice_name(mixing()),
                                  steps_per_epoch_, B);
   if (batches_have_sources() && sources_.size() > 1) {
     plan += ", each from one source:";
     for (size_t s = 0; s < sources_.size(); ++s)
-      plan += fmt::format("{} {} {} ({:.1f}%)", s == 0 ? "" : ",", quoted(sources_[s].name),
+      plan += fmt::format("{} {} {} ({:.1f}%)", s == 0 ? "" : ",", json_quoted(sources_[s].name),
                           lanes_[s].batches_per_epoch, 100.0 * double(lanes_[s].batches_per_epoch) / double(steps_per_epoch_));
     if (streams()) plan += "; each source read in passes of its own";
   } else if (sources_.size() > 1) {
@@ -175,7 +160,7 @@ std::vector<std::string> BatchPlan::describe() const {
     if (lanes_[l].size < B)
       lines.push_back(fmt::format("batch plan: {} has {} pairs, fewer than one global batch ({}): its batches wrap "
                                   "around and repeat pairs (data.drop_last false)",
-                                  batches_have_sources() ? "source " + quoted(sources_[l].name) : "the training set",
+                                  batches_have_sources() ? "source " + json_quoted(sources_[l].name) : "the training set",
                                   lanes_[l].size, B));
   return lines;
 }
@@ -293,7 +278,7 @@ std::shared_ptr<const BatchPlan::DedupedPass> BatchPlan::deduped(int lane, int64
     if (auto it = cache.find(pass); it != cache.end()) return it->second;
   }
   auto out = std::make_shared<const DedupedPass>(dedupe_pass(lane, pass));
-  const std::string where = fmt::format("{}, {} {}", batches_have_sources() ? "source " + quoted(sources_[size_t(lane)].name)
+  const std::string where = fmt::format("{}, {} {}", batches_have_sources() ? "source " + json_quoted(sources_[size_t(lane)].name)
                                                                              : std::string("the training set"),
                                         streams() ? "pass" : "epoch", pass);
   if (out->report.left_out > 0)

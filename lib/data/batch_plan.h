@@ -53,15 +53,11 @@
 #include <string_view>
 #include <vector>
 
+#include "config/choices.h"  // Mixing
 #include "data/index_permutation.h"
 #include "data/pairs.h"
 
 namespace ddp_embed {
-
-enum class Mixing { Proportional, Weighted, RoundRobin, Mixed };
-// data.mixing's names: "proportional", "weighted", "round_robin", "mixed".
-Mixing parse_mixing(std::string_view name);  // throws std::invalid_argument
-std::string_view mixing_name(Mixing mixing);
 
 // One source as the plan sees it: its pairs are [begin, begin + size) of the dataset.
 struct PlanSource {
@@ -110,6 +106,11 @@ struct DedupeReport {
   int64_t left_out = 0;  // pairs it could not place without a repeat (beside a tail drop_last drops)
   int64_t repeats = 0;   // places filled with a repeated text after all (too few distinct texts)
 };
+
+// Each rank's micro-batch: train.batch_size split into WORLD_SIZE x train.grad_accum_steps
+// whole parts. Throws std::invalid_argument naming the keys when it does not split (the
+// worker asks as soon as it knows the world size, the plan again when it is made).
+int64_t split_global_batch(int64_t global_batch, int world_size, int accum_steps);
 
 class BatchPlan {
  public:

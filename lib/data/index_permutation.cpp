@@ -2,17 +2,9 @@
 
 #include <stdexcept>
 
+#include "util/hash.h"
+
 namespace ddp_embed {
-namespace {
-
-// splitmix64's finalizer: a good 64-bit mix, the round function's core.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 IndexPermutation::IndexPermutation(uint64_t n, uint64_t seed) : n_(n) {
   if (n == 0) throw std::invalid_argument("IndexPermutation of no items");
@@ -22,6 +14,7 @@ IndexPermutation::IndexPermutation(uint64_t n, uint64_t seed) : n_(n) {
   for (auto& key : keys_) key = mix64(state += 0x9E3779B97F4A7C15ULL);
 }
 
+// The round function's core is splitmix64's finalizer (util/hash.h: mix64).
 uint64_t IndexPermutation::feistel(uint64_t x) const {
   uint64_t left = x >> half_bits_, right = x & half_mask_;
   for (uint64_t key : keys_) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/json_input.h"
+#include "util/text.h"
 #include "util/utf8.h"
 
 namespace ddp_embed {
@@ -32,8 +33,6 @@ constexpr Layout kLayouts[] = {
     {"anchor", "positive", "negative"},
     {"text1", "text2", nullptr},
 };
-
-std::string quoted(const char* key) { return std::string("\"") + key + "\""; }
 
 bool blank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n") == std::string::npos;
@@ -67,7 +66,7 @@ std::string read_score(const json& value, float& out) {
 
 // A list of `count` scores under `key`, appended to `out`; "" or what is wrong.
 std::string read_scores(const json& value, const char* key, size_t count, const char* of, std::vector<float>& out) {
-  const std::string name = quoted(key);
+  const std::string name = json_quoted(key);
   if (!value.is_array()) return name + " must be a list of numbers, got " + value.type_name();
   if (value.size() != count)
     return name + " has " + std::to_string(value.size()) + " scores for " + std::to_string(count) + " " + of;
@@ -91,7 +90,7 @@ std::string read_text(const json& value, const std::string& name, std::string& o
 // A string or a list of strings, into `out`.
 std::string read_texts(const json& value, const char* key, bool allow_empty_list,
                        std::vector<std::string>& out) {
-  const std::string name = quoted(key);
+  const std::string name = json_quoted(key);
   if (value.is_string()) {
     out.emplace_back();
     return read_text(value, name, out.back());
@@ -130,12 +129,12 @@ std::string parse_pair_record(std::string_view line, PairRecord& record) {
     }
   if (layout == nullptr) return "missing \"query\" " + std::string(kFormats);
 
-  std::string error = read_text(object[layout->query], quoted(layout->query), record.query);
+  std::string error = read_text(object[layout->query], json_quoted(layout->query), record.query);
   if (!error.empty()) return tidy(error);
 
   auto pos = object.find(layout->pos);
   if (pos == object.end() || pos->is_null())
-    return "missing " + quoted(layout->pos) + " " + kFormats;
+    return "missing " + json_quoted(layout->pos) + " " + kFormats;
   error = read_texts(*pos, layout->pos, /*allow_empty_list=*/false, record.pos);
   if (!error.empty()) return tidy(error);
 

@@ -17,6 +17,7 @@
 
 #include "data/input_files.h"
 #include "data/pair_record.h"
+#include "util/hash.h"
 
 namespace ddp_embed {
 
@@ -321,11 +322,8 @@ class PairLoader {
 
 uint64_t text_hash(std::string_view text) {
   auto space = [](unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the normalized bytes
-  auto add = [&h](unsigned char c) {
-    h ^= c;
-    h *= 1099511628211ull;
-  };
+  uint64_t h = kFnv1a64ShortOffset;  // FNV-1a over the normalized bytes
+  auto add = [&h](unsigned char c) { h = fnv1a64_mix(h, c); };
   bool pending_space = false, started = false;
   for (unsigned char c : text) {
     if (space(c)) {
@@ -338,11 +336,7 @@ uint64_t text_hash(std::string_view text) {
     add(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   }
   // splitmix64's finalizer: FNV's low bits are weak, and masks and buckets use them.
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  return h ^ (h >> 31);
+  return mix64(h);
 }
 
 PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenizer& tokenizer, int max_length,

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/input_files.h"
+#include "util/hash.h"
 #include "util/mapped_file.h"
 
 namespace ddp_embed {
@@ -38,21 +39,6 @@ static_assert(std::is_trivially_copyable_v<PairIndex> && sizeof(PairIndex) == 40
                   offsetof(PairIndex, pos_count) == 16 && offsetof(PairIndex, neg_begin) == 24 &&
                   offsetof(PairIndex, score) == 36,
               "pairs.bin's record layout (docs/formats.md) changed");
-
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string hex(uint64_t h) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 // A binary file written in pieces; close() makes sure it reached the disk.
 class ArrayWriter {
@@ -116,7 +102,7 @@ std::vector<std::pair<std::string, int64_t>> expected_files(const PreparedManife
 }
 
 json file_json(const PreparedFile& f) {
-  return {{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}, {"sample_hash", hex(f.sample_hash)}};
+  return {{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}, {"sample_hash", fnv1a64_hex(f.sample_hash)}};
 }
 
 json manifest_json(const PreparedManifest& m) {
@@ -202,7 +188,8 @@ PreparedFile stamp_file(const std::string& path) {
   in.seekg(f.size - int64_t(tail.size()));
   in.read(tail.data(), std::streamsize(tail.size()));
   if (!in) throw DataError("cannot read " + path);
-  f.sample_hash = fnv1a(tail.data(), tail.size(), fnv1a(head.data(), head.size(), fnv1a(&f.size, sizeof f.size)));
+  f.sample_hash = fnv1a64(tail.data(), tail.size(),
+                          fnv1a64(head.data(), head.size(), fnv1a64(&f.size, sizeof f.size, kFnv1a64ShortOffset)));
   return f;
 }
 
@@ -216,13 +203,13 @@ TokenizerStamp stamp_tokenizer(const Tokenizer& tokenizer) {
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
   std::sort(files.begin(), files.end());
-  uint64_t h = fnv1a(stamp.type.data(), stamp.type.size());
+  uint64_t h = fnv1a64(stamp.type, kFnv1a64ShortOffset);
   for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const std::string name = file.filename().string();
-    h = fnv1a(name.data(), name.size(), h);
-    h = fnv1a(bytes.data(), bytes.size(), h);
+    h = fnv1a64(name, h);
+    h = fnv1a64(bytes, h);
   }
   fs::remove_all(dir);
   // ... and what it does: ids for texts that exercise case, accents, scripts and
@@ -230,9 +217,9 @@ TokenizerStamp stamp_tokenizer(const Tokenizer& tokenizer) {
   for (const char* probe : {"Hello, World! It's 2024.", "Ünïcödé café naïve", "東京 is in 日本", "e-mail: a@b.c",
                             "   spaced\tout\n text  ", "ALL CAPS and MiXeD"}) {
     const std::vector<int32_t> ids = tokenizer.encode(probe, 64);
-    h = fnv1a(ids.data(), ids.size() * sizeof(int32_t), h);
+    h = fnv1a64(ids.data(), ids.size() * sizeof(int32_t), h);
   }
-  stamp.fingerprint = hex(h);
+  stamp.fingerprint = fnv1a64_hex(h);
   return stamp;
 }
 

@@ -1,12 +1,11 @@
 #include "data/sampler.h"
 
+#include "util/hash.h"
+
 namespace ddp_embed {
 
 uint64_t SplitMix64::next() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return mix64(state_ += 0x9E3779B97F4A7C15ULL);
 }
 
 uint64_t SplitMix64::below(uint64_t n) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/json_input.h"
+#include "util/text.h"
 
 namespace ddp_embed {
 namespace {
@@ -27,9 +28,6 @@ constexpr int kMaxDepth = 8;
 [[noreturn]] void fail(const std::string& origin, const std::string& what) {
   throw ManifestError(origin + ": " + what);
 }
-
-// A key as JSON text: quoted and escaped, so that any name prints on one line.
-std::string quoted(const std::string& key) { return json(key).dump(); }
 
 // Up to kMaxManifestBytes + 1 bytes of `path`: enough to tell that it is too large.
 std::string read_manifest_file(const std::string& path) {
@@ -50,7 +48,7 @@ bool is_lower_hex64(const std::string& s) {
 }
 
 ManifestEntry parse_entry(const json& value, const std::string& origin, const std::string& name) {
-  const std::string where = "files." + quoted(name);
+  const std::string where = "files." + json_quoted(name);
   if (!value.is_object()) fail(origin, where + " must be an object, got " + value.type_name());
   ManifestEntry entry;
   const auto bytes = value.find("bytes");
@@ -67,15 +65,6 @@ ManifestEntry parse_entry(const json& value, const std::string& origin, const st
 
 }  // namespace
 
-uint64_t fnv1a64(const void* data, std::size_t size, uint64_t hash) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < size; ++i) {
-    hash ^= bytes[i];
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
-
 uint64_t fnv1a64_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open");
@@ -87,12 +76,6 @@ uint64_t fnv1a64_file(const std::string& path) {
   }
   if (in.bad()) fail(path, std::string("read error: ") + std::strerror(errno));
   return hash;
-}
-
-std::string fnv1a64_hex(uint64_t hash) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
-  return text;
 }
 
 CheckpointManifest describe_files(const std::string& dir, const std::vector<std::string>& names) {

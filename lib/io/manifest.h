@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/hash.h"
+
 namespace ddp_embed {
 
 struct ManifestError : std::runtime_error {
@@ -32,12 +34,9 @@ struct CheckpointManifest {
   std::map<std::string, ManifestEntry> files;  // by file name inside the checkpoint
 };
 
-// FNV-1a 64 of a byte range; `hash` continues an earlier call.
-constexpr uint64_t kFnv1a64Offset = 0xcbf29ce484222325ULL;
-uint64_t fnv1a64(const void* data, std::size_t size, uint64_t hash = kFnv1a64Offset);
-// FNV-1a 64 of a whole file. Throws ManifestError "PATH: cannot open".
+// FNV-1a 64 (util/hash.h, from FNV's offset basis) of a whole file. Throws ManifestError
+// "PATH: cannot open".
 uint64_t fnv1a64_file(const std::string& path);
-std::string fnv1a64_hex(uint64_t hash);  // 16 lower-case hex digits
 
 // The manifest of `names` inside `dir` as they are now (sizes and checksums).
 CheckpointManifest describe_files(const std::string& dir, const std::vector<std::string>& names);

@@ -54,7 +54,7 @@ at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
 }
 
 PairLoss SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
-                                       const LossSettings& loss, const CandidateExchange& exchange,
+                                       const LossConfig& loss, const CandidateExchange& exchange,
                                        const CandidateLabels& labels) {
   check_input(query, "query");
   check_input(pos, "pos");
@@ -92,7 +92,7 @@ PairLoss SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderI
 }
 
 PairLoss SentenceEmbedderImpl::loss_of_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg,
-                                                  const LossSettings& loss, const CandidateExchange& exchange,
+                                                  const LossConfig& loss, const CandidateExchange& exchange,
                                                   const CandidateLabels& labels) {
   return pair_loss(q, pos, neg, labels, loss, exchange);
 }

@@ -51,14 +51,14 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   // every query, and returns pair_loss() of them (model/loss.h): with `exchange` the
   // candidates of all ranks, with `labels` the same-text mask and the teacher's scores.
   PairLoss forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
-                   const LossSettings& loss, const CandidateExchange& exchange = {},
+                   const LossConfig& loss, const CandidateExchange& exchange = {},
                    const CandidateLabels& labels = {});
 
   // forward's second half: the loss of embedded queries [n, D], positives [n, D] and
   // hard negatives ([k, D], or undefined). GradCache (train/gradcache.h) calls it on
   // embeddings computed beforehand, so every loss feature reaches it too.
   static PairLoss loss_of_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg,
-                                     const LossSettings& loss, const CandidateExchange& exchange = {},
+                                     const LossConfig& loss, const CandidateExchange& exchange = {},
                                      const CandidateLabels& labels = {});
 
   // Embeddings for inference: eval mode (no dropout) and no autograd, the previous mode

@@ -9,22 +9,6 @@
 
 namespace ddp_embed {
 
-Pooling parse_pooling(const std::string& name) {
-  if (name == "cls") return Pooling::Cls;
-  if (name == "mean") return Pooling::Mean;
-  if (name == "lasttoken") return Pooling::LastToken;
-  throw ModelError("unknown pooling \"" + name + "\" (cls | mean | lasttoken)");
-}
-
-std::string pooling_name(Pooling p) {
-  switch (p) {
-    case Pooling::Cls: return "cls";
-    case Pooling::Mean: return "mean";
-    case Pooling::LastToken: return "lasttoken";
-  }
-  return "?";
-}
-
 at::Tensor pool(const at::Tensor& hidden, const at::Tensor& attention_mask, Pooling mode) {
   if (mode == Pooling::Cls) return hidden.select(1, 0);
   if (mode == Pooling::LastToken) {

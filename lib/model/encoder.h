@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <torch/nn/module.h>
 
+#include "config/choices.h"  // Pooling
 #include "config/encoder_config.h"
 
 namespace ddp_embed {
@@ -20,12 +21,6 @@ namespace ddp_embed {
 struct ModelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// cls: the first token; mean: the mean over real tokens; lasttoken: the last real token
-// (decoder embedders, whose last token has seen the whole text).
-enum class Pooling { Cls, Mean, LastToken };
-Pooling parse_pooling(const std::string& name);  // "cls" | "mean" | "lasttoken"; throws ModelError
-std::string pooling_name(Pooling p);
 
 // Sentence embeddings from a last hidden state [B, L, H] and its mask [B, L] (1 = real
 // token), as sentence-transformers' Pooling computes them: cls takes the first position whose

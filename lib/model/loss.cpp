@@ -31,19 +31,18 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // ---- pair_loss's parts --------------------------------------------------------------------
 
 // The (size, weight) pairs the loss is summed over: loss.matryoshka_*, or the whole
-// embedding once.
-std::vector<std::pair<int64_t, double>> matryoshka_sizes(const LossSettings& s, int64_t dim) {
-  if (s.matryoshka_dims.empty()) return {{dim, 1.0}};
-  if (!s.matryoshka_weights.empty() && s.matryoshka_weights.size() != s.matryoshka_dims.size())
-    throw std::invalid_argument("loss.matryoshka_weights has " + std::to_string(s.matryoshka_weights.size()) +
-                                " weights for " + std::to_string(s.matryoshka_dims.size()) + " loss.matryoshka_dims");
+// embedding once. The sizes and weights are the user's to get right, and lib/config and
+// the trainee tell them so (train/trainee.cpp knows the embedding size); here they are a
+// precondition.
+std::vector<std::pair<int64_t, double>> matryoshka_sizes(const LossConfig& loss, int64_t dim) {
+  const auto& dims = loss.matryoshka_dims;
+  const auto& weights = loss.matryoshka_weights;
+  if (dims.empty()) return {{dim, 1.0}};
   std::vector<std::pair<int64_t, double>> sizes;
-  for (size_t i = 0; i < s.matryoshka_dims.size(); ++i) {
-    const int64_t d = s.matryoshka_dims[i];
-    if (d <= 0 || d > dim)
-      throw std::invalid_argument("loss.matryoshka_dims: " + std::to_string(d) +
-                                  (d <= 0 ? " is not a size" : " is larger than the embedding size " + std::to_string(dim)));
-    sizes.emplace_back(d, s.matryoshka_weights.empty() ? 1.0 : s.matryoshka_weights[i]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] <= 0 || dims[i] > dim || (!weights.empty() && weights.size() != dims.size()))
+      throw std::logic_error("pair_loss: Matryoshka sizes or weights not validated (lib/config, train/trainee.cpp)");
+    sizes.emplace_back(dims[i], weights.empty() ? 1.0 : weights[i]);
   }
   return sizes;
 }
@@ -131,17 +130,14 @@ void check_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tens
 
 }  // namespace
 
-bool is_known_loss_type(const std::string& type) { return type == "pairwise_sigmoid" || type == "infonce"; }
-
 PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels,
-                   const LossSettings& settings, const CandidateExchange& exchange) {
+                   const LossConfig& loss, const CandidateExchange& exchange) {
   check_embeddings(q, pos, neg, labels);
-  const bool contrastive = settings.type != "none", distill = settings.distill_weight > 0;
-  if (!contrastive && !distill)
-    throw std::invalid_argument("loss.type \"none\" without loss.distill.weight > 0 leaves no loss to train on");
+  const bool contrastive = loss.type != LossType::None, distill = loss.distill.weight > 0;
+  if (!contrastive && !distill) throw std::logic_error("pair_loss: no term (lib/config refuses loss.type none alone)");
   if (distill && !labels.teacher_scores.defined())
     throw std::invalid_argument("loss.distill.weight > 0 but the batch carries no teacher scores");
-  const auto sizes = matryoshka_sizes(settings, q.size(1));
+  const auto sizes = matryoshka_sizes(loss, q.size(1));
   const int64_t n = q.size(0);
   const at::Tensor local = neg.defined() ? at::cat({pos, neg}) : pos;
 
@@ -153,7 +149,7 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
   if (contrastive) {
     candidates = gather_candidates(local, labels.hashes, labels.rank_rows, exchange);
     if (candidates.hashes.defined()) {
-      same = same_text(candidates, n, settings.type == "pairwise_sigmoid");
+      same = same_text(candidates, n, loss.type == LossType::PairwiseSigmoid);
       out.masked = same.masked.sum();
     }
   }
@@ -163,12 +159,11 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
     at::Tensor term;
     if (contrastive)
       term = contrastive_loss(q.narrow(1, 0, d), candidates.rows.narrow(1, 0, d), candidates.positive_offset,
-                              settings.type, settings.temperature, same.masked, same.pairs);
+                              loss.type, loss.temperature, same.masked, same.pairs);
     if (distill) {
-      const at::Tensor kd = settings.distill_weight * distillation_loss(q.narrow(1, 0, d), local.narrow(1, 0, d),
-                                                                       labels.groups, labels.teacher_scores,
-                                                                       settings.temperature,
-                                                                       settings.distill_temperature);
+      const at::Tensor kd = loss.distill.weight * distillation_loss(q.narrow(1, 0, d), local.narrow(1, 0, d),
+                                                                    labels.groups, labels.teacher_scores,
+                                                                    loss.temperature, loss.distill.temperature);
       term = term.defined() ? term + kd : kd;
     }
     out.loss = out.loss.defined() ? out.loss + weight * term : weight * term;
@@ -177,10 +172,9 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
 }
 
 at::Tensor contrastive_loss(const at::Tensor& q, const at::Tensor& candidates, int64_t positive_offset,
-                            const std::string& type, double temperature, const at::Tensor& masked,
+                            LossType type, double temperature, const at::Tensor& masked,
                             const at::Tensor& pairs) {
-  if (!is_known_loss_type(type))
-    throw std::invalid_argument("unknown loss type \"" + type + "\" (pairwise_sigmoid | infonce)");
+  if (type == LossType::None) throw std::invalid_argument("contrastive_loss of loss type none (no contrastive term)");
   if (!(temperature > 0) || !std::isfinite(temperature))
     throw std::invalid_argument("loss temperature must be positive, not " + std::to_string(temperature));
   if (q.dim() != 2 || candidates.dim() != 2 || q.size(1) != candidates.size(1))
@@ -192,7 +186,7 @@ at::Tensor contrastive_loss(const at::Tensor& q, const at::Tensor& candidates, i
     throw std::invalid_argument("positives " + std::to_string(positive_offset) + ".." +
                                 std::to_string(positive_offset + batch) + " are not all among the " +
                                 std::to_string(num_candidates) + " candidates");
-  if (type == "pairwise_sigmoid" && num_candidates < 2)
+  if (type == LossType::PairwiseSigmoid && num_candidates < 2)
     throw std::invalid_argument("pairwise_sigmoid needs at least one negative (2 candidates)");
   if (masked.defined() && (masked.scalar_type() != at::kBool || masked.dim() != 2 || masked.size(0) != batch ||
                            masked.size(1) != num_candidates))
@@ -207,7 +201,7 @@ at::Tensor contrastive_loss(const at::Tensor& q, const at::Tensor& candidates, i
       at::arange(positive_offset, positive_offset + batch, at::TensorOptions().dtype(at::kLong).device(s.device()))
           .unsqueeze(1);  // [B, 1]
 
-  if (type == "infonce") {
+  if (type == LossType::Infonce) {
     // A masked candidate is out of the softmax: exp(-inf) = 0. The positive never is, so
     // every row keeps a finite entry.
     const at::Tensor logits = masked.defined() ? s.masked_fill(masked, -kInf) : s;

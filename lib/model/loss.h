@@ -20,23 +20,9 @@
 
 #include <ATen/ATen.h>
 
+#include "config/config.h"  // LossConfig, the loss section as the config gives it
+
 namespace ddp_embed {
-
-struct LossSettings {
-  LossSettings() = default;
-  // The contrastive loss alone: {"infonce", 0.05}.
-  LossSettings(std::string type_, double temperature_) : type(std::move(type_)), temperature(temperature_) {}
-
-  std::string type = "pairwise_sigmoid";  // pairwise_sigmoid | infonce | none (no contrastive term)
-  double temperature = 0.05;
-  // Matryoshka: the loss at each of these sizes (descending, each <= the embedding size),
-  // weighted and summed; empty = the whole embedding, weight 1. Weights: one per size,
-  // empty = 1 each.
-  std::vector<int64_t> matryoshka_dims;
-  std::vector<double> matryoshka_weights;
-  double distill_weight = 0;       // > 0: add that many times distillation_loss()
-  double distill_temperature = 1;  // the teacher's scores are divided by it
-};
 
 // Cross-rank negatives: when all_gather is set, the loss compares each query with the
 // candidates (positives, then hard negatives) of every rank. all_gather maps this rank's
@@ -79,21 +65,24 @@ struct PairLoss {
 };
 
 // The training loss of embedded queries q [n, D], positives [n, D] and hard negatives
-// ([k, D], or undefined). With S the Matryoshka sizes and weights (the whole embedding,
-// weight 1, when there are none), each embedding cut to its first d values:
+// ([k, D], or undefined), with the config's loss section. With S the Matryoshka sizes and
+// weights (the whole embedding, weight 1, when there are none), each embedding cut to its
+// first d values:
 //
-//   loss = sum over (d, w) in S of  w * ( contrastive_loss(q_d, candidates_d)
-//                                        + distill_weight * distillation_loss(q_d, ...) )
+//   loss = sum over (d, w) in S of  w * ( contrastive_loss(q_d, candidates_d)   (type not None)
+//                                        + distill.weight * distillation_loss(q_d, ...) )
 //
 // candidates = this rank's [positives; hard negatives], or every rank's gathered
 // (`exchange`). The mask (labels.hashes) leaves candidate j out of query i's negatives
 // when j has the text of i's positive P(i), j != P(i): another pair's positive, or a hard
 // negative, with the same normalized text. pairwise_sigmoid's mean is over the pairs
 // that remain among every rank's queries (so that W ranks train what one process would
-// on the same global batch). Throws std::invalid_argument for bad settings (a size
-// larger than D, distillation without teacher scores) or shapes.
+// on the same global batch). `loss` is as lib/config validated it, and its Matryoshka
+// sizes at most D (the trainee checks them against the model); a caller that breaks that
+// gets std::logic_error. Throws std::invalid_argument for distillation without teacher
+// scores and for bad shapes.
 PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels,
-                   const LossSettings& settings, const CandidateExchange& exchange = {});
+                   const LossConfig& loss, const CandidateExchange& exchange = {});
 
 // Query i's positive is candidates[positive_offset + i]; every other row of
 // `candidates` is one of its negatives, unless `masked` (bool [B, M], optional) is set
@@ -103,17 +92,16 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
 //   hard negatives:       further rows (after the positives, or after each rank's block).
 // With s_ij = cos(q_i, c_j) / temperature, P(i) = positive_offset + i, N(i) = the j !=
 // P(i) not masked:
-//   "pairwise_sigmoid": sum over i and j in N(i) of softplus(s_ij - s_iP(i)), divided by
-//                       `pairs` (a scalar tensor; undefined = the number of (i, j in
-//                       N(i)), i.e. the mean) (softplus(-d) = -log sigmoid(d), without
-//                       underflow);
-//   "infonce":          mean over i of cross-entropy(softmax over {P(i)} ∪ N(i) of s_i, P(i)).
+//   PairwiseSigmoid: sum over i and j in N(i) of softplus(s_ij - s_iP(i)), divided by
+//                    `pairs` (a scalar tensor; undefined = the number of (i, j in N(i)),
+//                    i.e. the mean) (softplus(-d) = -log sigmoid(d), without underflow);
+//   Infonce:         mean over i of cross-entropy(softmax over {P(i)} ∪ N(i) of s_i, P(i)).
 // P(i) itself is never masked. Cosines use x / max(|x|, 1e-12), so a
 // zero vector gives cos 0, not NaN. Everything runs in fp32 (fp64 for fp64 inputs),
 // with autocast off, whatever q's dtype. Returns a scalar. Throws std::invalid_argument
-// for bad shapes, offsets, type or temperature.
+// for bad shapes, offsets or temperature, and for LossType::None (no contrastive loss).
 at::Tensor contrastive_loss(const at::Tensor& q /*[B, D]*/, const at::Tensor& candidates /*[M, D]*/,
-                            int64_t positive_offset, const std::string& type, double temperature,
+                            int64_t positive_offset, LossType type, double temperature,
                             const at::Tensor& masked = {}, const at::Tensor& pairs = {});
 
 // FlagEmbedding's "kl_div" distillation: with student_ij = cos(q_i, c_groups[i][j]) /
@@ -127,8 +115,5 @@ at::Tensor contrastive_loss(const at::Tensor& q /*[B, D]*/, const at::Tensor& ca
 at::Tensor distillation_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
                              const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/,
                              double temperature, double teacher_temperature);
-
-// Whether `type` names a loss contrastive_loss() knows.
-bool is_known_loss_type(const std::string& type);
 
 }  // namespace ddp_embed

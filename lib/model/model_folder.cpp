@@ -235,7 +235,8 @@ std::vector<ModuleEntry> read_modules(const fs::path& modules_file) {
 
 // ---- reading: each module -------------------------------------------------------------
 
-std::string quoted(const fs::path& p) {
+// A path as a Python string literal in a shell command's double quotes: 'PATH'.
+std::string python_string(const fs::path& p) {
   std::string text = "'";
   text += p.string();
   text += "'";
@@ -244,12 +245,12 @@ std::string quoted(const fs::path& p) {
 
 // Where a folder holds only pickled weights: the one-line conversion to safetensors.
 std::string hugging_face_conversion(const fs::path& dir) {
-  return "python -c \"from transformers import AutoModel; AutoModel.from_pretrained(" + quoted(dir) +
-         ").save_pretrained(" + quoted(dir) + ", safe_serialization=True)\"";
+  return "python -c \"from transformers import AutoModel; AutoModel.from_pretrained(" + python_string(dir) +
+         ").save_pretrained(" + python_string(dir) + ", safe_serialization=True)\"";
 }
 std::string sentence_transformers_conversion(const fs::path& root) {
-  return "python -c \"from sentence_transformers import SentenceTransformer; SentenceTransformer(" + quoted(root) +
-         ").save(" + quoted(root) + ", safe_serialization=True)\"";
+  return "python -c \"from sentence_transformers import SentenceTransformer; SentenceTransformer(" + python_string(root) +
+         ").save(" + python_string(root) + ", safe_serialization=True)\"";
 }
 
 // dir/model.safetensors, which must exist. Pickled PyTorch weights are never read (loading
@@ -303,6 +304,14 @@ constexpr std::array<const char*, 6> kPoolingModeKeys = {
     "pooling_mode_cls_token",           "pooling_mode_max_tokens",          "pooling_mode_mean_tokens",
     "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"};
 
+// The modes embed-train pools as, by the names sentence-transformers' files give them:
+// the boolean keys' (without "pooling_mode_") and 6.x's pooling_mode names. File format,
+// not config: mapped to the one Pooling of config/choices.h.
+const std::map<std::string, Pooling> kPoolingModes = {
+    {"cls_token", Pooling::Cls}, {"mean_tokens", Pooling::Mean}, {"lasttoken", Pooling::LastToken},
+    {"cls", Pooling::Cls},       {"mean", Pooling::Mean},
+};
+
 // The modes a Pooling config turns on: 6.x writes "pooling_mode" (a name or a list of
 // names), earlier releases one boolean key per mode. No mode on means mean, the default of
 // every release. (A config that sets cls but leaves out the mean key is cls here and in
@@ -337,7 +346,7 @@ Pooling read_pooling(const fs::path& file, int64_t hidden_size, bool& include_pr
   }
   const std::vector<std::string> modes = pooling_modes(config, file);
   for (const auto& mode : modes)
-    if (mode != "cls_token" && mode != "mean_tokens" && mode != "cls" && mode != "mean" && mode != "lasttoken")
+    if (!kPoolingModes.count(mode))
       fail(file, "pooling mode " + mode + " is not implemented (embed-train has cls, mean and lasttoken)");
   if (modes.size() > 1) {
     std::string names;
@@ -345,8 +354,7 @@ Pooling read_pooling(const fs::path& file, int64_t hidden_size, bool& include_pr
     fail(file, "pooling modes " + names +
                    " together (concatenated) are not implemented (embed-train has cls, mean or lasttoken, one of them)");
   }
-  if (modes[0] == "lasttoken") return Pooling::LastToken;
-  return modes[0].rfind("cls", 0) == 0 ? Pooling::Cls : Pooling::Mean;
+  return kPoolingModes.at(modes[0]);
 }
 
 // sentence-transformers' Dense is activation(linear(x)), the activation Tanh unless the
@@ -498,7 +506,7 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   info["format"] = "ddp-embed model folder";
   info["format_version"] = 1;
   info["architecture"] = architecture_name(config.architecture);
-  info["pooling"] = pooling_name(model->pooling());
+  info["pooling"] = choice_name(model->pooling());
   info["projection_dim"] = model->projection ? model->embedding_dim() : 0;
   info["normalize"] = options.normalize;
   info["tokenizer"] = {{"type", tokenizer.type()},
@@ -584,7 +592,7 @@ LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout&
   return report;
 }
 
-LoadedModel load_model_folder(const std::string& dir, const std::string& pooling) {
+LoadedModel load_model_folder(const std::string& dir, std::optional<Pooling> pooling) {
   const ModelFolderLayout layout = read_model_folder_layout(dir);
   LoadedModel out;
   out.tokenizer = load_folder_tokenizer(layout);
@@ -597,7 +605,7 @@ LoadedModel load_model_folder(const std::string& dir, const std::string& pooling
   // Pooling: the argument, else the folder's Pooling module, else cls (plain encoder
   // folders) or lasttoken (decoders).
   const Pooling fallback = layout.encoder.is_decoder() ? Pooling::LastToken : Pooling::Cls;
-  const Pooling pool = pooling.empty() ? layout.pooling.value_or(fallback) : parse_pooling(pooling);
+  const Pooling pool = pooling ? *pooling : layout.pooling.value_or(fallback);
   out.model = SentenceEmbedder(layout.encoder, layout.dense ? layout.dense->out_features : 0, pool);
   load_folder_weights(out.model, layout);
   out.model->eval();

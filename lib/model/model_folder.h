@@ -118,9 +118,9 @@ struct LoadedModel {
   std::string prompt_excluded_by;
 };
 
-// pooling: "" = as the folder says (its Pooling module; cls for a plain encoder folder,
-// lasttoken for a decoder), else cls | mean | lasttoken.
-LoadedModel load_model_folder(const std::string& dir, const std::string& pooling = "");
+// pooling: none = as the folder says (its Pooling module; cls for a plain encoder folder,
+// lasttoken for a decoder), else that one (encode/eval --pooling).
+LoadedModel load_model_folder(const std::string& dir, std::optional<Pooling> pooling = std::nullopt);
 
 // The tokenizer and input length of a folder, without its weights (embed-train tokenize).
 struct FolderTokenizer {

@@ -80,9 +80,10 @@ NetworkChoice choose_network(const std::string& master_addr, int master_port, bo
   return {interface_with_address(address), address};
 }
 
-std::string describe_network(const std::string& backend, const NetworkChoice& net) {
-  const char* user = std::getenv(backend == "nccl" ? "NCCL_SOCKET_IFNAME" : "GLOO_SOCKET_IFNAME");
-  if (user && *user) return std::string("over ") + user + " (" + (backend == "nccl" ? "NCCL" : "GLOO") + "_SOCKET_IFNAME)";
+std::string describe_network(DistBackend backend, const NetworkChoice& net) {
+  const char* variable = backend == DistBackend::Nccl ? "NCCL_SOCKET_IFNAME" : "GLOO_SOCKET_IFNAME";
+  const char* user = std::getenv(variable);
+  if (user && *user) return std::string("over ") + user + " (" + variable + ")";
   if (net.address.empty()) return "over the library's default interface (no route to MASTER_ADDR found)";
   return "over " + (net.interface.empty() ? std::string("?") : net.interface) + " (" + net.address + ")";
 }

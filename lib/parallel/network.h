@@ -13,6 +13,8 @@
 
 #include <string>
 
+#include "config/choices.h"  // DistBackend
+
 namespace ddp_embed {
 
 struct NetworkChoice {
@@ -25,7 +27,7 @@ struct NetworkChoice {
 NetworkChoice choose_network(const std::string& master_addr, int master_port, bool loopback);
 
 // "over eth0 (10.0.0.2)", for the log; what the user set (<BACKEND>_SOCKET_IFNAME) wins.
-std::string describe_network(const std::string& backend, const NetworkChoice& net);
+std::string describe_network(DistBackend backend, const NetworkChoice& net);
 
 // True when every address `host` resolves to is a loopback address.
 bool resolves_to_loopback(const std::string& host);

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -23,6 +22,8 @@
 #include "parallel/dist_messages.h"
 #include "parallel/network.h"
 #include "parallel/rendezvous.h"
+#include "util/hash.h"
+#include "util/text.h"
 
 namespace ddp_embed {
 
@@ -30,11 +31,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // The peer address in a Gloo error ("[pair.cc:545] Read error [10.0.0.2]:3821: Connection
 // reset by peer"): the first "[...]:" whose inside is an IP address; "" when none is.
@@ -56,7 +52,8 @@ std::string peer_address(const std::string& err) {
 struct ProcessGroup::Impl {
   int rank = 0;
   int world = 1;
-  std::string backend = "none";
+  DistBackend backend = DistBackend::Auto;  // Nccl or Gloo once a process group is made
+  std::string backend_name = "none";        // backend(): its name, "none" without a group
   c10::Device device{c10::kCPU};
   milliseconds timeout{600000};
   WorkerEnv env;                          // the layout, to name the nodes of ranks
@@ -85,7 +82,7 @@ struct ProcessGroup::Impl {
   // only order the current stream after the collective (the CPU keeps queuing work; the
   // NCCL watchdog enforces the timeout); block the host only when it reads the result.
   milliseconds wait_limit(bool host_reads_result) const {
-    if (backend == "nccl" && !host_reads_result) return milliseconds(0);
+    if (backend == DistBackend::Nccl && !host_reads_result) return milliseconds(0);
     return timeout;
   }
 
@@ -112,7 +109,7 @@ struct ProcessGroup::Impl {
   // Turns a c10d/Gloo/NCCL failure into a DistError that says which collective failed, how,
   // and which ranks never reached it (rendezvous.h, describe_missing_ranks).
   [[noreturn]] void fail(const std::string& what, std::uint64_t seq_no, const std::string& err) {
-    const std::string e = lower(err);
+    const std::string e = ascii_lower(err);
     std::string how = "failed";
     if (e.find("timed out") != std::string::npos || e.find("timeout") != std::string::npos) {
       how = "did not complete within " + seconds_str(timeout);
@@ -205,20 +202,17 @@ void ignore_broken_pipes() { std::signal(SIGPIPE, SIG_IGN); }
 
 }  // namespace
 
-std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std::string& backend_in,
-                                                 bool cuda_available, std::chrono::seconds timeout_s) {
-  const std::string backend = lower(backend_in);
-  if (backend != "auto" && backend != "gloo" && backend != "nccl")
-    throw DistError("unknown dist.backend '" + backend_in + "' (expected auto, gloo or nccl)");
+std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, DistBackend backend, bool cuda_available,
+                                                 std::chrono::seconds timeout_s) {
   // A single process connects to nothing, unless ddp-launch or torchrun started it (they
   // give it a rendezvous of its own) and the backend was named: then it makes a group of
   // one, so that every collective runs (how one GPU checks the NCCL path). SLURM and
   // Open MPI with one task give no port of their own: two such jobs on a node would meet.
-  const bool group_of_one = !env.distributed() && backend != "auto" && env.source == "ddp-launch/torchrun";
+  const bool group_of_one = !env.distributed() && backend != DistBackend::Auto && env.source == "ddp-launch/torchrun";
   if (!env.distributed() && !group_of_one) return single();
-  if (backend == "nccl" && !compat::kHasNccl)
+  if (backend == DistBackend::Nccl && !compat::kHasNccl)
     throw DistError("dist.backend 'nccl' requested, but this build has no NCCL (LibTorch without CUDA)");
-  if (backend == "nccl" && !cuda_available)
+  if (backend == DistBackend::Nccl && !cuda_available)
     throw DistError("dist.backend 'nccl' requested, but no CUDA device is available");
   if (timeout_s.count() <= 0) throw DistError("dist.timeout_s must be positive");
   quiet_c10d_retries();
@@ -228,7 +222,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   impl->rank = env.rank;
   impl->world = env.world_size;
   impl->timeout = std::chrono::duration_cast<milliseconds>(timeout_s);
-  impl->backend = (backend == "nccl" || (backend == "auto" && cuda_available && compat::kHasNccl)) ? "nccl" : "gloo";
+  const bool nccl =
+      backend == DistBackend::Nccl || (backend == DistBackend::Auto && cuda_available && compat::kHasNccl);
+  impl->backend = nccl ? DistBackend::Nccl : DistBackend::Gloo;
+  impl->backend_name = choice_name(impl->backend);
   impl->store_addr = env.store_file.empty() ? env.master_addr + ":" + std::to_string(env.master_port)
                                             : "file " + env.store_file;
   const auto start = Clock::now();
@@ -246,7 +243,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
   // 2. The process group.
   try {
 #if defined(DDP_EMBED_WITH_NCCL) && DDP_EMBED_WITH_NCCL
-    if (impl->backend == "nccl") {
+    if (impl->backend == DistBackend::Nccl) {
       // NCCL's bootstrap listens on the first non-loopback interface unless told otherwise.
       if (!net.interface.empty()) setenv("NCCL_SOCKET_IFNAME", net.interface.c_str(), /*overwrite=*/0);
       const int n = compat::cuda_device_count();
@@ -255,22 +252,22 @@ std::unique_ptr<ProcessGroup> ProcessGroup::init(const WorkerEnv& env, const std
                                    impl->timeout);
     }
 #endif
-    if (impl->backend == "gloo") {
+    if (impl->backend == DistBackend::Gloo) {
       impl->pg = compat::make_gloo(compat::make_prefix_store("gloo/", impl->store), env.rank, env.world_size,
                                    gloo_devices(net), impl->timeout);
     }
   } catch (const std::exception& e) {
-    throw DistError("rank " + std::to_string(env.rank) + " could not set up the " + impl->backend +
+    throw DistError("rank " + std::to_string(env.rank) + " could not set up the " + impl->backend_name +
                     " process group with the other ranks: " + first_line(e.what()));
   }
-  impl->network = impl->backend + " " + describe_network(impl->backend, net);
+  impl->network = impl->backend_name + " " + describe_network(impl->backend, net);
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
 }
 
 // ---- accessors -----------------------------------------------------------------------
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::world_size() const { return impl_->world; }
-const std::string& ProcessGroup::backend() const { return impl_->backend; }
+const std::string& ProcessGroup::backend() const { return impl_->backend_name; }
 const std::string& ProcessGroup::network() const { return impl_->network; }
 bool ProcessGroup::communicates() const { return impl_->communicates(); }
 c10::Device ProcessGroup::device() const { return impl_->device; }
@@ -495,11 +492,8 @@ std::int64_t ProcessGroup::allreduce_max_int(std::int64_t value) {
 // ---- checksum ------------------------------------------------------------------------
 std::uint64_t tensors_checksum(const std::vector<at::Tensor>& tensors) {
   // FNV-1a over 64-bit words (then the tail bytes), with dtype and shape mixed in.
-  std::uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](std::uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ULL;
-  };
+  std::uint64_t h = kFnv1a64ShortOffset;
+  auto mix = [&h](std::uint64_t v) { h = fnv1a64_mix(h, v); };
   for (const auto& t0 : tensors) {
     at::Tensor t = t0.detach().to(at::kCPU).contiguous();
     mix(static_cast<std::uint64_t>(t.scalar_type()));

@@ -23,6 +23,7 @@
 #include <c10/core/Device.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include "config/choices.h"  // DistBackend
 #include "parallel/worker_env.h"
 
 namespace c10d {
@@ -55,8 +56,8 @@ class PendingCollective {
 class ProcessGroup {
  public:
   // Rendezvous and process group creation.
-  //  backend: "auto" (NCCL when cuda_available and this build has NCCL, else Gloo),
-  //           "gloo" or "nccl".
+  //  backend: Auto (NCCL when cuda_available and this build has NCCL, else Gloo), Gloo
+  //           or Nccl (dist.backend).
   //  timeout: for the rendezvous and for every collective.
   // Rank 0 hosts the store at MASTER_ADDR:MASTER_PORT (unless the launcher's agent store is
   // used), the others connect; after a restart they find the new attempt's store by
@@ -65,8 +66,8 @@ class ProcessGroup {
   // that routes to MASTER_ADDR (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME override it). With
   // NCCL, collective tensors live on cuda:<local_rank % visible devices>; the caller makes
   // that device current.
-  static std::unique_ptr<ProcessGroup> init(const WorkerEnv& env, const std::string& backend,
-                                            bool cuda_available, std::chrono::seconds timeout);
+  static std::unique_ptr<ProcessGroup> init(const WorkerEnv& env, DistBackend backend, bool cuda_available,
+                                            std::chrono::seconds timeout);
   // The world-size-1 group without a process group (what init returns for a single
   // process that asks for no group of one).
   static std::unique_ptr<ProcessGroup> single();

@@ -37,7 +37,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::vector<int32_t> encode(std::string_view text, int max_length) const override;
   int32_t vocab_size() const override { return vocab_size_; }
   SpecialIds special() const override { return special_; }
-  std::string type() const override { return "sentencepiece"; }
+  std::string type() const override { return choice_name(TokenizerType::SentencePiece); }
   // spiece.model, tokenizer_config.json (AlbertTokenizer), special_tokens_map.json.
   void save(const std::string& dir) const override;
 

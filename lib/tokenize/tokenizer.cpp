@@ -72,7 +72,7 @@ class ModelTypeReader : public nlohmann::json_sax<nlohmann::json> {
 
 std::string detect_tokenizer_type(const std::string& dir) {
   const fs::path folder(dir);
-  if (fs::exists(folder / "spiece.model")) return "sentencepiece";
+  if (fs::exists(folder / "spiece.model")) return choice_name(TokenizerType::SentencePiece);
   if (fs::exists(folder / "tokenizer.json")) {
     ModelTypeReader reader;
     nlohmann::json::sax_parse(hf_files::read_file(folder / "tokenizer.json"), &reader);
@@ -82,20 +82,28 @@ std::string detect_tokenizer_type(const std::string& dir) {
       throw TokenizerError(file + ": " + (reader.error.empty() ? "has no model.type" : reader.error));
     if (kind == "Unigram") return "unigram";
     if (kind == "BPE") return "bpe";
-    if (kind == "WordPiece") return "wordpiece";
+    if (kind == "WordPiece") return choice_name(TokenizerType::WordPiece);
     throw TokenizerError((folder / "tokenizer.json").string() + ": model type \"" + kind +
                          "\" is not implemented (embed-train reads Unigram, BPE and WordPiece tokenizers)");
   }
   if (fs::exists(folder / "sentencepiece.bpe.model")) return "unigram";
-  if (fs::exists(folder / "vocab.txt")) return "wordpiece";
+  if (fs::exists(folder / "vocab.txt")) return choice_name(TokenizerType::WordPiece);
   throw TokenizerError(dir + ": no tokenizer files (spiece.model, tokenizer.json, sentencepiece.bpe.model or vocab.txt)");
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(TokenizerType type, const std::string& path, bool lower_case) {
+  switch (type) {
+    case TokenizerType::WordPiece: return WordPieceTokenizer::load(path, lower_case);
+    case TokenizerType::SentencePiece: return SentencePieceTokenizer::load(path);
+  }
+  throw std::logic_error("load_tokenizer: an unknown TokenizerType");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& type, const std::string& path,
                                           bool lower_case) {
+  // "auto": this function's own word for "as the folder's files say"; not a config choice.
   if (type == "auto") return load_tokenizer(detect_tokenizer_type(path), path, lower_case);
-  if (type == "wordpiece") return WordPieceTokenizer::load(path, lower_case);
-  if (type == "sentencepiece") return SentencePieceTokenizer::load(path);
+  if (const auto config_type = find_choice<TokenizerType>(type)) return load_tokenizer(*config_type, path, lower_case);
   if (type == "unigram") return UnigramTokenizer::load(path);
   if (type == "bpe") return BpeTokenizer::load(path);
   throw TokenizerError("unknown tokenizer type \"" + type + "\" for " + path +

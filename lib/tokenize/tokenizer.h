@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/choices.h"  // TokenizerType
+
 namespace ddp_embed {
 
 struct TokenizerError : std::runtime_error {
@@ -60,13 +62,15 @@ class Tokenizer {
 // that is not implemented, listing those that are).
 std::string detect_tokenizer_type(const std::string& dir);
 
-// type: "wordpiece" | "sentencepiece" | "unigram" | "bpe", or "auto"
-// (detect_tokenizer_type of the folder). path: the vocab.txt / .model file, or a folder
-// holding the tokenizer's files. For WordPiece, a tokenizer_config.json beside the vocab decides
-// lower-casing (do_lower_case); otherwise `lower_case`. Throws TokenizerError naming the
-// path.
+// type: "wordpiece" | "sentencepiece" | "unigram" | "bpe" (the kinds a folder holds, as
+// type() names them), or "auto" (detect_tokenizer_type of the folder). path: the
+// vocab.txt / .model file, or a folder holding the tokenizer's files. For WordPiece, a
+// tokenizer_config.json beside the vocab decides lower-casing (do_lower_case); otherwise
+// `lower_case`. Throws TokenizerError naming the path.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& type, const std::string& path,
                                           bool lower_case = true);
+// The same for the config's tokenizer.type.
+std::unique_ptr<Tokenizer> load_tokenizer(TokenizerType type, const std::string& path, bool lower_case = true);
 
 // Trains a sentencepiece (unigram) model on the text of `inputs` (JSONL pair files: every
 // text field is used; or plain text, one sentence a line) with BERT's special tokens

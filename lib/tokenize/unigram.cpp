@@ -258,7 +258,7 @@ struct UnigramTokenizer::Impl {
                                                         : (p.value("add_prefix_space", true) ? "always" : "never");
       if (scheme == "always") t.prepend_ = Prepend::Always;
       else if (scheme == "first") t.prepend_ = Prepend::First;
-      else if (scheme == "never") t.prepend_ = Prepend::Never;
+      else if (scheme == "never") t.prepend_ = Prepend::Never;  // tokenizer.json's word, not a config choice
       else throw TokenizerError(where + ": Metaspace prepend_scheme \"" + scheme + "\" is unknown");
     } else {
       throw TokenizerError(where + ": pre-tokenizer \"" + type +

@@ -61,7 +61,7 @@ class WordPieceTokenizer final : public Tokenizer {
   std::vector<int32_t> encode(std::string_view text, int max_length) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.size()); }
   SpecialIds special() const override { return special_; }
-  std::string type() const override { return "wordpiece"; }
+  std::string type() const override { return choice_name(TokenizerType::WordPiece); }
   // vocab.txt, tokenizer_config.json (BertTokenizer), special_tokens_map.json.
   void save(const std::string& dir) const override;
 

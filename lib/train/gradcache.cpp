@@ -27,7 +27,7 @@ struct Chunk {
 }  // namespace
 
 at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& batch, const GradCacheSettings& settings,
-                                      const LossSettings& loss, const CandidateExchange& exchange,
+                                      const LossConfig& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
                                       const LossScaler& scaler, DataParallel* dp, at::Tensor* masked) {
   std::vector<const EncoderInput*> parts = {&batch.query, &batch.pos};

@@ -41,7 +41,7 @@ struct GradCacheSettings {
 // (no gradient sync). Returns the prepared loss, detached; adds the number of masked
 // same-text candidates (PairLoss::masked) to `*masked` when given.
 at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& batch, const GradCacheSettings& settings,
-                                      const LossSettings& loss, const CandidateExchange& exchange,
+                                      const LossConfig& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
                                       const LossScaler& scaler, DataParallel* dp, at::Tensor* masked = nullptr);
 

@@ -188,11 +188,21 @@ at::Tensor embed_texts(LoadedModel& loaded, const std::vector<std::string>& text
   return out;
 }
 
+namespace {
+
+// encode/eval --pooling: none when not given, else one of model.pooling's spellings.
+std::optional<Pooling> pooling_option(const std::string& typed) {
+  if (typed.empty()) return std::nullopt;
+  return parse_choice<Pooling>(typed, "--pooling");
+}
+
+}  // namespace
+
 int run_encode(const EncodeOptions& o) {
   const c10::Device device(o.device);
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   const std::vector<std::string> sentences = read_sentences(o.input);
-  LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
+  LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
   // As SentenceTransformer.encode: the folder's default prompt when none is asked for.
   const std::string prompt = resolve_prompt(loaded, o.prompt, o.prompt_name, "--prompt-name", loaded.default_prompt_name);
   if (!prompt.empty()) spdlog::info("encode: the prompt {} before each sentence", nlohmann::json(prompt).dump());
@@ -232,7 +242,7 @@ int run_eval(const EvalOptions& o) {
   // same way (x / max(||x||, 1e-12)) before its cosines.
   const c10::Device device(o.device);
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
-  LoadedModel loaded = load_model_folder(o.model_dir, o.pooling);
+  LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
   loaded.model->to(device);
   PairDataset data = load_pairs({o.data}, *loaded.tokenizer, loaded.max_length, false);
   const std::string task = o.task.empty() ? (data.has_scores ? "sts" : "retrieval") : o.task;

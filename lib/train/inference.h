@@ -40,7 +40,9 @@ struct EncodeOptions {
   std::string model_dir, input, output;
   int batch_size = 64;
   std::string device = "cpu";
-  std::string pooling;  // empty: as the folder says (a plain Hugging Face folder: cls, lasttoken for Qwen3)
+  // --pooling as typed, read through config/choices.h's table (cls | mean | lasttoken);
+  // empty: as the folder says (a plain Hugging Face folder: cls, lasttoken for Qwen3)
+  std::string pooling;
   bool normalize = false;  // also without a Normalize module in the folder
   std::optional<std::string> prompt_name;  // --prompt-name: one of the folder's prompts
   std::optional<std::string> prompt;       // --prompt: the text itself (also "": none)
@@ -51,7 +53,7 @@ struct EvalOptions {
   std::string task;  // retrieval | sts | empty: sts when every pair has a score
   int batch_size = 64;
   std::string device = "cpu";
-  std::string pooling;
+  std::string pooling;  // as EncodeOptions::pooling
   std::string format = "table";  // table | json: what goes to stdout
   std::string json_out;          // also write the JSON here (empty: no file)
 };

@@ -360,7 +360,7 @@ int run_mine(const MineOptions& o) {
     if (!prompt.empty()) spdlog::info("mine: the prompt {} before each {} text", nlohmann::json(prompt).dump(), what);
   loaded.model->to(device);
 
-  auto pg = ProcessGroup::init(env, "auto", device.is_cuda(), std::chrono::seconds(600));
+  auto pg = ProcessGroup::init(env, DistBackend::Auto, device.is_cuda(), std::chrono::seconds(600));
   spdlog::info("mine: {} worker{} x {} thread{}, device {}; {} negatives a query from rank {} on of its best {} "
                "candidates left",
                pg->world_size(), pg->world_size() > 1 ? "s" : "", at::get_num_threads(),

@@ -5,22 +5,6 @@
 
 namespace ddp_embed {
 
-Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::Fp32;
-  if (name == "bf16") return Precision::Bf16;
-  if (name == "fp16") return Precision::Fp16;
-  throw std::invalid_argument("unknown precision \"" + name + "\" (fp32 | bf16 | fp16)");
-}
-
-std::string precision_name(Precision p) {
-  switch (p) {
-    case Precision::Bf16: return "bf16";
-    case Precision::Fp16: return "fp16";
-    case Precision::Fp32: break;
-  }
-  return "fp32";
-}
-
 AutocastScope::AutocastScope(Precision precision, const c10::Device& device) {
   if (precision == Precision::Fp32) return;
   const at::ScalarType dtype = precision == Precision::Bf16 ? at::kBFloat16 : at::kHalf;

@@ -19,15 +19,10 @@
 #include <ATen/ATen.h>
 
 #include "compat/torch_compat.h"
+#include "config/choices.h"  // Precision
 #include "optim/flat_adamw.h"
 
 namespace ddp_embed {
-
-enum class Precision { Fp32, Bf16, Fp16 };
-
-// "fp32" | "bf16" | "fp16"; throws std::invalid_argument otherwise.
-Precision parse_precision(const std::string& name);
-std::string precision_name(Precision p);
 
 // The forward pass of one micro-batch in `precision` on `device`: autocast while alive
 // (bf16 or fp16), nothing for fp32. Backward runs outside of it, as with torch.autocast.

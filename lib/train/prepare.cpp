@@ -251,7 +251,7 @@ int run_prepare(const Config& cfg, const std::string& output) {
   const WorkerEnv env = read_worker_env();
   init_console_log(env.rank);
   const int threads = choose_threads(env);
-  auto pg = ProcessGroup::init(env, "gloo", /*cuda=*/false, std::chrono::seconds(cfg.dist.timeout_s));
+  auto pg = ProcessGroup::init(env, DistBackend::Gloo, /*cuda=*/false, std::chrono::seconds(cfg.dist.timeout_s));
   const SourceSetup setup = set_up_sources(cfg, *pg);
   spdlog::info("prepare: {} source{} into {}, {} worker{} x {} thread{}, {} tokenizer ({} tokens), max_length {}",
                setup.sources.size(), setup.sources.size() > 1 ? "s" : "", output, pg->world_size(),

@@ -1,7 +1,5 @@
 #include "train/setup.h"
 
-#include <cctype>
-
 #include <cmath>
 #include <filesystem>
 
@@ -11,6 +9,7 @@
 #include "model/weights.h"
 #include "train/prepare.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -56,7 +55,7 @@ std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, const std::optio
   // lower-cases the text first.
   if (init) return load_folder_tokenizer(*init, cfg.tokenizer.lower_case);
   const bool missing = !fs::exists(cfg.tokenizer.path);
-  if (missing && cfg.tokenizer.type == "sentencepiece") {
+  if (missing && cfg.tokenizer.type == TokenizerType::SentencePiece) {
     // Convenience for a first run: train the tokenizer on the training data (rank 0),
     // the others wait for it.
     if (pg.rank() == 0) {
@@ -116,10 +115,10 @@ std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std:
 
 // ---- the model --------------------------------------------------------------------------
 
-// model.pooling: cls, mean or lasttoken as set; "auto" = the init folder's Pooling module,
-// else lasttoken for a decoder and cls for an encoder.
+// model.pooling: cls, mean or lasttoken as set; "auto" (none) = the init folder's Pooling
+// module, else lasttoken for a decoder and cls for an encoder.
 Pooling training_pooling(const Config& cfg, const std::optional<ModelFolderLayout>& init) {
-  if (cfg.model.pooling != "auto") return parse_pooling(cfg.model.pooling);
+  if (cfg.model.pooling) return *cfg.model.pooling;
   if (init && init->pooling) return *init->pooling;
   return init && init->encoder.is_decoder() ? Pooling::LastToken : Pooling::Cls;
 }
@@ -132,8 +131,9 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
     if (cfg.model.dropout > 0)
       spdlog::info("model.dropout {:g} does not apply: Qwen3 has no dropout", cfg.model.dropout);
   } else {
+    // The config's sizes were checked when it was read (lib/config), init's when its
+    // config.json was (model/bert.h); the model's constructor holds them as preconditions.
     arch.bert.hidden_dropout = arch.bert.attention_dropout = cfg.model.dropout;
-    if (!init) validate_bert_config(arch.bert, "model config");  // init's was, as its config.json was read
   }
   if (tokenizer.vocab_size() > arch.vocab_size())
     throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
@@ -174,6 +174,16 @@ void check_matryoshka_dims(const Config& cfg, const SentenceEmbedder& model) {
                  "put {} first to train it", nlohmann::json(dims).dump(), size, size);
 }
 
+// train.lr scaled by train.lr_scaling for `world` workers.
+double scaled_lr(const TrainConfig& t, int world) {
+  switch (t.lr_scaling) {
+    case LrScaling::None: break;
+    case LrScaling::Linear: return t.lr * world;
+    case LrScaling::Sqrt: return t.lr * std::sqrt(double(world));
+  }
+  return t.lr;
+}
+
 LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
   if (precision != Precision::Fp16) return LossScaler();
   return LossScaler(t.loss_scale_init, t.loss_scale_growth_interval);
@@ -188,8 +198,7 @@ std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double w
   FlatAdamW::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
   for (auto& item : model->named_parameters()) {
     if (!item.value().requires_grad()) continue;  // frozen (LoRA): no gradient, no state
-    std::string name = item.key();
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string name = ascii_lower(item.key());
     const bool exempt = name.find("layernorm") != std::string::npos || name.find("rmsnorm") != std::string::npos ||
                         name.find("_norm") != std::string::npos || name.find(".norm.") != std::string::npos ||
                         name.rfind("norm.", 0) == 0 ||
@@ -294,7 +303,7 @@ BatchPlan make_batch_plan(const Config& cfg, const PairDataset& train, int world
   settings.shuffle = cfg.data.shuffle;
   settings.drop_last = cfg.data.drop_last;
   settings.seed = cfg.train.seed;
-  settings.mixing = parse_mixing(cfg.data.mixing);
+  settings.mixing = cfg.data.mixing;
   std::optional<PairKeys> keys;
   if (cfg.data.dedupe_batches) keys = query_and_positive_keys(train);
   return BatchPlan(plan_sources(train.sources, weights), settings, std::move(keys));
@@ -325,12 +334,10 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
   }
   model->to(w.device);
   FlatAdamW optimizer(optimizer_groups(model, cfg.train.weight_decay));
-  if (cfg.train.optimizer_offload == "cpu") optimizer.offload_to_host();
+  if (cfg.train.optimizer_offload == OptimizerOffload::Cpu) optimizer.offload_to_host();
   model->encoder().set_sparse_word_gradient(true);  // every .grad is now a dense view of the optimizer's buffer
   auto data_parallel = std::make_unique<DataParallel>(*model, optimizer, pg, cfg.dist);
-  double peak_lr = cfg.train.lr;
-  if (cfg.train.lr_scaling == "linear") peak_lr *= pg.world_size();
-  if (cfg.train.lr_scaling == "sqrt") peak_lr *= std::sqrt(double(pg.world_size()));
+  const double peak_lr = scaled_lr(cfg.train, pg.world_size());
   const EncoderConfig& arch = model->encoder().encoder_config();
   const bool decoder = arch.is_decoder();
   int64_t all_parameters = 0;
@@ -342,27 +349,31 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
                "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
                architecture_name(arch.architecture), double(all_parameters) / 1e6, trained, arch.hidden_size(),
                decoder ? arch.qwen3.num_layers : arch.bert.num_layers,
-               decoder ? arch.qwen3.num_heads : arch.bert.num_heads, pooling_name(model->pooling()),
+               decoder ? arch.qwen3.num_heads : arch.bert.num_heads, choice_name(model->pooling()),
                cfg.model.projection_dim, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
-               peak_lr, cfg.train.lr_scaling == "none" ? "" : " (" + cfg.train.lr_scaling + "-scaled)");
+               peak_lr,
+               cfg.train.lr_scaling == LrScaling::None ? "" : " (" + choice_name(cfg.train.lr_scaling) + "-scaled)");
   return ModelUnderTraining{model, std::move(optimizer), std::move(data_parallel),
                             make_loss_scaler(w.precision, cfg.train), peak_lr};
 }
 
 TrainPosition resume(const Config& cfg, ProcessGroup& pg, ModelUnderTraining& t) {
   TrainPosition pos;
-  if (cfg.output.resume != "never") {
-    const std::vector<std::string> candidates = cfg.output.resume == "auto"
+  const ResumeFrom& from = cfg.output.resume;
+  if (from.mode != ResumeMode::Never) {
+    const std::vector<std::string> candidates = from.mode == ResumeMode::Auto
                                                     ? list_checkpoints(cfg.output.dir + "/checkpoints")
-                                                    : std::vector<std::string>{cfg.output.resume};
+                                                    : std::vector<std::string>{from.path};
     for (const auto& c : candidates) {
       try {
         nlohmann::json info;
         pos = load_checkpoint(c, t.model, t.optimizer, &info);
-        // The fp16 loss scale continues where it was, if the checkpoint's run had one.
-        if (t.loss_scaler.enabled() && info.value("config", nlohmann::json::object())
-                                               .value("train", nlohmann::json::object())
-                                               .value("precision", "") == "fp16")
+        // The fp16 loss scale continues where it was, if the checkpoint's run had one (its
+        // config as config_to_json wrote it).
+        const std::string saved_precision = info.value("config", nlohmann::json::object())
+                                                .value("train", nlohmann::json::object())
+                                                .value("precision", "");
+        if (t.loss_scaler.enabled() && find_choice<Precision>(saved_precision) == Precision::Fp16)
           t.loss_scaler.load_state({pos.loss_scale, pos.loss_scale_good_steps});
         const int saved_world = info.value("world_size", pg.world_size());
         spdlog::info("resumed from {} (step {}, epoch {}, batch {} of the epoch){}", c, pos.step, pos.epoch,
@@ -373,7 +384,7 @@ TrainPosition resume(const Config& cfg, ProcessGroup& pg, ModelUnderTraining& t)
                          : "");
         break;
       } catch (const std::exception& e) {
-        if (cfg.output.resume != "auto") throw;
+        if (from.mode != ResumeMode::Auto) throw;
         spdlog::warn("skipping checkpoint {}: {}", c, e.what());
       }
     }

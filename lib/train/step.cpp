@@ -7,17 +7,6 @@
 
 namespace ddp_embed {
 
-LossSettings loss_settings(const LossConfig& loss) {
-  LossSettings s;
-  s.type = loss.type;
-  s.temperature = loss.temperature;
-  s.matryoshka_dims = loss.matryoshka_dims;
-  s.matryoshka_weights = loss.matryoshka_weights;
-  s.distill_weight = loss.distill.weight;
-  s.distill_temperature = loss.distill.temperature;
-  return s;
-}
-
 std::function<at::Tensor(const at::Tensor&)> accumulation_share(int accum_steps) {
   return [accum_steps](const at::Tensor& micro_batch_loss) { return micro_batch_loss / double(accum_steps); };
 }
@@ -41,13 +30,13 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
     at::Tensor loss;  // this micro-batch's share of the step's loss
     if (cfg.train.gradcache_chunk > 0) {
       loss = gradcache_forward_backward(training.model, micro, {cfg.train.gradcache_chunk, worker.precision, worker.device},
-                                        context.loss, context.exchange, context.loss_share, training.loss_scaler, &dp,
+                                        cfg.loss, context.exchange, context.loss_share, training.loss_scaler, &dp,
                                         &out.masked);
     } else {
       {
         AutocastScope autocast(worker.precision, worker.device);  // the forward only; backward runs outside it
         const PairLoss pair =
-            training.model->forward(micro.query, micro.pos, micro.neg, context.loss, context.exchange, micro.labels);
+            training.model->forward(micro.query, micro.pos, micro.neg, cfg.loss, context.exchange, micro.labels);
         loss = context.loss_share(pair.loss);
         out.masked += pair.masked;
       }

@@ -28,16 +28,12 @@ struct StepContext {
   const Config& config;
   Worker& worker;
   ModelUnderTraining& training;
-  LossSettings loss;
   CandidateExchange exchange;  // cross-rank negatives, when on
   // A micro-batch's loss -> the loss whose gradient it accumulates: its share of the
   // step's (÷ train.grad_accum_steps), as torchtitan's rescale_accumulated_loss. Set once
   // for the run; the tests' fault injection wraps it (train/fault_injection.h).
   std::function<at::Tensor(const at::Tensor& micro_batch_loss)> loss_share;
 };
-
-// The loss settings of the run (the config's loss section, as model/loss.h takes them).
-LossSettings loss_settings(const LossConfig& loss);
 
 // The loss share of train.grad_accum_steps micro-batches a step: loss / accum_steps.
 std::function<at::Tensor(const at::Tensor&)> accumulation_share(int accum_steps);

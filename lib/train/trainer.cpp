@@ -141,7 +141,7 @@ int run_training(const Config& cfg) {
   if (pos.step == 0) record.evaluate(0);
   const double startup_s = log_startup_time(run_start);
 
-  StepContext step_context{cfg, worker, training, loss_settings(cfg.loss),
+  StepContext step_context{cfg, worker, training,
                            training.data_parallel->candidate_exchange(cfg.loss.cross_rank_negatives),
                            accumulation_share(cfg.train.grad_accum_steps)};
   const StepFunction train = with_test_faults(

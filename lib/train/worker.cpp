@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "compat/cuda_support.h"
+#include "data/batch_plan.h"
 #include "util/log.h"
 
 namespace fs = std::filesystem;
@@ -42,11 +43,12 @@ std::string cpu_blas() {
 // the log). Local rank r takes cuda:(r % visible), the device its NCCL process group uses
 // too; with ddp-launch --devices each worker sees only its own GPU (CUDA_VISIBLE_DEVICES),
 // which is then cuda:0.
-c10::Device choose_device(const std::string& wanted, const WorkerEnv& env) {
-  if (wanted == "cpu") return c10::Device(c10::kCPU);  // before asking: asking loads CUDA where there is a driver
+c10::Device choose_device(TrainDevice wanted, const WorkerEnv& env) {
+  // The CPU before asking: asking loads CUDA where there is a driver.
+  if (wanted == TrainDevice::Cpu) return c10::Device(c10::kCPU);
   const int visible = compat::cuda_device_count();
-  if (wanted == "auto" && visible == 0) return c10::Device(c10::kCPU);
-  if (wanted == "auto" && env.local_world_size > visible) {
+  if (wanted == TrainDevice::Auto && visible == 0) return c10::Device(c10::kCPU);
+  if (wanted == TrainDevice::Auto && env.local_world_size > visible) {
     spdlog::warn("train.device auto: {} workers on this machine but {} visible GPU{}: training on the CPU (set "
                  "train.device cuda to share GPUs, with dist.backend gloo)",
                  env.local_world_size, visible, visible > 1 ? "s" : "");
@@ -82,12 +84,7 @@ void prepare_output_dir(const std::string& dir, int rank) {
 
 // The world-size-dependent checks of the config, with the keys to change.
 void check_config_for_world(const Config& cfg, int world) {
-  const int64_t parts = int64_t(world) * cfg.train.grad_accum_steps;
-  if (cfg.train.batch_size % parts != 0)
-    throw std::runtime_error("train.batch_size " + std::to_string(cfg.train.batch_size) +
-                             " is not divisible by WORLD_SIZE " + std::to_string(world) +
-                             " x train.grad_accum_steps " + std::to_string(cfg.train.grad_accum_steps) +
-                             ": each rank's micro-batch would not be whole");
+  split_global_batch(cfg.train.batch_size, world, cfg.train.grad_accum_steps);  // before the data is read
   if (cfg.loss.cross_rank_negatives && world == 1)
     spdlog::info("loss.cross_rank_negatives has no effect with one worker");
 }
@@ -114,9 +111,9 @@ Worker set_up_worker(const Config& cfg) {
   compat::prepare_device(w.device);  // CUDA: its module loaded, the device current, before NCCL and any allocation
   spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(w.env), w.threads, cpu_blas(), TORCH_VERSION);
   if (w.env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", w.env.restart_count);
-  w.precision = parse_precision(cfg.train.precision);
+  w.precision = cfg.train.precision;
   check_precision_for_device(w.precision, w.device);
-  spdlog::info("device {}, precision {}{}{}", w.device.str(), precision_name(w.precision),
+  spdlog::info("device {}, precision {}{}{}", w.device.str(), choice_name(w.precision),
                cfg.train.activation_checkpointing ? ", activation checkpointing" : "",
                cfg.train.gradcache_chunk > 0 ? fmt::format(", GradCache chunks of {} sequences",
                                                            cfg.train.gradcache_chunk)

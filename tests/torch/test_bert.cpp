@@ -206,7 +206,7 @@ TEST(Bert, ConfigRefusesWhatIsNotImplemented) {
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("cfg.json: hidden_size"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_pooling("max"), ModelError);
+  EXPECT_THROW(parse_choice<Pooling>("max", "pooling"), ConfigError);
 }
 
 // ---- initialization ---------------------------------------------------------------------
@@ -411,7 +411,7 @@ TEST(Bert, EmbedderGradientReachesEveryParameter) {
     SentenceEmbedder model(small_config(), 16, pooling);
     model->train();
     const auto q = random_batch(6, 12, 300), p = random_batch(6, 12, 300), n = random_batch(4, 10, 300);
-    const at::Tensor loss = model->forward(q, p, n, LossSettings{"pairwise_sigmoid", 0.05}).loss;
+    const at::Tensor loss = model->forward(q, p, n, LossConfig{}).loss;  // pairwise_sigmoid at 0.05
     loss.backward();
     for (const auto& param : model->named_parameters()) {
       ASSERT_TRUE(param.value().grad().defined()) << param.key();
@@ -431,7 +431,7 @@ TEST(Bert, EmbedderClsShortcutGivesTheSameLossAndGradients) {
   SentenceEmbedder model(small_config(), 16, Pooling::Cls);
   model->eval();
   const auto q = random_batch(4, 10, 300), p = random_batch(4, 11, 300);
-  const at::Tensor fast = model->forward(q, p, {}, LossSettings{}).loss;
+  const at::Tensor fast = model->forward(q, p, {}, LossConfig{}).loss;
   fast.backward();
   std::map<std::string, at::Tensor> fast_grads;
   for (const auto& param : model->named_parameters()) {
@@ -441,7 +441,7 @@ TEST(Bert, EmbedderClsShortcutGivesTheSameLossAndGradients) {
   const auto full_embed = [&](const EncoderInput& in) {
     return model->projection(pool(model->bert(in.ids, in.mask), in.mask, Pooling::Cls));
   };
-  const at::Tensor full = contrastive_loss(full_embed(q), full_embed(p), 0, "pairwise_sigmoid", 0.05);
+  const at::Tensor full = contrastive_loss(full_embed(q), full_embed(p), 0, LossType::PairwiseSigmoid, 0.05);
   full.backward();
   EXPECT_NEAR(fast.item<double>(), full.item<double>(), 1e-6);
   for (const auto& param : model->named_parameters()) {
@@ -456,25 +456,27 @@ TEST(Bert, EmbedderForwardIsTheLossOfItsEmbeddings) {
   SentenceEmbedder model(small_config(), 16, Pooling::Mean);
   model->eval();  // no dropout: the same numbers however the batch is split
   const auto q = random_batch(5, 12, 300), p = random_batch(5, 12, 300), n = random_batch(3, 12, 300);
-  const LossSettings settings{"infonce", 0.1};
+  LossConfig settings;
+  settings.type = LossType::Infonce;
+  settings.temperature = 0.1;
   at::NoGradGuard no_grad;
   const at::Tensor eq = model->embed(q), ep = model->embed(p), en = model->embed(n);
 
   // In-batch, with positives of the same and of a different padded length.
-  const double want = contrastive_loss(eq, ep, 0, "infonce", 0.1).item<double>();
+  const double want = contrastive_loss(eq, ep, 0, LossType::Infonce, 0.1).item<double>();
   EXPECT_NEAR(model->forward(q, p, {}, settings).loss.item<double>(), want, 1e-5);
   const EncoderInput p_longer{at::cat({p.ids, at::zeros({5, 3}, at::kLong)}, 1),
                               at::cat({p.mask, at::zeros({5, 3}, at::kLong)}, 1)};
   EXPECT_NEAR(model->forward(q, p_longer, {}, settings).loss.item<double>(), want, 1e-5);
 
   // Hard negatives join the candidates.
-  const double with_neg = contrastive_loss(eq, at::cat({ep, en}), 0, "infonce", 0.1).item<double>();
+  const double with_neg = contrastive_loss(eq, at::cat({ep, en}), 0, LossType::Infonce, 0.1).item<double>();
   EXPECT_NEAR(model->forward(q, p, n, settings).loss.item<double>(), with_neg, 1e-5);
 
   // Cross-rank: as rank 1 of 2, with rank 0's candidates in front.
   const at::Tensor rank0 = at::randn({8, 16});
   CandidateExchange exchange{[&](const at::Tensor& local, const std::vector<int64_t>&) { return at::cat({rank0, local}); }, {}, 1};
-  const double gathered = contrastive_loss(eq, at::cat({rank0, ep, en}), 8, "infonce", 0.1).item<double>();
+  const double gathered = contrastive_loss(eq, at::cat({rank0, ep, en}), 8, LossType::Infonce, 0.1).item<double>();
   EXPECT_NEAR(model->forward(q, p, n, settings, exchange).loss.item<double>(), gathered, 1e-5);
 }
 

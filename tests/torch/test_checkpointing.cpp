@@ -58,10 +58,10 @@ Step train_step(SentenceEmbedder& model, std::optional<bool> checkpointing, Prec
   {
     AutocastScope autocast(precision, device);
     if (!one_call) {
-      loss = model->forward(q, p, {}, LossSettings{"pairwise_sigmoid", 0.05}).loss;
+      loss = model->forward(q, p, {}, LossConfig{}).loss;  // pairwise_sigmoid at 0.05
     } else {
       const at::Tensor e = model->embed({at::cat({q.ids, p.ids}), at::cat({q.mask, p.mask})});
-      loss = contrastive_loss(e.narrow(0, 0, 6), e.narrow(0, 6, 6), 0, "pairwise_sigmoid", 0.05);
+      loss = contrastive_loss(e.narrow(0, 0, 6), e.narrow(0, 6, 6), 0, LossType::PairwiseSigmoid, 0.05);
     }
   }
   loss.backward();
@@ -135,8 +135,8 @@ TEST_P(ActivationCheckpointing, SameLossGradientsAndRandomness) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<ActivationCheckpointing::ParamType>& info) {
-  return std::to_string(std::get<0>(info.param)) + "layers_" + pooling_name(std::get<1>(info.param)) + "_" +
-         precision_name(std::get<2>(info.param));
+  return std::to_string(std::get<0>(info.param)) + "layers_" + choice_name(std::get<1>(info.param)) + "_" +
+         choice_name(std::get<2>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, ActivationCheckpointing,

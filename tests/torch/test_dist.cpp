@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
+#include "config/config.h"
 #include "parallel/grad_sync.h"
 #include "parallel/process_group.h"
 #include "parallel/worker_env.h"
@@ -291,7 +292,7 @@ void run_ranks(int world, const std::function<void(int, ProcessGroup&)>& fn, std
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto pg = ProcessGroup::init(env_for(r, world, port), "gloo", false, timeout);
+        auto pg = ProcessGroup::init(env_for(r, world, port), DistBackend::Gloo, false, timeout);
         fn(r, *pg);
       } catch (...) {
         errors[r] = std::current_exception();
@@ -335,13 +336,13 @@ void expect_identity_collectives(ProcessGroup& pg) {
 
 // ---- process group -------------------------------------------------------------------
 TEST(Distributed, SingleProcessCollectivesAreIdentity) {
-  auto pg = ProcessGroup::init(WorkerEnv{}, "auto", false, 10s);
+  auto pg = ProcessGroup::init(WorkerEnv{}, DistBackend::Auto, false, 10s);
   EXPECT_EQ(pg->backend(), "none");
   expect_identity_collectives(*pg);
   EXPECT_EQ(pg->collectives_issued(), 0u);
   at::Tensor x = at::randn({3, 2}, at::requires_grad());
   EXPECT_TRUE(all_gather_with_grad(*pg, x).is_same(x));
-  EXPECT_THROW(ProcessGroup::init(WorkerEnv{}, "mpi", false, 10s), DistError);
+  EXPECT_THROW(parse_choice<DistBackend>("mpi", "dist.backend"), ConfigError);  // refused when the config is read
 }
 
 // Under ddp-launch or torchrun, naming the backend makes a process group of one: every
@@ -350,12 +351,12 @@ TEST(Distributed, SingleProcessCollectivesAreIdentity) {
 TEST(Distributed, AGroupOfOneWhenALauncherNamesTheBackend) {
   WorkerEnv launched = env_for(0, 1, free_port());
   launched.source = "ddp-launch/torchrun";
-  EXPECT_FALSE(ProcessGroup::init(launched, "auto", false, 10s)->communicates());
-  EXPECT_FALSE(ProcessGroup::init(WorkerEnv{}, "gloo", false, 10s)->communicates());
+  EXPECT_FALSE(ProcessGroup::init(launched, DistBackend::Auto, false, 10s)->communicates());
+  EXPECT_FALSE(ProcessGroup::init(WorkerEnv{}, DistBackend::Gloo, false, 10s)->communicates());
   WorkerEnv slurm = launched;
   slurm.source = "SLURM";
-  EXPECT_FALSE(ProcessGroup::init(slurm, "gloo", false, 10s)->communicates());
-  auto pg = ProcessGroup::init(launched, "gloo", false, 10s);
+  EXPECT_FALSE(ProcessGroup::init(slurm, DistBackend::Gloo, false, 10s)->communicates());
+  auto pg = ProcessGroup::init(launched, DistBackend::Gloo, false, 10s);
   ASSERT_TRUE(pg->communicates());
   EXPECT_EQ(pg->backend(), "gloo");
   expect_identity_collectives(*pg);
@@ -373,7 +374,7 @@ TEST(Distributed, AGroupOfOneWhenALauncherNamesTheBackend) {
 TEST(Distributed, NcclNeedsCuda) {
   WorkerEnv w = env_for(0, 2, 1);
   try {
-    ProcessGroup::init(w, "nccl", false, 5s);
+    ProcessGroup::init(w, DistBackend::Nccl, false, 5s);
     FAIL() << "expected DistError";
   } catch (const DistError& e) {
     EXPECT_NE(std::string(e.what()).find("nccl"), std::string::npos) << e.what();
@@ -446,7 +447,7 @@ TEST(Distributed, RendezvousTimeoutNamesTheMissingRank) {
   const int port = free_port();
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    ProcessGroup::init(env_for(0, 3, port), "gloo", false, 2s);  // ranks 1 and 2 never come
+    ProcessGroup::init(env_for(0, 3, port), DistBackend::Gloo, false, 2s);  // ranks 1 and 2 never come
     FAIL() << "expected DistError";
   } catch (const DistError& e) {
     const std::string msg = e.what();
@@ -460,7 +461,7 @@ TEST(Distributed, ClientSaysItCannotReachTheStore) {
   const int port = free_port();  // nobody listens there
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    ProcessGroup::init(env_for(1, 2, port), "gloo", false, 2s);
+    ProcessGroup::init(env_for(1, 2, port), DistBackend::Gloo, false, 2s);
     FAIL() << "expected DistError";
   } catch (const DistError& e) {
     const std::string msg = e.what();

@@ -62,12 +62,14 @@ void add_labels(PairBatch& b, int64_t n) {
 
 // The recipe cases: Matryoshka sizes, the duplicates masked and, with hard negatives,
 // distillation, on top of `type`.
-LossSettings loss_settings_of(const std::string& type, bool recipe, bool hard_negatives) {
-  LossSettings s{type, 0.05};
+LossConfig loss_config_of(const std::string& type, bool recipe, bool hard_negatives) {
+  LossConfig s;
+  s.type = parse_choice<LossType>(type, "loss.type");
+  s.temperature = 0.05;
   if (!recipe) return s;
   s.matryoshka_dims = {16, 8, 4};
   s.matryoshka_weights = {1, 0.5, 0.25};
-  if (hard_negatives) s.distill_weight = 0.7;
+  if (hard_negatives) s.distill.weight = 0.7;
   return s;
 }
 
@@ -100,7 +102,7 @@ Step result(SentenceEmbedder& model, const at::Tensor& loss) {
   return s;
 }
 
-Step gradcache_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, const LossSettings& loss) {
+Step gradcache_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, const LossConfig& loss) {
   model->zero_grad();
   at::manual_seed(99);
   const at::Tensor l = gradcache_forward_backward(model, b, {chunk, Precision::Fp32, kCpu}, loss, {},
@@ -108,7 +110,7 @@ Step gradcache_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, 
   return result(model, l);
 }
 
-Step plain_step(SentenceEmbedder& model, const PairBatch& b, const LossSettings& loss) {
+Step plain_step(SentenceEmbedder& model, const PairBatch& b, const LossConfig& loss) {
   model->zero_grad();
   at::manual_seed(99);
   const at::Tensor l = model->forward(b.query, b.pos, b.neg, loss, {}, b.labels).loss;
@@ -118,7 +120,7 @@ Step plain_step(SentenceEmbedder& model, const PairBatch& b, const LossSettings&
 
 // The micro-batch embedded `chunk` rows at a time, each chunk cut to its longest
 // sequence, in one graph.
-Step chunked_graph_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, const LossSettings& loss) {
+Step chunked_graph_step(SentenceEmbedder& model, const PairBatch& b, int64_t chunk, const LossConfig& loss) {
   model->zero_grad();
   at::manual_seed(99);
   std::vector<at::Tensor> parts;
@@ -164,7 +166,7 @@ struct GradCacheCase {
   Pooling pooling;
   bool hard_negatives;
   int64_t chunk;
-  bool recipe = false;  // Matryoshka, masks, distillation (loss_settings_of)
+  bool recipe = false;  // Matryoshka, masks, distillation (loss_config_of)
 };
 
 class GradCache : public ::testing::TestWithParam<GradCacheCase> {};
@@ -174,7 +176,7 @@ TEST_P(GradCache, WithoutDropoutItIsThePlainStep) {
   SentenceEmbedder model = make_model(0.0, c.pooling);
   PairBatch b = pair_batch(10, c.hard_negatives);
   if (c.recipe) add_labels(b, 10);
-  const LossSettings loss = loss_settings_of(c.loss, c.recipe, c.hard_negatives);
+  const LossConfig loss = loss_config_of(c.loss, c.recipe, c.hard_negatives);
   const Step plain = plain_step(model, b, loss);
   const Step cached = gradcache_step(model, b, c.chunk, loss);
   expect_same_step(plain, cached, 1e-5);
@@ -186,7 +188,7 @@ TEST_P(GradCache, WithDropoutItIsTheWholeGraphOfTheSameMasks) {
   SentenceEmbedder model = make_model(0.1, c.pooling);
   PairBatch b = pair_batch(10, c.hard_negatives);
   if (c.recipe) add_labels(b, 10);
-  const LossSettings loss = loss_settings_of(c.loss, c.recipe, c.hard_negatives);
+  const LossConfig loss = loss_config_of(c.loss, c.recipe, c.hard_negatives);
   const Step truth = chunked_graph_step(model, b, c.chunk, loss);
   const Step cached = gradcache_step(model, b, c.chunk, loss);
   expect_same_step(truth, cached, 1e-5);

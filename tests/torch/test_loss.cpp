@@ -104,12 +104,15 @@ void expect_close(const Matrix& got, const Matrix& want, double rel, const char*
           << what << "[" << i << "][" << k << "]";
 }
 
+// loss.type's spelling as the loss takes it.
+LossType loss_type(const std::string& name) { return parse_choice<LossType>(name, "loss.type"); }
+
 // Runs contrastive_loss on q and c (as given dtype) and compares with the reference.
 void check_against_reference(const at::Tensor& q0, const at::Tensor& c0, int64_t offset, const std::string& type,
                              double t, double rel) {
   const at::Tensor q = q0.detach().clone().requires_grad_(true);
   const at::Tensor c = c0.detach().clone().requires_grad_(true);
-  const at::Tensor loss = contrastive_loss(q, c, offset, type, t);
+  const at::Tensor loss = contrastive_loss(q, c, offset, loss_type(type), t);
   loss.backward();
   const Reference r = reference(to_matrix(q0), to_matrix(c0), offset, type, t);
   EXPECT_NEAR(loss.item<double>(), r.loss, rel * std::abs(r.loss)) << type;
@@ -151,7 +154,7 @@ TEST(ContrastiveLoss, PairwiseSigmoidIsTheReferenceRecipe) {
   const at::Tensor sim = at::cosine_similarity(q.unsqueeze(1), p.unsqueeze(0), -1) / 0.05;
   const at::Tensor diff = (sim.diag().unsqueeze(1) - sim).masked_fill(at::eye(5, at::kBool), 1e9);
   const double recipe = (-at::log(at::sigmoid(diff))).sum().item<double>() / (5 * 5 - 5);
-  EXPECT_NEAR(contrastive_loss(q, p, 0, "pairwise_sigmoid", 0.05).item<double>(), recipe, 1e-9 * recipe);
+  EXPECT_NEAR(contrastive_loss(q, p, 0, LossType::PairwiseSigmoid, 0.05).item<double>(), recipe, 1e-9 * recipe);
 }
 
 TEST(ContrastiveLoss, InfoNceIsLogSoftmaxCrossEntropy) {
@@ -165,7 +168,7 @@ TEST(ContrastiveLoss, InfoNceIsLogSoftmaxCrossEntropy) {
     const double pos = dot(qm[i], cm[3 + i]) / (norm(qm[i]) * norm(cm[3 + i])) / 0.2;
     want += (std::log(z) - pos) / 4;
   }
-  EXPECT_NEAR(contrastive_loss(q, c, 3, "infonce", 0.2).item<double>(), want, 1e-9 * want);
+  EXPECT_NEAR(contrastive_loss(q, c, 3, LossType::Infonce, 0.2).item<double>(), want, 1e-9 * want);
 }
 
 TEST(ContrastiveLoss, Float32MatchesDoubleReference) {
@@ -184,7 +187,7 @@ TEST(ContrastiveLoss, HugeSimilaritiesStayFinite) {
                           base[0].unsqueeze(0), -base[2].unsqueeze(0), base[1].unsqueeze(0)});
   for (const std::string type : {"pairwise_sigmoid", "infonce"}) {
     const at::Tensor qg = q.clone().requires_grad_(true), cg = c.clone().requires_grad_(true);
-    const at::Tensor loss = contrastive_loss(qg, cg, 0, type, 1e-4);
+    const at::Tensor loss = contrastive_loss(qg, cg, 0, loss_type(type), 1e-4);
     loss.backward();
     EXPECT_TRUE(std::isfinite(loss.item<double>())) << type;
     EXPECT_TRUE(qg.grad().isfinite().all().item<bool>()) << type;
@@ -195,7 +198,7 @@ TEST(ContrastiveLoss, HugeSimilaritiesStayFinite) {
   }
   // Half-precision inputs with extreme similarities: computed in fp32, still finite.
   const at::Tensor qh = q.to(at::kHalf).requires_grad_(true);
-  const at::Tensor loss = contrastive_loss(qh, c.to(at::kHalf), 0, "pairwise_sigmoid", 1e-4);
+  const at::Tensor loss = contrastive_loss(qh, c.to(at::kHalf), 0, LossType::PairwiseSigmoid, 1e-4);
   loss.backward();
   EXPECT_TRUE(std::isfinite(loss.item<double>()));
   EXPECT_TRUE(qh.grad().to(at::kFloat).isfinite().all().item<bool>());
@@ -209,7 +212,7 @@ TEST(ContrastiveLoss, ZeroVectorGivesFiniteLossAndGradients) {
   c[2].zero_();
   for (const std::string type : {"pairwise_sigmoid", "infonce"}) {
     const at::Tensor qg = q.clone().requires_grad_(true), cg = c.clone().requires_grad_(true);
-    const at::Tensor loss = contrastive_loss(qg, cg, 0, type, 0.05);
+    const at::Tensor loss = contrastive_loss(qg, cg, 0, loss_type(type), 0.05);
     loss.backward();
     EXPECT_TRUE(std::isfinite(loss.item<double>()));
     EXPECT_TRUE(qg.grad().isfinite().all().item<bool>());
@@ -220,23 +223,24 @@ TEST(ContrastiveLoss, ZeroVectorGivesFiniteLossAndGradients) {
 TEST(ContrastiveLoss, ComputesInFloat32ForHalfInputs) {
   at::manual_seed(8);
   const at::Tensor q = randn({4, 16}).to(at::kBFloat16), c = randn({4, 16}).to(at::kBFloat16);
-  const at::Tensor loss = contrastive_loss(q, c, 0, "pairwise_sigmoid", 0.05);
+  const at::Tensor loss = contrastive_loss(q, c, 0, LossType::PairwiseSigmoid, 0.05);
   EXPECT_EQ(loss.scalar_type(), at::kFloat);
   EXPECT_EQ(loss.dim(), 0);
-  const double want = contrastive_loss(q.to(at::kDouble), c.to(at::kDouble), 0, "pairwise_sigmoid", 0.05).item<double>();
+  const double want =
+      contrastive_loss(q.to(at::kDouble), c.to(at::kDouble), 0, LossType::PairwiseSigmoid, 0.05).item<double>();
   EXPECT_NEAR(loss.item<double>(), want, 1e-5 * want);
 }
 
 TEST(ContrastiveLoss, RejectsBadArguments) {
   const at::Tensor q = randn({4, 8}), c = randn({4, 8});
-  EXPECT_THROW(contrastive_loss(q, c, 0, "triplet", 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q, c, 1, "infonce", 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q, c, -1, "infonce", 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q, c, 0, "infonce", 0.0), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q, randn({4, 7}), 0, "infonce", 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q[0], c, 0, "infonce", 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q.slice(0, 0, 1), c.slice(0, 0, 1), 0, "pairwise_sigmoid", 0.05),
+  EXPECT_THROW(contrastive_loss(q, c, 0, LossType::None, 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q, c, 1, LossType::Infonce, 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q, c, -1, LossType::Infonce, 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q, c, 0, LossType::Infonce, 0.0), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q, randn({4, 7}), 0, LossType::Infonce, 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q[0], c, 0, LossType::Infonce, 0.05), std::invalid_argument);
+  EXPECT_THROW(contrastive_loss(q.slice(0, 0, 1), c.slice(0, 0, 1), 0, LossType::PairwiseSigmoid, 0.05),
                std::invalid_argument);
-  EXPECT_TRUE(is_known_loss_type("infonce"));
-  EXPECT_FALSE(is_known_loss_type("softmax"));
+  EXPECT_TRUE(find_choice<LossType>("infonce"));
+  EXPECT_FALSE(find_choice<LossType>("softmax"));
 }

@@ -43,7 +43,7 @@ struct Ours {
 // contrastive_loss and its gradients on double inputs (the peers' run in double too).
 Ours ours(const at::Tensor& q, const at::Tensor& candidates, int64_t offset, const std::string& type) {
   at::Tensor lq = q.clone().requires_grad_(true), lc = candidates.clone().requires_grad_(true);
-  at::Tensor loss = contrastive_loss(lq, lc, offset, type, kTemperature);
+  at::Tensor loss = contrastive_loss(lq, lc, offset, parse_choice<LossType>(type, "loss.type"), kTemperature);
   loss.backward();
   return {loss.item<double>(), lq.grad(), lc.grad()};
 }
@@ -55,7 +55,7 @@ struct OursPair {
 
 // pair_loss (the trainer's loss) and its gradients at q, p and n.
 OursPair ours_pair(const at::Tensor& q, const at::Tensor& p, const at::Tensor& n, const CandidateLabels& labels,
-                   const LossSettings& s) {
+                   const LossConfig& s) {
   at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true),
              ln = n.defined() ? n.clone().requires_grad_(true) : at::Tensor();
   const at::Tensor loss = pair_loss(lq, lp, ln, labels, s).loss;
@@ -77,9 +77,9 @@ void expect_loss(double ours, const NamedTensors& theirs, const std::string& nam
   std::printf("max |diff| %-40s %.3g (loss %.6f)\n", (name + ".loss").c_str(), std::fabs(ours - want), want);
 }
 
-LossSettings settings(const std::string& type) {
-  LossSettings s;
-  s.type = type;
+LossConfig settings(const std::string& type) {
+  LossConfig s;
+  s.type = parse_choice<LossType>(type, "loss.type");
   s.temperature = kTemperature;
   return s;
 }
@@ -234,7 +234,7 @@ TEST_F(PeerLosses, PairwiseSigmoidIsTheSeedsLoss) {
 // ---- Matryoshka: sentence-transformers' MatryoshkaLoss(MNRL) -----------------------------
 
 TEST_F(PeerLosses, MatryoshkaIsSentenceTransformersMatryoshkaLoss) {
-  LossSettings s = settings("infonce");
+  LossConfig s = settings("infonce");
   s.matryoshka_dims = kDims;
   s.matryoshka_weights = kWeights;
   const OursPair o = ours_pair(q, p, {}, {}, s);
@@ -252,7 +252,7 @@ TEST_F(PeerLosses, MatryoshkaIsSentenceTransformersMatryoshkaLoss) {
 }
 
 TEST_F(PeerLosses, MatryoshkaAcrossRanksIsMatryoshkaLossOnTheGatheredCandidates) {
-  LossSettings s = settings("infonce");
+  LossConfig s = settings("infonce");
   s.matryoshka_dims = kDims;
   s.matryoshka_weights = kWeights;
   // Rank kRank of kRanks: the other ranks' blocks of ch, this rank's own [p; n] between.
@@ -282,8 +282,8 @@ TEST_F(PeerLosses, InfoNcePlusDistillationIsFlagEmbeddingsKlDivRecipe) {
   CandidateLabels labels;
   labels.groups = at::stack({at::arange(kBatch, at::kLong), at::arange(kBatch, 2 * kBatch, at::kLong)}, 1);
   labels.teacher_scores = c.teacher;
-  LossSettings s = settings("infonce");
-  s.distill_weight = 1;  // FlagEmbedding adds kl_div and the cross-entropy unweighted
+  LossConfig s = settings("infonce");
+  s.distill.weight = 1;  // FlagEmbedding adds kl_div and the cross-entropy unweighted
   const OursPair o = ours_pair(q, p, n, labels, s);
   expect_loss(o.loss, theirs, "flag");
   expect_close(o.grad_q, find(theirs, "flag.grad_q"), "flag dloss/dq");
@@ -291,9 +291,9 @@ TEST_F(PeerLosses, InfoNcePlusDistillationIsFlagEmbeddingsKlDivRecipe) {
   expect_close(o.grad_n, find(theirs, "flag.grad_n"), "flag dloss/dn");
 
   // Distillation alone (loss.type none), weighted, with a teacher temperature.
-  s.type = "none";
-  s.distill_weight = kDistillWeight;
-  s.distill_temperature = kTeacherTemperature;
+  s.type = LossType::None;
+  s.distill.weight = kDistillWeight;
+  s.distill.temperature = kTeacherTemperature;
   const OursPair kd = ours_pair(q, p, n, labels, s);
   expect_loss(kd.loss, theirs, "flag_kd");
   expect_close(kd.grad_q, find(theirs, "flag_kd.grad_q"), "flag_kd dloss/dq");
@@ -302,9 +302,9 @@ TEST_F(PeerLosses, InfoNcePlusDistillationIsFlagEmbeddingsKlDivRecipe) {
 }
 
 TEST_F(PeerLosses, DistillationOverRaggedGroupsIsTheFormulaQueryByQuery) {
-  LossSettings s = settings("none");
-  s.distill_weight = kDistillWeight;
-  s.distill_temperature = kTeacherTemperature;
+  LossConfig s = settings("none");
+  s.distill.weight = kDistillWeight;
+  s.distill.temperature = kTeacherTemperature;
   const OursPair o =
       ours_pair(q, c.rc.narrow(0, 0, kBatch), c.rc.narrow(0, kBatch, 7), CandidateLabels{{}, c.rgroups, c.rteacher, {}}, s);
   expect_loss(o.loss, theirs, "ragged_kd");
@@ -325,7 +325,7 @@ struct GlobalStep {
 // Each rank's pair_loss as the trainer computes it, the other ranks' candidates and text
 // hashes "gathered" from the global tensors (so their gradients land there too, as the
 // all-gather's backward sends them), averaged over the ranks as data parallelism does.
-GlobalStep ranks_of(const Duplicates& d, const LossSettings& s, bool with_hashes) {
+GlobalStep ranks_of(const Duplicates& d, const LossConfig& s, bool with_hashes) {
   const int64_t block = 2 * kBatch;
   at::Tensor dq = d.dq.clone().requires_grad_(true), dc = d.dc.clone().requires_grad_(true);
   GlobalStep g;
@@ -377,11 +377,11 @@ TEST_F(PeerLosses, MatryoshkaMasksAndDistillationTogetherAreTheirSum) {
   labels.hashes = c.hash1;
   labels.groups = at::stack({at::arange(kBatch, at::kLong), at::arange(kBatch, 2 * kBatch, at::kLong)}, 1);
   labels.teacher_scores = c.teacher;
-  LossSettings s = settings("infonce");
+  LossConfig s = settings("infonce");
   s.matryoshka_dims = kDims;
   s.matryoshka_weights = kWeights;
-  s.distill_weight = kDistillWeight;
-  s.distill_temperature = kTeacherTemperature;
+  s.distill.weight = kDistillWeight;
+  s.distill.temperature = kTeacherTemperature;
   const OursPair o = ours_pair(q, p, n, labels, s);
   expect_loss(o.loss, theirs, "recipe");
   expect_close(o.grad_q, find(theirs, "recipe.grad_q"), "recipe dloss/dq");

@@ -148,8 +148,9 @@ TEST(Precision, LossScalerStateSurvivesACheckpoint) {
 }
 
 TEST(Precision, NamesRoundTrip) {
-  for (const char* name : {"fp32", "bf16", "fp16"}) EXPECT_EQ(precision_name(parse_precision(name)), name);
-  EXPECT_THROW(parse_precision("fp8"), std::invalid_argument);
+  for (const char* name : {"fp32", "bf16", "fp16"})
+    EXPECT_EQ(choice_name(parse_choice<Precision>(name, "precision")), name);
+  EXPECT_THROW(parse_choice<Precision>("fp8", "precision"), ConfigError);
 }
 
 // bf16 on the CPU: matrix products run in bf16 inside the scope, fp32 after it, and the
@@ -164,7 +165,7 @@ TEST(Precision, Bf16AutocastOnTheCpu) {
     EXPECT_EQ(y.scalar_type(), at::kBFloat16);
     // bf16 keeps 8 significant bits: within a few parts in a hundred of the fp32 product.
     EXPECT_LT((y.to(at::kFloat) - want).abs().max().item<double>(), 0.03 * want.abs().max().item<double>());
-    const at::Tensor loss = contrastive_loss(y, y, 0, "pairwise_sigmoid", 0.05);
+    const at::Tensor loss = contrastive_loss(y, y, 0, LossType::PairwiseSigmoid, 0.05);
     EXPECT_EQ(loss.scalar_type(), at::kFloat);
   }
   EXPECT_EQ(at::linear(x, w).scalar_type(), at::kFloat);
@@ -183,5 +184,5 @@ TEST(Precision, Fp16AutocastOnCuda) {
   AutocastScope scope(Precision::Fp16, cuda);
   const at::Tensor y = at::linear(x, w);
   EXPECT_EQ(y.scalar_type(), at::kHalf);
-  EXPECT_EQ(contrastive_loss(y, y, 0, "infonce", 0.05).scalar_type(), at::kFloat);
+  EXPECT_EQ(contrastive_loss(y, y, 0, LossType::Infonce, 0.05).scalar_type(), at::kFloat);
 }

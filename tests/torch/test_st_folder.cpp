@@ -305,7 +305,8 @@ TEST(StFolder, LayoutAndLoadedModelSayWhatTheModulesAre) {
   const float* p = w.data_ptr<float>();
   for (size_t i = 0; i < spec.dense->weight.size(); ++i) ASSERT_EQ(p[i], spec.dense->weight[i]) << i;
   // --pooling overrides the Pooling module.
-  EXPECT_EQ(ddp_embed::load_model_folder(model.string(), "cls").model->pooling(), ddp_embed::Pooling::Cls);
+  EXPECT_EQ(ddp_embed::load_model_folder(model.string(), ddp_embed::Pooling::Cls).model->pooling(),
+            ddp_embed::Pooling::Cls);
 
   // A plain Hugging Face folder: cls, no projection, no normalization; its tokenizer's limit.
   const fs::path hf = work / "hf";
