@@ -16,11 +16,15 @@
 #                   above: "not a config choice".
 #   helpers         one copy of each small helper, in lib/util: FNV-1a and splitmix64
 #                   (util/hash.h), json_quoted() and ascii_lower() (util/text.h)
+#   functions       no function in lib/ or apps/ longer than 120 lines (generated *.inc
+#                   tables aside; scripts/dev/function_lengths.py measures them): a longer
+#                   one is cut at its seams
 #
 # A new claim is a function claim_NAME and its name in CLAIMS.
 set -euo pipefail
 
-CLAIMS=(floors choices helpers)
+CLAIMS=(floors choices helpers functions)
+max_function_lines=120
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
 failures=0
@@ -154,6 +158,18 @@ claim_helpers() {
   done < <(cd "$root" && sources | xargs grep -nHE 'std::tolower|[^_a-z]tolower[[:space:]]*\(' || true)
 }
 
+# ---- functions ---------------------------------------------------------------------------
+
+claim_functions() {
+  local report hit
+  report=$(cd "$root" && python3 "$root/scripts/dev/function_lengths.py" --min $((max_function_lines + 1)) lib apps) ||
+    { fail functions "scripts/dev/function_lengths.py failed"; return; }
+  while IFS= read -r hit; do
+    [ -n "$hit" ] || continue
+    fail functions "$hit"$'\n'"  a function over $max_function_lines lines: cut it at its seams"
+  done < <(grep -vE '^[0-9]+ functions in ' <<<"$report" || true)
+}
+
 # ---- the self-test -----------------------------------------------------------------------
 
 # Copies the rules' inputs into a scratch tree, plants one breach of each claim, and
@@ -164,7 +180,7 @@ self_test() {
   trap 'rm -rf "$scratch"' RETURN
   mkdir -p "$scratch/scripts/dev" "$scratch/lib/config" "$scratch/lib/util" "$scratch/lib/data" \
            "$scratch/lib/model" "$scratch/apps"
-  cp "$0" "$scratch/scripts/dev/check-house.sh"
+  cp "$0" "$root/scripts/dev/function_lengths.py" "$scratch/scripts/dev/"
   cp "$root/lib/floors.txt" "$scratch/lib/"
   cp "$root/lib/config/choices.h" "$scratch/lib/config/"
   cp "$root/lib/util/hash.h" "$root/lib/util/hash.cpp" "$root/lib/util/text.h" "$root/lib/util/text.cpp" \
@@ -176,9 +192,11 @@ self_test() {
     "$script" >&2 || true
     return 1
   fi
-  printf '#include "train/trainee.h"\n' >"$scratch/lib/data/breach.cpp"
+  printf '#include "train/setup.h"\n' >"$scratch/lib/data/breach.cpp"
   printf 'bool f(const std::string& type) { return type == "infonce"; }\n' >"$scratch/lib/model/breach.cpp"
   printf 'std::string quoted(const std::string& s) {\n  return s;\n}\n' >"$scratch/apps/breach.cpp"
+  { printf 'int long_function() {\n'; for _ in $(seq 130); do printf '  step();\n'; done; printf '}\n'; } \
+    >"$scratch/lib/model/long_breach.cpp"
   for claim in "${CLAIMS[@]}"; do
     if "$script" "$claim" >/dev/null 2>&1; then
       echo "check-house: self-test: a breach of \"$claim\" went unnoticed" >&2
