@@ -190,6 +190,11 @@ inline std::map<std::string, std::vector<float>> weights(const fs::path& file) {
 // summation order) into update differences far above float precision — but still a
 // small fraction of lr. A wrong micro-batch or a summed gradient changes almost every
 // parameter by about lr, and changes grad_norm, which is compared at 1e-5 separately.
+// How far that amplification goes depends on the CPU's kernels (an AVX-512 machine's MKL
+// rounds otherwise than an AVX2 one's): a lone element of a barely-used embedding row has
+// been seen at 0.08 lr. So a tensor may hold a few such elements — at most one in 100,000
+// of its values, at least one — each still within one lr (Adam's bound on one step's
+// update), and the test says where they are; a real divergence moves far more values.
 // key_bias_steps > 0: attention key biases, whose true gradient is exactly 0 (softmax
 // ignores a shift of every score of a row), are only held to Adam's bound, one lr a step
 // for that many steps: on a model whose scores vary, rounding noise of either sign is all
@@ -202,13 +207,34 @@ inline void expect_same_model(const fs::path& a, const fs::path& b, double rel, 
     for (auto& [name, va] : wa) {
       const auto& vb = wb.at(name);
       ASSERT_EQ(va.size(), vb.size()) << name;
-      double scale = 0, worst = 0;
-      for (size_t i = 0; i < va.size(); ++i) {
-        scale = std::max(scale, double(std::fabs(vb[i])));
-        worst = std::max(worst, double(std::fabs(va[i] - vb[i])));
-      }
+      double scale = 0;
+      for (float x : vb) scale = std::max(scale, double(std::fabs(x)));
       const bool key_bias = key_bias_steps > 0 && name.size() > 8 && name.compare(name.size() - 8, 8, "key.bias") == 0;
-      EXPECT_LE(worst, key_bias ? 1.01 * lr * key_bias_steps : rel * scale + 0.05 * lr) << file << " " << name;
+      const double bound = key_bias ? 1.01 * lr * key_bias_steps : rel * scale + 0.05 * lr;
+      const size_t allowed = std::max<size_t>(1, va.size() / 100000);
+      size_t outliers = 0;
+      double worst = 0, worst_outlier = 0;
+      std::string where;
+      for (size_t i = 0; i < va.size(); ++i) {
+        const double d = std::fabs(double(va[i]) - double(vb[i]));
+        if (d <= bound) {
+          worst = std::max(worst, d);
+          continue;
+        }
+        ++outliers;
+        if (d > worst_outlier) {
+          worst_outlier = d;
+          where = "element " + std::to_string(i);
+        }
+      }
+      EXPECT_LE(worst, bound) << file << " " << name;
+      if (key_bias) {
+        EXPECT_EQ(outliers, 0u) << file << " " << name << ": " << where << " differs by " << worst_outlier;
+        continue;
+      }
+      EXPECT_LE(outliers, allowed) << file << " " << name << ": " << outliers << " values differ by more than " << bound
+                                   << " (the worst by " << worst_outlier << ", " << where << ")";
+      EXPECT_LE(worst_outlier, lr) << file << " " << name << ": " << where << " differs by more than one step's lr";
     }
   }
 }
