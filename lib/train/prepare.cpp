@@ -153,8 +153,14 @@ void prepare_folder(const std::string& folder, const std::vector<SourceInput>& s
   if (!there && fs::exists(dir) && !fs::is_empty(dir, ec))
     throw DataError(dir + " exists and is not a prepared folder (no manifest.json): a prepare would replace it; "
                     "name a new or empty folder");
+  std::vector<std::string> differences;
   if (there) {
-    const auto differences = manifest_differences(read_manifest(dir), expected);
+    try {
+      differences = manifest_differences(read_manifest(dir), expected);
+    } catch (const DataError& e) {
+      if (!replace_stale) throw;
+      differences = {e.what()};  // an older format or a damaged manifest: made again below
+    }
     if (differences.empty()) {
       spdlog::info("prepare: {} is up to date", dir);
       return;
@@ -199,6 +205,7 @@ void prepare_folder(const std::string& folder, const std::vector<SourceInput>& s
                                           cfg.data.skip_bad_lines, threads, cfg.data.max_line_bytes);
       PreparedManifest piece = expected;
       piece.sources = {expected.sources[size_t(item.source)]};
+      piece.piece_of = dir;
       write_prepared(data, piece, pieces[i]);
       ++written;
       pairs += data.size();
@@ -227,10 +234,15 @@ void prepare_folder(const std::string& folder, const std::vector<SourceInput>& s
 }
 
 PairDataset open_training_folder(const std::string& folder, const std::vector<SourceInput>& sources,
-                                 const Tokenizer& tokenizer, const Config& cfg) {
+                                 const Tokenizer& tokenizer, const Config& cfg, int threads) {
   const std::string dir = folder_path(folder);
+  // One piece of a prepare that did not finish is a sliver of the data, not a data set.
+  if (const PreparedManifest m = read_manifest(dir); !m.piece_of.empty())
+    throw DataError(dir + ": one piece of an unfinished prepare of " + m.piece_of +
+                    ", not a whole data set: run the prepare again to finish it (embed-train prepare --config ... "
+                    "--output " + m.piece_of + "), then train on " + m.piece_of);
   PreparedManifest found;
-  PairDataset data = open_prepared(dir, &found);
+  PairDataset data = open_prepared(dir, &found, /*random_access=*/true, threads);
   PreparedManifest expected;
   if (sources.empty()) {  // the folder is the data: its sources are what they are
     expected = found;
