@@ -466,7 +466,7 @@ void concatenate_prepared(const std::vector<std::string>& pieces, const std::vec
 }
 
 PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out, bool random_access,
-                          int threads) {
+                          const VerifyShare& share) {
   const PreparedManifest m = read_manifest(dir);
   auto map = [&](const std::string& name, int64_t expected) {
     const std::string path = (fs::path(dir) / name).string();
@@ -480,7 +480,7 @@ PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out
   };
   std::map<std::string, std::shared_ptr<const MappedFile>> files;
   for (const auto& [name, bytes] : expected_files(m)) files[name] = map(name, bytes);
-  verify_prepared_files(dir, m, files, threads);
+  verify_prepared_files(dir, m, files, share);
 
   PairDataset data;
   const auto offsets = Column<int64_t>(files["offsets.i64"], 0, size_t(m.sequences + 1));

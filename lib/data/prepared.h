@@ -81,6 +81,16 @@ struct PreparedManifest {
   std::string piece_of;
 };
 
+// Who checks which part of a folder as it is opened: `threads` threads, over the regions
+// whose index i (counted over all the arrays) has i % parts == part. The workers of one
+// machine read the same files, so each checks a share (part = its local rank, parts = the
+// machine's workers): together they check all of it once, not once each; a worker whose
+// share is damaged fails, and the launcher stops the others.
+struct VerifyShare {
+  int threads = 1;
+  int part = 0, parts = 1;
+};
+
 // The files a folder holds besides manifest.json, with the sizes its counts give them.
 std::vector<std::pair<std::string, int64_t>> expected_files(const PreparedManifest& m);
 
@@ -108,12 +118,12 @@ void concatenate_prepared(const std::vector<std::string>& pieces, const std::vec
                           PreparedManifest manifest, const std::string& dir);
 
 // The data set of a prepared folder, its arrays mapped and verified (data/prepared_check.h:
-// sizes, checksums, records; on `threads` threads, at memory bandwidth), a DataError
-// naming the file and what is wrong. Sequences are checked again as batches take them
+// sizes, checksums, records, at memory bandwidth; `share` of it, the other shares left to
+// the machine's other workers), a DataError naming the file and what is wrong. Sequences are checked again as batches take them
 // (TokenStore::set_checked). `random_access`: batches jump about (no read-ahead); false
 // for reading it front to back.
 PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest = nullptr, bool random_access = true,
-                          int threads = 1);
+                          const VerifyShare& share = {});
 
 // What the run expects a folder to be made from. Empty when `found` matches, else one
 // line per difference ("tokenizer: ...", "source file X: ..."). Source files that no

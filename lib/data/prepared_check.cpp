@@ -193,7 +193,8 @@ void check_manifest_numbers(const PreparedManifest& m, const std::string& path) 
 }
 
 void verify_prepared_files(const std::string& dir, const PreparedManifest& m,
-                           const std::map<std::string, std::shared_ptr<const MappedFile>>& files, int threads) {
+                           const std::map<std::string, std::shared_ptr<const MappedFile>>& files,
+                           const VerifyShare& share) {
   const std::vector<std::pair<std::string, int64_t>> names = expected_files(m);
   const MappedFile* teacher = m.teacher_scores ? files.at("teacher_scores.f32").get() : nullptr;
   std::vector<RecordCheck> checks;
@@ -207,8 +208,10 @@ void verify_prepared_files(const std::string& dir, const PreparedManifest& m,
     else checks.push_back(nullptr);
   }
   std::vector<Region> regions;
-  for (size_t i = 0; i < names.size(); ++i)
-    for (int64_t r = 0; r < int64_t(m.checksums.at(names[i].first).size()); ++r) regions.push_back({i, r});
+  const size_t parts = size_t(std::max(share.parts, 1)), part = size_t(std::max(share.part, 0)) % parts;
+  for (size_t i = 0, counted = 0; i < names.size(); ++i)
+    for (int64_t r = 0; r < int64_t(m.checksums.at(names[i].first).size()); ++r)
+      if (counted++ % parts == part) regions.push_back({i, r});
 
   Findings findings;
   std::atomic<size_t> next{0};
@@ -244,7 +247,7 @@ void verify_prepared_files(const std::string& dir, const PreparedManifest& m,
       file.release_range(begin, end - begin);
     }
   };
-  const int n = std::max(1, std::min<int>(threads, int(regions.size())));
+  const int n = std::max(1, std::min<int>(share.threads, int(regions.size())));
   std::exception_ptr error;
   std::mutex error_mutex;
   auto guarded = [&] {

@@ -8,9 +8,11 @@
 // draw pairs from all over the folder, so within the first hundred steps or so every
 // region is touched anyway, while a check in the batches' path would put a branch and a
 // shared bitmap into every sequence read, and an error there would come at step 80 of a
-// run instead of before its first. Whole, the check is one pass at memory bandwidth on
-// the worker's threads (docs/data.md gives the cost at 10M and 100M pairs), each region's
-// pages released once hashed so that a worker's resident memory does not grow with it.
+// run instead of before its first. Whole, the check is one pass at memory bandwidth,
+// shared by the workers of a machine (VerifyShare: they map the same files) and each
+// share on its worker's threads (docs/data.md gives the cost at 10M and 100M pairs), each
+// region's pages released once hashed so that a worker's resident memory does not grow
+// with it.
 #pragma once
 
 #include <map>
@@ -32,9 +34,11 @@ void check_manifest_numbers(const PreparedManifest& m, const std::string& path);
 // size, offsets in order within the ids, every pair's query, positives and negatives
 // the consecutive sequences its layout gives them (pos_count >= 1), scores finite, teacher
 // scores finite (and present on every candidate where the manifest says all are).
-// Runs on `threads` threads. DataError naming the file and what is wrong; a checksum that
-// does not match is reported before anything else.
+// Checks `share` of the regions (all of them with the default share), on its threads.
+// DataError naming the file and what is wrong; a checksum that does not match is reported
+// before anything else.
 void verify_prepared_files(const std::string& dir, const PreparedManifest& m,
-                           const std::map<std::string, std::shared_ptr<const MappedFile>>& files, int threads);
+                           const std::map<std::string, std::shared_ptr<const MappedFile>>& files,
+                           const VerifyShare& share = {});
 
 }  // namespace ddp_embed

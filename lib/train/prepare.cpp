@@ -234,15 +234,14 @@ void prepare_folder(const std::string& folder, const std::vector<SourceInput>& s
 }
 
 PairDataset open_training_folder(const std::string& folder, const std::vector<SourceInput>& sources,
-                                 const Tokenizer& tokenizer, const Config& cfg, int threads) {
+                                 const Tokenizer& tokenizer, const Config& cfg, const VerifyShare& share) {
   const std::string dir = folder_path(folder);
+  const PreparedManifest found = read_manifest(dir);
   // One piece of a prepare that did not finish is a sliver of the data, not a data set.
-  if (const PreparedManifest m = read_manifest(dir); !m.piece_of.empty())
-    throw DataError(dir + ": one piece of an unfinished prepare of " + m.piece_of +
+  if (!found.piece_of.empty())
+    throw DataError(dir + ": one piece of an unfinished prepare of " + found.piece_of +
                     ", not a whole data set: run the prepare again to finish it (embed-train prepare --config ... "
-                    "--output " + m.piece_of + "), then train on " + m.piece_of);
-  PreparedManifest found;
-  PairDataset data = open_prepared(dir, &found, /*random_access=*/true, threads);
+                    "--output " + found.piece_of + "), then train on " + found.piece_of);
   PreparedManifest expected;
   if (sources.empty()) {  // the folder is the data: its sources are what they are
     expected = found;
@@ -252,10 +251,19 @@ PairDataset open_training_folder(const std::string& folder, const std::vector<So
   } else {
     expected = expected_manifest(sources, tokenizer, cfg, &found);
   }
+  // Made from other data: said before its arrays are read through.
   const auto differences = manifest_differences(found, expected);
   if (!differences.empty())
     throw DataError(dir + " was prepared from other data than this run's:" + describe(differences) +
                     "\nprepare it again (embed-train prepare --config ... --output " + dir + ")");
+  const auto started = Clock::now();
+  PairDataset data = open_prepared(dir, nullptr, /*random_access=*/true, share);
+  int64_t bytes = 0;
+  for (const auto& file : expected_files(found)) bytes += file.second;
+  spdlog::info("data: {} verified ({:.2f} GB{}) in {:.2f}s on {} thread{}", dir, double(bytes) / 1e9,
+               share.parts > 1 ? fmt::format(", this worker's share 1/{}", share.parts) : std::string(),
+               std::chrono::duration<double>(Clock::now() - started).count(), share.threads,
+               share.threads > 1 ? "s" : "");
   return data;
 }
 

@@ -274,6 +274,18 @@ SourceSetup set_up_sources(const Config& cfg, ProcessGroup& pg) {
   return s;
 }
 
+// A prepared folder's check, shared among the workers of this machine (they read the
+// same files): each its local rank's share, on its threads.
+namespace {
+VerifyShare verify_share(const Worker& w) {
+  VerifyShare share;
+  share.threads = w.threads;
+  share.part = w.env.local_rank;
+  share.parts = w.env.local_world_size;
+  return share;
+}
+}  // namespace
+
 // The training pairs: tokenized now from data.train's files (the default), or mapped from
 // a prepared folder — data.prepared (prepared first, by every rank, when it is not
 // there), or data.train naming one.
@@ -284,11 +296,11 @@ PairDataset load_training_pairs(const Config& cfg, const Worker& w, const Source
       spdlog::info("data.prepared: {} is not there: preparing data.train into it first", dir);
       prepare_folder(dir, s.sources, *s.tokenizer, cfg, *w.pg, w.threads, /*replace_stale=*/false);
     }
-    return open_training_folder(dir, s.sources, *s.tokenizer, cfg, w.threads);
+    return open_training_folder(dir, s.sources, *s.tokenizer, cfg, verify_share(w));
   }
   if (const auto& only = cfg.data.train.front(); cfg.data.train.size() == 1 && only.paths.size() == 1 &&
                                                   is_prepared_folder(only.paths.front()))
-    return open_training_folder(only.paths.front(), {}, *s.tokenizer, cfg, w.threads);
+    return open_training_folder(only.paths.front(), {}, *s.tokenizer, cfg, verify_share(w));
   return load_sources(s.sources, *s.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
                       cfg.data.max_line_bytes);
 }

@@ -254,6 +254,29 @@ TEST(Prepared, DamageInRangeIsCaughtByTheChecksumsWhenOpened) {
       << open_error(other);
 }
 
+// The workers of a machine share the check, region by region (ids.u16's one region is
+// the folder's first, pairs.bin's its third): the worker whose share holds the damage
+// finds it, on any number of threads; the other's share is sound.
+TEST(Prepared, TheWorkersOfAMachineShareTheCheck) {
+  TempDir dir("share");
+  const fs::path folder = prepare(dir, two_sources(dir), 1 << 30);
+  const uint16_t id = 2000;
+  overwrite(folder / "ids.u16", 4, &id, 2);
+  auto opened = [&](int threads, int part, int parts) {
+    try {
+      open_prepared(folder.string(), nullptr, true, VerifyShare{threads, part, parts});
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("ids.u16: bytes 0.."), std::string::npos) << e.what();
+      return false;
+    }
+    return true;
+  };
+  EXPECT_FALSE(opened(1, 0, 2));
+  EXPECT_FALSE(opened(3, 0, 2));
+  EXPECT_TRUE(opened(1, 1, 2));
+  EXPECT_FALSE(opened(2, 0, 1));
+}
+
 // A folder whose checksums were made again over damage (or a hand-made one) is still
 // checked record by record: ids outside the vocabulary, a pair whose counts do not fit
 // the layout, a NaN where a teacher score must be, offsets out of order. The lazy check
