@@ -263,6 +263,9 @@ void print_table(const std::string& data, const std::string& task, int64_t pairs
 int run_eval(const EvalOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw std::invalid_argument("--format " + o.format + ": expected table or json");
+  if (!o.json_out.empty() && same_file(o.json_out, o.data))
+    throw std::invalid_argument("--json " + o.json_out + " is the --data file (" + o.data +
+                                "): writing the metrics would overwrite the pairs; name another file");
   // A Normalize module needs nothing here: evaluate() L2-normalizes every embedding the
   // same way (x / max(||x||, 1e-12)) before its cosines.
   const c10::Device device(o.device);

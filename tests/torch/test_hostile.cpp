@@ -1039,6 +1039,20 @@ const std::vector<Case>& second_round() {
                 (d / "in.txt").string() + " --output " + (d / "in.txt").string();
        },
        {"is the --input file", "would overwrite what is read"}},
+      {"PlotOutputIsItsMetrics",
+       [](const fs::path& d, json&) {
+         write_text(d / "metrics.jsonl", "{\"step\": 1, \"loss\": 0.5}\n");
+         return kBin + "/embed-train plot --metrics " + (d / "metrics.jsonl").string() + " --output " +
+                (d / "." / "metrics.jsonl").string();
+       },
+       {"is the --metrics file", "the figure would overwrite the run's metrics"}},
+      {"EvalJsonIsItsData",
+       [](const fs::path& d, json&) {
+         write_text(d / "pairs.jsonl", first_lines(kBin + "/test-data/train.jsonl", 4));
+         return kBin + "/embed-train eval --model " + (d / "no-model").string() + " --data " +
+                (d / "pairs.jsonl").string() + " --json " + (d / "pairs.jsonl").string();
+       },
+       {"--json ", "is the --data file", "writing the metrics would overwrite the pairs"}},
       {"Qwen3SlidingWindowLayers",
        [](const fs::path& d, json&) {
          write_text(d / "qwen" / "config.json",
