@@ -26,9 +26,10 @@ folder with a sentencepiece tokenizer (spiece.model) also: pip install sentencep
 The embed-train binary: --embed-train PATH, else $DDP_EMBED_BIN/embed-train, else
 build/embed-train of this repository.
 
-Expected, harmless messages while loading: transformers may note that BertModel's
-pooler weights (pooler.dense.*) are newly initialized. embed-train does not write them
-because sentence-transformers never uses the pooler output.
+A folder fine-tuned from a model.init that has BertModel's pooler weights (pooler.dense.*)
+carries them through unchanged, so it loads without transformers' load report. One
+trained from scratch has none (sentence-transformers never uses the pooler output), and
+transformers then reports them MISSING, "newly initialized": harmless there.
 """
 
 import argparse

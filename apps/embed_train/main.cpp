@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "config/config.h"
 #include "report/metrics_plot.h"
 #include "tokenize/tokenizer.h"
@@ -75,7 +76,8 @@ Subcommand add_train(CLI::App& app) {
   train->add_flag("--print-config", o->print_config, "print the resolved config and exit");
   train->add_option("--profile", o->profile_steps,
                     "record N steps with LibTorch's profiler on rank 0 (output.profile_steps): "
-                    "OUTPUT_DIR/profile-rank0.json, a Chrome trace, and the top ops in the log");
+                    "OUTPUT_DIR/profile-rank0.json, a Chrome trace, and the top ops in the log")
+      ->check(cli::non_negative_integer());
   return {train, [o] {
             if (o->config_path.empty()) {
               std::fprintf(stderr, "--config FILE is required\nRun with --help for more information.\n");
@@ -124,7 +126,7 @@ Subcommand add_encode(CLI::App& app) {
   encode->add_option("--input", enc.input, "text file (one sentence a line) or JSONL (\"text\")")->required();
   encode->add_option("--output", enc.output, "output: .jsonl or .npy")->required();
   encode->add_option("--batch-size", enc.batch_size, "sentences per batch")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::positive_integer())
       ->capture_default_str();
   encode->add_option("--device", enc.device, "cpu or cuda[:N]")->capture_default_str();
   encode->add_option("--pooling", enc.pooling, kPoolingHelp);
@@ -151,7 +153,7 @@ Subcommand add_eval(CLI::App& app) {
   eval->add_option("--task", ev->task, "retrieval or sts (default: sts when pairs have scores)")
       ->check(CLI::IsMember({"retrieval", "sts"}));
   eval->add_option("--batch-size", ev->batch_size, "sentences per batch")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::positive_integer())
       ->capture_default_str();
   eval->add_option("--device", ev->device, "cpu or cuda[:N]")->capture_default_str();
   eval->add_option("--pooling", ev->pooling, kPoolingHelp);
@@ -196,21 +198,23 @@ Subcommand add_mine(CLI::App& app) {
   mine->add_option("--corpus", mn.corpus,
                    "more candidate negatives: a text file (one a line) or JSONL (\"text\"); the positives always are");
   mine->add_option("--num-negatives", mn.num_negatives, "negatives a line")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::positive_integer())
       ->capture_default_str();
   mine->add_option("--range-min", mn.range_min, "skip this many best candidates left after the filters")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::non_negative_integer())
       ->capture_default_str();
   add_optional(mine, "--range-max", o->range_max,
                "candidates ranked at most this far (default: range-min + num-negatives + the most positives of a "
                "query; 10 x num-negatives with a margin or max-score)")
-      ->check(CLI::PositiveNumber);
-  add_optional(mine, "--max-score", o->max_score, "skip candidates scoring above this");
-  add_optional(mine, "--min-score", o->min_score, "skip candidates scoring below this");
+      ->check(cli::positive_integer());
+  add_optional(mine, "--max-score", o->max_score, "skip candidates scoring above this")->check(cli::finite_number());
+  add_optional(mine, "--min-score", o->min_score, "skip candidates scoring below this")->check(cli::finite_number());
   add_optional(mine, "--absolute-margin", o->absolute_margin,
-               "skip candidates scoring above the query's lowest positive score minus this");
+               "skip candidates scoring above the query's lowest positive score minus this")
+      ->check(cli::finite_number());
   add_optional(mine, "--relative-margin", o->relative_margin,
-               "skip candidates scoring above the lowest positive score minus its magnitude times this (0.05: 5%)");
+               "skip candidates scoring above the lowest positive score minus its magnitude times this (0.05: 5%)")
+      ->check(cli::finite_number());
   auto* qpn = add_optional(mine, "--query-prompt-name", o->query_prompt_name,
                            "the folder's prompt before each query (default: its \"query\" prompt, if any)");
   add_optional(mine, "--query-prompt", o->query_prompt, "this text before each query (\"\": none)")->excludes(qpn);
@@ -222,7 +226,7 @@ Subcommand add_mine(CLI::App& app) {
                  "also write the model's scores of each line's positives and negatives (\"pos_scores\", "
                  "\"neg_scores\"): teacher scores for loss.distill");
   mine->add_option("--batch-size", mn.batch_size, "sentences per batch")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::positive_integer())
       ->capture_default_str();
   mine->add_option("--device", mn.device, "cpu, cuda (each worker its local rank's GPU) or cuda:N")
       ->capture_default_str();
@@ -251,7 +255,7 @@ Subcommand add_tokenizer(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* tokenizer = app.add_subcommand("tokenizer", "train a sentencepiece tokenizer");
   tokenizer->add_option("--input", o->inputs, "JSONL pair files or text files")->required();
-  tokenizer->add_option("--vocab-size", o->vocab_size, "vocabulary size")->required();
+  tokenizer->add_option("--vocab-size", o->vocab_size, "vocabulary size")->required()->check(cli::positive_integer());
   tokenizer->add_option("--output", o->output, "output folder")->required();
   return {tokenizer, [o] {
             init_console_log();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -19,6 +20,7 @@
 
 #include "config/key_suggest.h"
 #include "config/value_reader.h"
+#include "util/file_check.h"
 #include "util/hash.h"
 #include "util/json_input.h"
 #include "util/utf8.h"
@@ -30,6 +32,13 @@ using namespace config_detail;
 
 // ZeRO stages: 0 (none), 1 (optimizer state sharded), 2 (gradients too).
 Rule stages() { Rule r; r.min = 0; r.max = 2; return r; }
+// A gradient bucket, in MB: up to a TiB (its size in bytes must fit the allocator).
+Rule bucket_size() {
+  Rule r = positive();
+  r.max = 1 << 20;
+  r.shown = "a positive number of MB, at most 1048576 (a TiB)";
+  return r;
+}
 
 // The single list of config keys: (dotted path, field, rule). Adding a key means adding
 // one line here; reading, printing, hashing and "did you mean" all follow. A closed
@@ -52,7 +61,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("model.projection_dim", m.projection_dim, non_negative());
   v("model.prompts", m.prompts, any());
   v("model.lora_rank", m.lora_rank, non_negative());
-  v("model.lora_alpha", m.lora_alpha, positive());
+  v("model.lora_alpha", m.lora_alpha, float32(positive()));
 
   TokenizerConfig& t = c.tokenizer;
   v("tokenizer.type", t.type, any());
@@ -74,27 +83,27 @@ void visit_fields(Config& c, Visitor& v) {
 
   LossConfig& l = c.loss;
   v("loss.type", l.type, any());
-  v("loss.temperature", l.temperature, positive());
+  v("loss.temperature", l.temperature, temperature());
   v("loss.cross_rank_negatives", l.cross_rank_negatives, any());
   v("loss.matryoshka_dims", l.matryoshka_dims, positive_size());
-  v("loss.matryoshka_weights", l.matryoshka_weights, positive());
-  v("loss.distill.weight", l.distill.weight, non_negative());
-  v("loss.distill.temperature", l.distill.temperature, positive());
+  v("loss.matryoshka_weights", l.matryoshka_weights, float32(positive()));
+  v("loss.distill.weight", l.distill.weight, float32(non_negative()));
+  v("loss.distill.temperature", l.distill.temperature, temperature());
 
   TrainConfig& tr = c.train;
   v("train.batch_size", tr.batch_size, positive());
   v("train.grad_accum_steps", tr.grad_accum_steps, at_least(1));
-  v("train.lr", tr.lr, positive());
+  v("train.lr", tr.lr, float32(positive()));
   v("train.lr_scaling", tr.lr_scaling, any());
   v("train.warmup_steps", tr.warmup_steps, non_negative());
   v("train.schedule", tr.schedule, any());
-  v("train.weight_decay", tr.weight_decay, non_negative());
-  v("train.max_grad_norm", tr.max_grad_norm, any());
+  v("train.weight_decay", tr.weight_decay, float32(non_negative()));
+  v("train.max_grad_norm", tr.max_grad_norm, float32(any()));
   v("train.epochs", tr.epochs, at_least(1));
   v("train.max_steps", tr.max_steps, at_least(-1));
   v("train.device", tr.device, any());
   v("train.precision", tr.precision, any());
-  v("train.loss_scale_init", tr.loss_scale_init, positive());
+  v("train.loss_scale_init", tr.loss_scale_init, float32(positive()));
   v("train.loss_scale_growth_interval", tr.loss_scale_growth_interval, at_least(1));
   v("train.activation_checkpointing", tr.activation_checkpointing, any());
   v("train.optimizer_offload", tr.optimizer_offload, any());
@@ -104,7 +113,7 @@ void visit_fields(Config& c, Visitor& v) {
 
   DistConfig& ds = c.dist;
   v("dist.backend", ds.backend, any());
-  v("dist.bucket_mb", ds.bucket_mb, positive());
+  v("dist.bucket_mb", ds.bucket_mb, bucket_size());
   v("dist.timeout_s", ds.timeout_s, positive());
   v("dist.zero_stage", ds.zero_stage, stages());
 
@@ -271,16 +280,18 @@ void check_structure(const json& root, const Reader& reader, std::vector<std::st
   }
 }
 
-// Rules that tie two keys together.
-void check_relations(const Config& c, const std::string& origin, std::vector<std::string>& errors) {
+// Rules that tie two keys together, each error blamed on who gave the keys: the --set
+// that gave one of them, else the file.
+void check_relations(const Config& c, const Reader& reader, std::vector<std::string>& errors) {
   const BertConfig& a = c.model.architecture;
+  const auto origin_of = [&](std::vector<std::string> keys) { return reader.writer_of_any(keys); };
   if (a.num_heads > 0 && a.hidden_size % a.num_heads != 0) {
-    errors.push_back(origin + ": model.hidden_size (" + std::to_string(a.hidden_size) +
+    errors.push_back(origin_of({"model.hidden_size", "model.num_heads"}) + ": model.hidden_size (" + std::to_string(a.hidden_size) +
                      ") must be divisible by model.num_heads (" +
                      std::to_string(a.num_heads) + ")");
   }
   if (c.tokenizer.max_length > a.max_position) {
-    errors.push_back(origin + ": tokenizer.max_length (" + std::to_string(c.tokenizer.max_length) +
+    errors.push_back(origin_of({"tokenizer.max_length", "model.max_position"}) + ": tokenizer.max_length (" + std::to_string(c.tokenizer.max_length) +
                      ") must be <= model.max_position (" + std::to_string(a.max_position) +
                      ")");
   }
@@ -288,26 +299,28 @@ void check_relations(const Config& c, const std::string& origin, std::vector<std
   for (size_t i = 0; i < sources.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (sources[i].name == sources[j].name)
-        errors.push_back(origin + ": data.train[" + std::to_string(i) + "] and data.train[" + std::to_string(j) +
+        errors.push_back(origin_of({"data.train"}) + ": data.train[" + std::to_string(i) + "] and data.train[" + std::to_string(j) +
                          "] are both named \"" + sources[i].name + "\": give each source a \"name\" of its own");
   if (c.data.mixing == Mixing::Mixed)
     for (const auto& s : sources)
       if (s.negatives_per_query.value_or(c.data.negatives_per_query) !=
           sources.front().negatives_per_query.value_or(c.data.negatives_per_query))
-        errors.push_back(origin + ": data.mixing \"mixed\" puts sources in one batch, so they need the same "
+        errors.push_back(origin_of({"data.mixing", "data.train", "data.negatives_per_query"}) +
+                         ": data.mixing \"mixed\" puts sources in one batch, so they need the same "
                          "negatives_per_query (source \"" + s.name + "\" has another)");
   const auto& dims = c.loss.matryoshka_dims;
   for (size_t i = 1; i < dims.size(); ++i)
     if (dims[i] >= dims[i - 1]) {
-      errors.push_back(origin + ": loss.matryoshka_dims must be descending (largest first), not " +
+      errors.push_back(origin_of({"loss.matryoshka_dims"}) + ": loss.matryoshka_dims must be descending (largest first), not " +
                        json(dims).dump());
       break;
     }
   if (!c.loss.matryoshka_weights.empty() && c.loss.matryoshka_weights.size() != dims.size())
-    errors.push_back(origin + ": loss.matryoshka_weights has " + std::to_string(c.loss.matryoshka_weights.size()) +
+    errors.push_back(origin_of({"loss.matryoshka_weights", "loss.matryoshka_dims"}) + ": loss.matryoshka_weights has " + std::to_string(c.loss.matryoshka_weights.size()) +
                      " weights for " + std::to_string(dims.size()) + " loss.matryoshka_dims");
   if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0))
-    errors.push_back(origin + ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
+    errors.push_back(origin_of({"loss.type", "loss.distill.weight"}) +
+                     ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
 }
 
 // ---- --set ---------------------------------------------------------------------------------
@@ -331,6 +344,14 @@ std::string apply_override(json& root, const std::string& assignment) {
   // JSON if it parses (numbers, true, null, lists, objects), else the text as a string.
   json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) value = text;
+  // A number JSON cannot hold (1e999, NaN, inf, -Infinity) is no number a key takes; said
+  // as such rather than as a string of the wrong type.
+  if (value.is_string() && !is_textual(key)) {
+    char* end = nullptr;
+    const double number = std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && !std::isfinite(number))
+      throw ConfigError("--set " + assignment + ": " + text + " is not a finite number: give one");
+  }
   // A path or name that happens to read as a number or boolean ("output.dir=2024")
   // is still the text the user typed.
   if (is_textual(key) && (value.is_number() || value.is_boolean())) value = text;
@@ -430,7 +451,7 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin,
   check_structure(root, reader, errors);
   visit_fields(c, reader);
   errors.insert(errors.end(), reader.errors.begin(), reader.errors.end());
-  if (errors.empty()) check_relations(c, origin, errors);
+  if (errors.empty()) check_relations(c, reader, errors);
 
   if (!errors.empty()) {
     std::string msg;
@@ -441,6 +462,8 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin,
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (const std::string folder = folder_not_file(path, "a config file (JSON)"); !folder.empty())
+    throw ConfigError(folder);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open the config file");
   // Read one byte past the limit: enough to tell a file that is too large.

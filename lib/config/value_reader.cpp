@@ -27,6 +27,11 @@ std::vector<std::string> path_parts(const std::string& path) {
 
 // Compact text of a bad value for messages, cut short when long.
 std::string show(const json& value) {
+  // JSON has no infinity: a number beyond a double (1e999) parses to one, which dump()
+  // would write as null.
+  if (value.is_number_float() && !std::isfinite(value.get<double>()))
+    return std::isnan(value.get<double>()) ? "NaN" : value.get<double>() > 0 ? "a number beyond a double (inf)"
+                                                                              : "a number beyond a double (-inf)";
   std::string s = value.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
@@ -43,15 +48,38 @@ std::string number_text(double v) {
 
 }  // namespace
 
-std::string describe_number(const Rule& r, bool integer) {
-  const std::string kind = integer ? "integer" : "number";
+namespace {
+
+std::string bounds_text(const Rule& r, const std::string& kind) {
   if (r.min && r.max) {
-    return std::string("a ") + kind + " in " + (r.min_open ? "(" : "[") + number_text(*r.min) +
-           ", " + number_text(*r.max) + (r.max_open ? ")" : "]");
+    return std::string("a ") + kind + " in " + (r.min_open ? "(" : "[") + number_text(*r.min) + ", " +
+           number_text(*r.max) + (r.max_open ? ")" : "]");
   }
   if (r.min && *r.min == 0) return (r.min_open ? "a positive " : "a non-negative ") + kind;
   if (r.min) return "an " + kind + (r.min_open ? " > " : " >= ") + number_text(*r.min);
-  return (integer ? "an " : "a ") + kind;
+  return (kind == "integer" ? "an " : "a ") + kind;
+}
+
+}  // namespace
+
+std::string describe_number(const Rule& r, bool integer) {
+  return r.shown.empty() ? bounds_text(r, integer ? "integer" : "number") : r.shown;
+}
+
+Rule float32(Rule r) {
+  r.shown = describe_number(r, false) + (r.min ? " (at most 3.4e+38" : " (from -3.4e+38 to 3.4e+38") +
+            ": the step computes with it in float32)";
+  r.min = r.min ? std::max(*r.min, -kFloat32Max) : -kFloat32Max;
+  r.max = r.max ? std::min(*r.max, kFloat32Max) : kFloat32Max;
+  return r;
+}
+
+Rule temperature() {
+  Rule r;
+  r.min = 1 / kFloat32Max;
+  r.max = kFloat32Max;
+  r.shown = "a positive number of at least 2.9e-39 (the loss scales by 1/temperature in float32, which must hold it)";
+  return r;
 }
 
 bool within(const Rule& r, double v) {
@@ -62,13 +90,21 @@ bool within(const Rule& r, double v) {
 
 
 std::string Reader::override_of(const std::string& path) const {
+  // A key below it ("loss.distill.weight" of --set loss.distill={...}) or an item of its
+  // list ("data.train[0].path", "loss.matryoshka_dims[1]") is the --set's too.
   for (const auto& key : overridden_)
-    if (path == key || path.rfind(key + ".", 0) == 0) return key;
+    if (path == key || path.rfind(key + ".", 0) == 0 || path.rfind(key + "[", 0) == 0) return key;
   return "";
 }
 
 std::string Reader::where(const std::string& path) const {
   return override_of(path).empty() ? origin_ + ": " + path : "--set " + path;
+}
+
+std::string Reader::writer_of_any(const std::vector<std::string>& paths) const {
+  for (const auto& path : paths)
+    if (const std::string key = override_of(path); !key.empty()) return "--set " + key;
+  return origin_;
 }
 
 std::string Reader::writer_of(const std::string& path) const {

@@ -3,6 +3,7 @@
 // what is wrong, where. Private to lib/config.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -32,7 +33,12 @@ struct Rule {
   bool min_open = false, max_open = false;
   bool non_empty = false;
   std::optional<int64_t> largest;  // integers: below their type's limit (said as "of at most")
+  std::string shown;                // what messages say it asks, when not the bounds as they are
 };
+
+// The largest finite float32: hyper-parameters the step computes with in float32 (a
+// learning rate, a loss weight) must fit it, or the step overflows to inf.
+constexpr double kFloat32Max = 3.4028234663852886e38;
 
 inline Rule any() { return {}; }
 inline Rule positive() { Rule r; r.min = 0; r.min_open = true; return r; }
@@ -42,6 +48,12 @@ inline Rule non_negative() { Rule r; r.min = 0; return r; }
 inline Rule at_least(double v) { Rule r; r.min = v; return r; }
 inline Rule fraction() { Rule r; r.min = 0; r.max = 1; r.max_open = true; return r; }
 inline Rule non_empty() { Rule r; r.non_empty = true; return r; }
+// `r`, its values also within float32's range ("a positive number (at most 3.4e+38: the
+// step computes with it in float32)").
+Rule float32(Rule r);
+// A temperature t: the loss scales the cosines (at most 1 in size) by 1/t in float32, so
+// 1/t must fit a float32, and t itself.
+Rule temperature();
 // "train.lr" -> {"train", "lr"}; "loss.distill.weight" -> {"loss", "distill.weight"}.
 std::pair<std::string, std::string> split_path(const std::string& path);
 // "loss.distill.weight" -> {"loss", "distill", "weight"}: a key's place in the JSON.
@@ -83,6 +95,9 @@ class Reader {
   std::string override_of(const std::string& path) const;
   // "cfg.json: train.lr" or "--set train.lr": where a bad value came from.
   std::string where(const std::string& path) const;
+  // Who gave the values of a rule that ties keys together: "--set KEY" when a --set gave
+  // any of them (the first such), else the file.
+  std::string writer_of_any(const std::vector<std::string>& paths) const;
   // "cfg.json" or "--set train": who wrote an unknown key.
   std::string writer_of(const std::string& path) const;
 

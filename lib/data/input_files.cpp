@@ -10,6 +10,7 @@
 #include <streambuf>
 
 #include "data/pairs.h"
+#include "util/file_check.h"
 
 namespace ddp_embed {
 namespace {
@@ -74,9 +75,21 @@ bool starts_with_gzip_magic(const std::string& path) {
 
 std::vector<std::string> expand_input_paths(const std::vector<std::string>& patterns) {
   std::vector<std::string> out;
+  std::vector<std::string> named_by;  // the pattern or path that gave each file
+  auto add = [&](const std::string& file, const std::string& by) {
+    // A file named twice (by its name and by a pattern, or by two patterns) would be read
+    // twice, its pairs counted double: refused, naming both.
+    for (size_t i = 0; i < out.size(); ++i)
+      if (same_file(out[i], file))
+        throw DataError(file + " is named twice: " + (by == file ? "" : "by \"" + by + "\" and ") +
+                        (named_by[i] == out[i] ? "as " + out[i] : "by \"" + named_by[i] + "\"") +
+                        "; its pairs would be read twice: name each file once");
+    out.push_back(file);
+    named_by.push_back(by);
+  };
   for (const auto& pattern : patterns) {
     if (pattern.find_first_of("*?[") == std::string::npos) {
-      out.push_back(pattern);
+      add(pattern, pattern);
       continue;
     }
     glob_t found{};
@@ -85,12 +98,15 @@ std::vector<std::string> expand_input_paths(const std::vector<std::string>& patt
     globfree(&found);
     if (rc != 0 || matches.empty()) throw DataError("no file matches " + pattern);
     std::sort(matches.begin(), matches.end());
-    out.insert(out.end(), matches.begin(), matches.end());
+    for (const auto& match : matches) add(match, pattern);
   }
   return out;
 }
 
 std::unique_ptr<std::istream> open_input_file(const std::string& path) {
+  if (const std::string folder = folder_not_file(path, "a file of pairs (JSONL, or .gz)"); !folder.empty())
+    throw DataError(folder + "; nor is it a prepared folder, which holds manifest.json (a prepare that did not "
+                    "finish, or a copy that lost it?): name its files, or prepare it again");
   if (starts_with_gzip_magic(path)) return std::make_unique<GzipStream>(path);
   auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
   if (!*in) throw DataError("cannot open " + path + ": " + std::strerror(errno));

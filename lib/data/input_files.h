@@ -10,7 +10,8 @@
 namespace ddp_embed {
 
 // Each pattern as a path, or, when it holds * ? or [, the files it matches in sorted
-// order. A pattern that matches nothing is a DataError naming it.
+// order. A pattern that matches nothing is a DataError naming it, and so is a file named
+// twice (by its name and by a pattern, or by two patterns): it would be read twice.
 std::vector<std::string> expand_input_paths(const std::vector<std::string>& patterns);
 
 // The file's text: gunzipped when it begins with gzip's magic bytes, else as it is. A

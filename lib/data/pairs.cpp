@@ -17,6 +17,7 @@
 
 #include "data/input_files.h"
 #include "data/pair_record.h"
+#include "util/file_check.h"
 #include "util/hash.h"
 
 namespace ddp_embed {
@@ -363,6 +364,8 @@ PairDataset load_piece(const SourceInput& source, const FilePiece& piece, const 
   }
   // A byte range of a plain file, streamed as a whole file is (a piece of one long line
   // is never held whole: the line reader skips what is over max_line_bytes).
+  if (const std::string folder = folder_not_file(piece.file, "a file of pairs"); !folder.empty())
+    throw DataError(folder);
   std::ifstream file(piece.file, std::ios::binary);
   if (!file) throw DataError("cannot open " + piece.file + ": " + std::strerror(errno));
   file.seekg(piece.begin);

@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data/input_files.h"
+#include "data/prepared_check.h"
+#include "util/file_check.h"
 #include "util/hash.h"
 #include "util/mapped_file.h"
 
@@ -31,7 +33,10 @@ namespace {
 
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kFormat = "ddp-embed prepared pairs";
-constexpr int kVersion = 1;
+// Version 2 added the checksums (and "piece_of"). A version 1 folder is refused: nothing
+// tells its damage from its data, and preparing again is one command.
+constexpr int kVersion = 2;
+constexpr const char* kChecksumAlgorithm = "xxh3-64";
 
 // pairs.bin holds PairIndex as it is in memory: fixed here, so that a change is a compile
 // error and not a silently unreadable folder.
@@ -40,7 +45,8 @@ static_assert(std::is_trivially_copyable_v<PairIndex> && sizeof(PairIndex) == 40
                   offsetof(PairIndex, score) == 36,
               "pairs.bin's record layout (docs/formats.md) changed");
 
-// A binary file written in pieces; close() makes sure it reached the disk.
+// A binary file written in pieces, hashed as it goes (one XXH3-64 per region of
+// kChecksumRegionBytes: the manifest's checksums); close() makes sure it reached the disk.
 class ArrayWriter {
  public:
   explicit ArrayWriter(std::string path) : path_(std::move(path)), file_(std::fopen(path_.c_str(), "wb")) {
@@ -52,7 +58,18 @@ class ArrayWriter {
   void write(const void* data, size_t bytes) {
     if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes)
       throw DataError("cannot write " + path_ + ": " + std::strerror(errno) + " (is the disk full?)");
+    const char* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+      const size_t n = std::min(bytes, size_t(kChecksumRegionBytes - in_region_));
+      region_.update(p, n);
+      in_region_ += int64_t(n);
+      p += n;
+      bytes -= n;
+      if (in_region_ == kChecksumRegionBytes) end_region();
+    }
   }
+  // One XXH3-64 per region, after close().
+  const std::vector<uint64_t>& checksums() const { return checksums_; }
   // Pair records with their sequence numbers moved by `shift`, padding zeroed (the same
   // data, the same bytes).
   void write_pairs(const PairIndex* pairs, size_t n, int64_t shift) {
@@ -75,6 +92,7 @@ class ArrayWriter {
     }
   }
   void close() {
+    if (in_region_ > 0) end_region();
     const bool ok = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
     const int err = errno;
     std::fclose(file_);
@@ -83,26 +101,32 @@ class ArrayWriter {
   }
 
  private:
+  void end_region() {
+    checksums_.push_back(region_.digest());
+    region_.reset();
+    in_region_ = 0;
+  }
   std::string path_;
   std::FILE* file_;
+  Xxh3Stream region_;
+  int64_t in_region_ = 0;
+  std::vector<uint64_t> checksums_;
 };
 
 std::string ids_name(bool wide) { return wide ? "ids.i32" : "ids.u16"; }
 
-// The files of a folder and their sizes, as the manifest's counts say.
-std::vector<std::pair<std::string, int64_t>> expected_files(const PreparedManifest& m) {
-  std::vector<std::pair<std::string, int64_t>> out = {
-      {ids_name(m.wide), m.ids * (m.wide ? 4 : 2)},
-      {"offsets.i64", (m.sequences + 1) * 8},
-      {"pairs.bin", m.pairs * int64_t(sizeof(PairIndex))},
-      {"text_hashes.u64", m.sequences * 8},
-  };
-  if (m.teacher_scores) out.emplace_back("teacher_scores.f32", m.sequences * 4);
-  return out;
-}
-
 json file_json(const PreparedFile& f) {
   return {{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}, {"sample_hash", fnv1a64_hex(f.sample_hash)}};
+}
+
+json checksums_json(const PreparedManifest& m) {
+  json files = json::object();
+  for (const auto& [name, hashes] : m.checksums) {
+    json list = json::array();
+    for (uint64_t h : hashes) list.push_back(fnv1a64_hex(h));
+    files[name] = list;
+  }
+  return {{"algorithm", kChecksumAlgorithm}, {"region_bytes", m.region_bytes}, {"files", files}};
 }
 
 json manifest_json(const PreparedManifest& m) {
@@ -131,6 +155,8 @@ json manifest_json(const PreparedManifest& m) {
           {"has_scores", m.has_scores},
           {"all_teacher_scored", m.all_teacher_scored},
           {"teacher_scores", m.teacher_scores},
+          {"piece_of", m.piece_of.empty() ? json(nullptr) : json(m.piece_of)},
+          {"checksums", checksums_json(m)},
           {"sources", sources}};
 }
 
@@ -173,7 +199,20 @@ void set_counts(PreparedManifest& m, const PairDataset& data) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, int64_t>> expected_files(const PreparedManifest& m) {
+  std::vector<std::pair<std::string, int64_t>> out = {
+      {ids_name(m.wide), m.ids * (m.wide ? 4 : 2)},
+      {"offsets.i64", (m.sequences + 1) * 8},
+      {"pairs.bin", m.pairs * int64_t(sizeof(PairIndex))},
+      {"text_hashes.u64", m.sequences * 8},
+  };
+  if (m.teacher_scores) out.emplace_back("teacher_scores.f32", m.sequences * 4);
+  return out;
+}
+
 PreparedFile stamp_file(const std::string& path) {
+  if (const std::string folder = folder_not_file(path, "a file of pairs (JSONL, or .gz)"); !folder.empty())
+    throw DataError(folder);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw DataError("cannot read " + path + ": " + std::strerror(errno));
   PreparedFile f;
@@ -250,8 +289,10 @@ PreparedManifest read_manifest(const std::string& dir) {
     if (!j.is_object() || j.value("format", "") != kFormat)
       throw DataError(path + ": not a prepared data set's manifest (\"format\" is not \"" + kFormat + "\")");
     if (get(j, "version").get<int>() != kVersion)
-      throw DataError(path + ": version " + j["version"].dump() + ", this build reads version " +
-                      std::to_string(kVersion) + ": prepare it again");
+      throw DataError(path + ": version " + j["version"].dump() +
+                      (j["version"] == 1 ? " (prepared by an older embed-train, without checksums)" : "") +
+                      ", this build reads version " + std::to_string(kVersion) + ": prepare it again (embed-train "
+                      "prepare --config ... --output " + folder_path(dir) + ")");
     PreparedManifest m;
     const json& t = get(j, "tokenizer");
     m.tokenizer.type = get(t, "type").get<std::string>();
@@ -282,6 +323,24 @@ PreparedManifest read_manifest(const std::string& dir) {
                                 std::stoull(get(f, "sample_hash").get<std::string>(), nullptr, 16)});
       m.sources.push_back(std::move(source));
     }
+    const json& piece_of = get(j, "piece_of");
+    if (!piece_of.is_null()) m.piece_of = piece_of.get<std::string>();
+    const json& checksums = get(j, "checksums");
+    if (get(checksums, "algorithm").get<std::string>() != kChecksumAlgorithm)
+      throw DataError(path + ": checksums.algorithm " + checksums["algorithm"].dump() + ", this build checks " +
+                      kChecksumAlgorithm + ": prepare it again");
+    m.region_bytes = get(checksums, "region_bytes").get<int64_t>();
+    for (const auto& [name, list] : get(checksums, "files").items()) {
+      key = "checksums.files." + name;
+      for (const json& h : list) {
+        const std::string hex = h.get<std::string>();
+        if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+          throw DataError(path + ": checksums.files." + name + ": " + h.dump() +
+                          " is not 16 hex digits: the folder is damaged; prepare it again");
+        m.checksums[name].push_back(std::stoull(hex, nullptr, 16));
+      }
+    }
+    check_manifest_numbers(m, path);
     return m;
   } catch (const DataError&) {
     throw;
@@ -299,25 +358,29 @@ void write_prepared(const PairDataset& data, PreparedManifest manifest, const st
   }
   const std::string tmp = fresh_tmp(dir);
   const TokenStore& tokens = data.tokens;
+  auto written = [&](const std::string& name, ArrayWriter& writer) {
+    writer.close();
+    manifest.checksums[name] = writer.checksums();
+  };
   ArrayWriter ids((fs::path(tmp) / ids_name(tokens.wide())).string());
   if (tokens.wide())
     ids.write(tokens.ids32().data(), tokens.ids32().size() * 4);
   else
     ids.write(tokens.ids16().data(), tokens.ids16().size() * 2);
-  ids.close();
+  written(ids_name(tokens.wide()), ids);
   ArrayWriter offsets((fs::path(tmp) / "offsets.i64").string());
   offsets.write(tokens.offsets().data(), tokens.offsets().size() * 8);
-  offsets.close();
+  written("offsets.i64", offsets);
   ArrayWriter pairs((fs::path(tmp) / "pairs.bin").string());
   pairs.write_pairs(data.pairs.data(), data.pairs.size(), 0);
-  pairs.close();
+  written("pairs.bin", pairs);
   ArrayWriter hashes((fs::path(tmp) / "text_hashes.u64").string());
   hashes.write(data.text_hashes.data(), data.text_hashes.size() * 8);
-  hashes.close();
+  written("text_hashes.u64", hashes);
   if (manifest.teacher_scores) {
     ArrayWriter scores((fs::path(tmp) / "teacher_scores.f32").string());
     scores.write(data.teacher_scores.data(), data.teacher_scores.size() * 4);
-    scores.close();
+    written("teacher_scores.f32", scores);
   }
   write_text((fs::path(tmp) / kManifest).string(), manifest_json(manifest).dump(2) + "\n");
   publish(tmp, dir);
@@ -388,20 +451,27 @@ void concatenate_prepared(const std::vector<std::string>& pieces, const std::vec
     seq_base += t.num_sequences();
     id_base += t.offsets().back();
   }
-  ids.close();
-  offsets.close();
-  pairs.close();
-  hashes.close();
-  if (scores) scores->close();
+  auto written = [&](const std::string& name, ArrayWriter& writer) {
+    writer.close();
+    manifest.checksums[name] = writer.checksums();
+  };
+  written(ids_name(manifest.wide), ids);
+  written("offsets.i64", offsets);
+  written("pairs.bin", pairs);
+  written("text_hashes.u64", hashes);
+  if (scores) written("teacher_scores.f32", *scores);
+  manifest.piece_of.clear();
   write_text(path(kManifest), manifest_json(manifest).dump(2) + "\n");
   publish(tmp, dir);
 }
 
-PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out, bool random_access) {
+PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out, bool random_access,
+                          const VerifyShare& share) {
   const PreparedManifest m = read_manifest(dir);
   auto map = [&](const std::string& name, int64_t expected) {
     const std::string path = (fs::path(dir) / name).string();
     if (!fs::exists(path)) throw DataError(path + ": missing: the folder is damaged; prepare it again");
+    if (!fs::is_regular_file(path)) throw DataError(path + ": not a file: the folder is damaged; prepare it again");
     auto file = std::make_shared<const MappedFile>(path, random_access);
     if (int64_t(file->size()) != expected)  // the size of what is mapped, not of a path looked at before
       throw DataError(path + ": " + std::to_string(file->size()) + " bytes, but manifest.json's counts make it " +
@@ -410,6 +480,7 @@ PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest_out
   };
   std::map<std::string, std::shared_ptr<const MappedFile>> files;
   for (const auto& [name, bytes] : expected_files(m)) files[name] = map(name, bytes);
+  verify_prepared_files(dir, m, files, share);
 
   PairDataset data;
   const auto offsets = Column<int64_t>(files["offsets.i64"], 0, size_t(m.sequences + 1));

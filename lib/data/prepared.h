@@ -13,10 +13,19 @@
 //
 // Little-endian, as the machine writes them. A folder appears whole or not at all: it is
 // written beside itself (DIR.tmp) and renamed into place; manifest.json is written last.
+//
+// What a folder holds is verified when a run opens it (data/prepared_check.h): the
+// manifest's counts and ranges against each other and against the files' sizes, every
+// array against its checksums (one XXH3-64 per 64 MiB region, written as the array was),
+// every pair record's sequence numbers and counts, token ids within the vocabulary,
+// offsets in order, teacher scores finite. A damaged folder is a DataError naming the file
+// and what is wrong, before any step trains on it.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/pairs.h"
@@ -49,6 +58,11 @@ struct TokenizerStamp {
 };
 TokenizerStamp stamp_tokenizer(const Tokenizer& tokenizer);
 
+// The arrays' checksums: each file cut into regions of region_bytes (the last one
+// shorter), one XXH3-64 a region. Regions let the check run on several threads, and
+// release each region's pages once it is hashed.
+inline constexpr int64_t kChecksumRegionBytes = int64_t(64) << 20;
+
 struct PreparedManifest {
   TokenizerStamp tokenizer;
   int max_length = 0;
@@ -60,7 +74,25 @@ struct PreparedManifest {
   bool has_scores = false;          // PairDataset::has_scores
   bool all_teacher_scored = false;  // PairDataset::all_teacher_scored
   bool teacher_scores = false;      // teacher_scores.f32 exists
+  int64_t region_bytes = kChecksumRegionBytes;
+  std::map<std::string, std::vector<uint64_t>> checksums;  // file name -> one XXH3-64 a region
+  // Not empty: this folder is one piece of an unfinished prepare of that folder
+  // (DIR.parts/piece-N), which a run refuses as a data set.
+  std::string piece_of;
 };
+
+// Who checks which part of a folder as it is opened: `threads` threads, over the regions
+// whose index i (counted over all the arrays) has i % parts == part. The workers of one
+// machine read the same files, so each checks a share (part = its local rank, parts = the
+// machine's workers): together they check all of it once, not once each; a worker whose
+// share is damaged fails, and the launcher stops the others.
+struct VerifyShare {
+  int threads = 1;
+  int part = 0, parts = 1;
+};
+
+// The files a folder holds besides manifest.json, with the sizes its counts give them.
+std::vector<std::pair<std::string, int64_t>> expected_files(const PreparedManifest& m);
 
 // A folder's path as prepare uses it: normalized, without a trailing slash (DIR.tmp and
 // DIR.parts are written beside DIR).
@@ -68,7 +100,9 @@ std::string folder_path(const std::string& dir);
 
 // Whether `dir` is a prepared folder (holds manifest.json).
 bool is_prepared_folder(const std::string& dir);
-// DataError naming the file and the key when it is not a manifest we wrote.
+// DataError naming the file and the key when it is not a manifest we wrote, or its
+// counts, source ranges or checksums do not fit together; a folder of the older format
+// (version 1, without checksums) is refused with "prepare it again".
 PreparedManifest read_manifest(const std::string& dir);
 
 // Writes `data` as the prepared folder `dir` (replacing one there), with `manifest`'s
@@ -83,11 +117,13 @@ void write_prepared(const PairDataset& data, PreparedManifest manifest, const st
 void concatenate_prepared(const std::vector<std::string>& pieces, const std::vector<int>& piece_source,
                           PreparedManifest manifest, const std::string& dir);
 
-// The data set of a prepared folder, its arrays mapped. Checks what costs no reading of
-// the data: every file there with the size the manifest gives it (DataError naming the
-// file). Sequences are checked as batches take them (TokenStore::set_checked).
-// `random_access`: batches jump about (no read-ahead); false for reading it front to back.
-PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest = nullptr, bool random_access = true);
+// The data set of a prepared folder, its arrays mapped and verified (data/prepared_check.h:
+// sizes, checksums, records, at memory bandwidth; `share` of it, the other shares left to
+// the machine's other workers), a DataError naming the file and what is wrong. Sequences are checked again as batches take them
+// (TokenStore::set_checked). `random_access`: batches jump about (no read-ahead); false
+// for reading it front to back.
+PairDataset open_prepared(const std::string& dir, PreparedManifest* manifest = nullptr, bool random_access = true,
+                          const VerifyShare& share = {});
 
 // What the run expects a folder to be made from. Empty when `found` matches, else one
 // line per difference ("tokenizer: ...", "source file X: ..."). Source files that no

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/file_check.h"
 #include "util/json_input.h"
 #include "util/text.h"
 
@@ -31,6 +32,7 @@ constexpr int kMaxDepth = 8;
 
 // Up to kMaxManifestBytes + 1 bytes of `path`: enough to tell that it is too large.
 std::string read_manifest_file(const std::string& path) {
+  if (!folder_not_file(path, "a file").empty()) fail(path, "a folder, not a file (a damaged checkpoint)");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "missing (incomplete checkpoint)");
   std::string text(kMaxManifestBytes + 1, '\0');
@@ -66,6 +68,7 @@ ManifestEntry parse_entry(const json& value, const std::string& origin, const st
 }  // namespace
 
 uint64_t fnv1a64_file(const std::string& path) {
+  if (!folder_not_file(path, "a file").empty()) fail(path, "a folder, not a file (a damaged checkpoint)");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open");
   uint64_t hash = kFnv1a64Offset;

@@ -212,9 +212,51 @@ void SafetensorsFile::parse() {
     file.tensors_.push_back(StTensorView{name, *dtype, std::move(shape),
                                          base_ + data_begin + begin, *nbytes});
   }
+  check_layout(data_size);
   // nlohmann's object is a sorted map already; sort anyway so find() never depends on it.
   std::sort(file.tensors_.begin(), file.tensors_.end(),
             [](const StTensorView& a, const StTensorView& b) { return a.name < b.name; });
+}
+
+void SafetensorsFile::check_layout(std::size_t data_size) const {
+  // Python's safetensors (Metadata::validate, and read_metadata's last check): the
+  // tensors, in the order of their data_offsets, tile the data: the first begins at 0,
+  // each where the one before it ends, the last at its end. Overlapping tensors (two
+  // names for the same bytes, which training would then update twice), gaps and bytes
+  // after the last tensor are all refused there, so they are here. The order of the names
+  // in the header does not matter, nor the data's alignment (a header whose length is not
+  // a multiple of 8 is read as Python reads it).
+  const std::byte* data = base_ + (size_ - data_size);
+  std::vector<const StTensorView*> by_offset;
+  for (const auto& t : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const StTensorView* a, const StTensorView* b) {
+    return std::make_pair(a->data, a->data + a->nbytes) < std::make_pair(b->data, b->data + b->nbytes);
+  });
+  auto range = [&](const StTensorView& t) {
+    return "[" + std::to_string(t.data - data) + ", " + std::to_string(t.data - data + std::ptrdiff_t(t.nbytes)) + ")";
+  };
+  const StTensorView* previous = nullptr;
+  std::size_t end = 0;
+  for (const StTensorView* t : by_offset) {
+    const std::size_t begin = std::size_t(t->data - data);
+    const std::string what = "tensor \"" + t->name + "\": data_offsets " + range(*t);
+    if (begin < end)
+      fail(path_, what + " overlap tensor \"" + previous->name + "\"'s " + range(*previous) +
+                      ": each tensor's bytes must begin where the one before ends (Python's safetensors refuses "
+                      "this file too)");
+    if (begin > end)
+      fail(path_, what + (previous ? " leave bytes " + std::to_string(end) + ".." + std::to_string(begin) +
+                                         " after tensor \"" + previous->name + "\" unused"
+                                   : " begin at " + std::to_string(begin) + ", not at 0, the start of the data") +
+                      ": each tensor's bytes must begin where the one before ends (Python's safetensors refuses "
+                      "this file too)");
+    end = begin + t->nbytes;
+    previous = t;
+  }
+  if (end != data_size)
+    fail(path_, "the data holds " + std::to_string(data_size - end) + " bytes after the last tensor" +
+                    (previous ? " (\"" + previous->name + "\", ending at " + std::to_string(end) + ")" : std::string()) +
+                    ": a cut or padded file? (Python's safetensors refuses this file too)");
 }
 
 void write_safetensors(const std::string& path, const std::vector<StTensorToWrite>& tensors,

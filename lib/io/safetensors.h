@@ -7,7 +7,8 @@
 //
 // read_safetensors() validates everything before handing out a byte: a truncated or
 // hostile file is a SafetensorsError "PATH: what", never a crash or an out-of-bounds
-// read. write_safetensors() writes atomically (temporary file, fsync, rename).
+// read. It refuses what Python's safetensors refuses: tensors that overlap, leave a gap
+// or end before the file does (their data_offsets must tile the data). write_safetensors() writes atomically (temporary file, fsync, rename).
 #pragma once
 
 #include <cstddef>
@@ -64,6 +65,9 @@ class SafetensorsFile {
   friend SafetensorsFile parse_safetensors(std::vector<std::byte> bytes, const std::string& origin);
   // Validates the bytes [base_, base_ + size_) and fills tensors_ and metadata_.
   void parse();
+  // The tensors tile the last `data_size` bytes of the file: no overlap, no gap, nothing
+  // after the last one (the reference implementation's rules).
+  void check_layout(std::size_t data_size) const;
   std::string path_;
   std::vector<std::byte> bytes_;              // the whole file (parse_safetensors), or
   std::shared_ptr<const MappedFile> mapped_;  // the file mapped (read_safetensors)

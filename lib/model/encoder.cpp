@@ -6,6 +6,7 @@
 
 #include "model/bert.h"
 #include "model/qwen3.h"
+#include "util/file_check.h"
 
 namespace ddp_embed {
 
@@ -53,6 +54,7 @@ at::Tensor TokenLayout::unpack(const at::Tensor& packed) const {
 }
 
 nlohmann::json read_config_json(const std::string& path) {
+  if (const std::string folder = folder_not_file(path, "a model's config.json"); !folder.empty()) throw ModelError(folder);
   std::ifstream in(path);
   if (!in) throw ModelError(path + ": cannot open");
   nlohmann::json j;

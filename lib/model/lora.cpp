@@ -1,5 +1,6 @@
 #include "model/lora.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -38,6 +39,17 @@ at::Tensor AdaptableLinearImpl::merged_weight() const {
 
 LoraSummary apply_lora(torch::nn::Module& encoder, int64_t rank, double alpha) {
   LoraSummary s;
+  // A rank above a layer's smaller side adds no expressiveness (B·A has at most that
+  // rank) and only memory: a rank of 100,000 would fail in the allocator, naming nothing.
+  for (const auto& item : encoder.named_modules("", /*include_self=*/false))
+    if (const auto* linear = dynamic_cast<const AdaptableLinearImpl*>(item.value().get())) {
+      const int64_t out = linear->weight.size(0), in = linear->weight.size(1);
+      if (rank > std::min(in, out))
+        throw std::invalid_argument("model.lora_rank " + std::to_string(rank) + " is larger than layer " + item.key() +
+                                    " (" + std::to_string(in) + " in, " + std::to_string(out) +
+                                    " out) allows: a LoRA rank is at most min(in, out) = " +
+                                    std::to_string(std::min(in, out)) + " of every adapted layer");
+    }
   for (auto& p : encoder.parameters()) {
     p.set_requires_grad(false);
     s.frozen += p.numel();

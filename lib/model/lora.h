@@ -47,7 +47,9 @@ struct LoraSummary {
 };
 
 // Adds an adapter of `rank` (> 0) to every AdaptableLinear under `encoder` and freezes
-// every other parameter of it. Once, before the optimizer takes the parameters.
+// every other parameter of it. Once, before the optimizer takes the parameters. A rank
+// above min(in, out) of any of those layers is std::invalid_argument naming the layer and
+// model.lora_rank, before anything is allocated.
 LoraSummary apply_lora(torch::nn::Module& encoder, int64_t rank, double alpha);
 
 // The module's parameters and buffers by name as a model folder holds them: each adapted

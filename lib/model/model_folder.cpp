@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "model/weights.h"
 #include "tokenize/hf_files.h"
 #include "tokenize/unicode.h"
+#include "util/file_check.h"
 #include "util/utf8.h"
 
 namespace fs = std::filesystem;
@@ -38,6 +40,8 @@ void write_json(const fs::path& path, const json& j) {
 }
 
 json read_json(const fs::path& path) {
+  if (const std::string folder = folder_not_file(path.string(), "a JSON file"); !folder.empty())
+    throw std::runtime_error(folder);
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path.string());
   try {
@@ -487,7 +491,11 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   const EncoderConfig& config = encoder.encoder_config();
   write_json(tmp / "config.json", encoder.hf_config_json());
   // An encoder fine-tuned with LoRA is written with its adapters merged: a plain model.
-  save_as_float32((tmp / "model.safetensors").string(), merged_tensors(encoder));
+  NamedTensors tensors = merged_tensors(encoder);
+  for (const auto& item : options.carried)
+    if (std::none_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == item.first; }))
+      tensors.push_back(item);
+  save_as_float32((tmp / "model.safetensors").string(), tensors);
   tokenizer.save(tmp.string());
   cap_tokenizer_max_length(tmp, config.max_length());
   write_json(tmp / "sentence_bert_config.json",
@@ -579,6 +587,34 @@ int folder_max_length(const ModelFolderLayout& layout) {
   const fs::path file = fs::path(layout.transformer_dir) / "tokenizer_config.json";
   if (!fs::exists(file)) return max_position;
   return std::min(hf_files::max_length_setting(read_json(file), max_position), max_position);
+}
+
+NamedTensors carried_init_tensors(const ModelFolderLayout& init) {
+  if (init.encoder.is_decoder()) return {};  // Qwen3Model has no pooler
+  // A file's name for a tensor, as a BertModel / XLMRobertaModel file names it: the
+  // prefixes of a *ForMaskedLM file stripped, as loading strips them.
+  const auto plain = [](const std::string& name) {
+    for (const char* prefix : {"bert.", "roberta."})
+      if (name.rfind(prefix, 0) == 0) return name.substr(std::strlen(prefix));
+    return name;
+  };
+  const auto wanted = [&](const std::string& name) { return plain(name).rfind("pooler.", 0) == 0; };
+  const fs::path dir(init.transformer_dir);
+  std::vector<std::string> files;
+  if (fs::exists(dir / "model.safetensors")) {
+    files.push_back((dir / "model.safetensors").string());
+  } else {  // shards: those that hold a wanted tensor
+    const json index = read_json(dir / "model.safetensors.index.json");
+    std::set<std::string> shards;
+    if (index.contains("weight_map") && index["weight_map"].is_object())
+      for (const auto& item : index["weight_map"].items())
+        if (wanted(item.key()) && item.value().is_string()) shards.insert((dir / item.value().get<std::string>()).string());
+    files.assign(shards.begin(), shards.end());
+  }
+  NamedTensors out;
+  for (const auto& file : files)
+    for (auto& [name, tensor] : load_tensors(file, wanted)) out.emplace_back(plain(name), tensor);
+  return out;
 }
 
 LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout) {

@@ -54,7 +54,21 @@ struct ModelFolderOptions {
   // puts prompts[NAME] before each text; default_prompt_name is used when none is named.
   std::map<std::string, std::string> prompts;
   std::optional<std::string> default_prompt_name;
+  // Tensors written into model.safetensors beside the encoder's, as they are: the init
+  // folder's that the encoder does not hold but transformers' model class does (BERT's and
+  // XLM-R's pooler.dense.*), so that loading the folder is as quiet as loading the one it
+  // came from (carried_init_tensors).
+  NamedTensors carried;
 };
+
+struct ModelFolderLayout;
+
+// The tensors of the init folder `init` that transformers' model class of its
+// architecture holds and our encoder does not: pooler.* of a BERT or XLM-R folder (under
+// the names transformers gives them in a BertModel / XLMRobertaModel file), none for a
+// Qwen3. sentence-transformers never uses the pooler; transformers reports it MISSING,
+// "newly initialized", when a folder lacks it.
+NamedTensors carried_init_tensors(const ModelFolderLayout& init);
 
 // Writes the folder atomically: everything goes to DIR.tmp-<pid>, which replaces DIR
 // only when complete. `extra` is stored in embed_train.json.

@@ -45,6 +45,16 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
   refuse_unless(j, "hidden_act", "silu", "Qwen3's feed-forward is SwiGLU, \"silu\"", origin);
   refuse_unless(j, "attention_bias", false, "Qwen3's projections have no biases", origin);
   refuse_unless(j, "use_sliding_window", false, "attention is over the whole text", origin);
+  // transformers 4.53+ says each layer's attention in layer_types; a sliding-window layer
+  // would attend to fewer tokens there than here, a different model: refused, not ignored.
+  if (const auto types = j.find("layer_types"); types != j.end() && !types->is_null()) {
+    if (!types->is_array()) throw ModelError(origin + ": layer_types must be a list, not " + types->dump());
+    for (size_t i = 0; i < types->size(); ++i)
+      if ((*types)[i] != "full_attention")
+        throw ModelError(origin + ": layer_types[" + std::to_string(i) + "] is " + (*types)[i].dump() +
+                         ", which is not implemented (embed-train's Qwen3 attends over the whole text in every "
+                         "layer, \"full_attention\")");
+  }
   refuse_unless(j, "attention_dropout", 0.0, "attention dropout is 0 in Qwen3", origin);
   Qwen3Config c;  // transformers' Qwen3Config defaults where a key is missing
   c.vocab_size = 151936;

@@ -111,6 +111,14 @@ NamedTensors load_tensors(const std::string& path) {
   return out;
 }
 
+NamedTensors load_tensors(const std::string& path, const std::function<bool(const std::string&)>& wanted) {
+  const SafetensorsFile file = read_safetensors(path);
+  NamedTensors out;
+  for (const auto& v : file.tensors())
+    if (wanted(v.name)) out.emplace_back(v.name, to_tensor(v));
+  return out;
+}
+
 void save_tensors(const std::string& path, const NamedTensors& tensors,
                   const std::map<std::string, std::string>& metadata) {
   std::vector<at::Tensor> keep_alive;  // CPU contiguous copies the views below point into

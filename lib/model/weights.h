@@ -2,6 +2,7 @@
 // model.safetensors, 2_Dense/model.safetensors and checkpoints are made of. No pickle.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,8 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 // Every tensor of a file, as CPU tensors in the file's dtype, sorted by name.
 // Throws SafetensorsError for a bad file.
 NamedTensors load_tensors(const std::string& path);
+// The tensors of a file whose names `wanted` takes, read alone (the others' bytes untouched).
+NamedTensors load_tensors(const std::string& path, const std::function<bool(const std::string&)>& wanted);
 
 // Writes tensors (any device, contiguous or not) in their own dtype; names must be unique.
 // Metadata defaults to {"format": "pt"}, which transformers requires.

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/file_check.h"
+
 namespace ddp_embed {
 namespace {
 
@@ -95,6 +97,8 @@ MetricsHistory parse_metrics_history(std::istream& in, const std::string& name) 
 }
 
 MetricsHistory read_metrics_history(const std::string& path) {
+  if (const std::string folder = folder_not_file(path, "a metrics file (metrics.jsonl)"); !folder.empty())
+    throw std::runtime_error(folder);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open the metrics file");
   return parse_metrics_history(in, path);

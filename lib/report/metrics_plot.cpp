@@ -8,6 +8,7 @@
 
 #include "report/svg_chart.h"
 #include "util/atomic_file.h"
+#include "util/file_check.h"
 
 namespace fs = std::filesystem;
 
@@ -120,6 +121,10 @@ std::string default_plot_path(const std::string& metrics_path) {
 }
 
 PlotSummary plot_metrics_file(const std::string& metrics_path, const std::string& svg_path) {
+  if (!svg_path.empty() && same_file(svg_path, metrics_path))
+    throw std::invalid_argument("--output " + svg_path + " is the --metrics file (" + metrics_path +
+                                "): the figure would overwrite the run's metrics; name another file (or none: "
+                                "metrics.svg beside it)");
   const MetricsHistory history = read_metrics_history(metrics_path);
   PlotSummary summary{svg_path.empty() ? default_plot_path(metrics_path) : svg_path, history.training_steps,
                       history.eval_steps};

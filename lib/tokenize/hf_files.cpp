@@ -5,12 +5,16 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/file_check.h"
+
 namespace ddp_embed {
 namespace hf_files {
 
 namespace fs = std::filesystem;
 
 std::string read_file(const fs::path& path) {
+  if (const std::string folder = folder_not_file(path.string(), "a tokenizer file"); !folder.empty())
+    throw TokenizerError(folder);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TokenizerError("cannot open " + path.string() + ": " + std::strerror(errno));
   std::ostringstream buffer;

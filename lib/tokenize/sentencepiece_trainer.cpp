@@ -14,6 +14,7 @@
 #include "tokenize/sentencepiece_tokenizer.h"
 #include "tokenize/spm_library.h"
 #include "tokenize/tokenizer.h"
+#include "util/file_check.h"
 #include "util/utf8.h"
 
 namespace ddp_embed {
@@ -157,6 +158,8 @@ void train_sentencepiece(const std::vector<std::string>& inputs, int vocab_size,
   if (vocab_size < 8)
     throw TokenizerError("vocab_size " + std::to_string(vocab_size) + " is too small");
   for (const auto& file : inputs) {
+    if (const std::string folder = folder_not_file(file, "a file of texts or pairs"); !folder.empty())
+      throw TokenizerError(folder);
     std::ifstream probe(file, std::ios::binary);
     if (!probe) throw TokenizerError("cannot open " + file + ": " + std::strerror(errno));
   }

@@ -1,5 +1,6 @@
 #include "tokenize/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& type, const std::st
   if (type == "bpe") return BpeTokenizer::load(path);
   throw TokenizerError("unknown tokenizer type \"" + type + "\" for " + path +
                        " (expected wordpiece, sentencepiece, unigram, bpe or auto)");
+}
+
+int tokens_left_after_prompt(const Tokenizer& tokenizer, std::string_view prompt, int max_length) {
+  if (prompt.empty()) return max_length;
+  // Uncut: a prompt as long as the whole input or longer must show as no room left.
+  const int limit = std::max(max_length, 0) + 2 * int(prompt.size()) + 8;
+  return max_length - int(tokenizer.encode(prompt, limit).size());
 }
 
 }  // namespace ddp_embed

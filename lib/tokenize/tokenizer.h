@@ -55,6 +55,11 @@ class Tokenizer {
   int model_max_length_ = 512;
 };
 
+// The tokens of `max_length` left for a text after `prompt` (put before it), counting
+// the prompt's own tokens and the special tokens an encoding adds: 0 or less leaves no
+// room, so that every input encodes to the same ids. `max_length` when there is no prompt.
+int tokens_left_after_prompt(const Tokenizer& tokenizer, std::string_view prompt, int max_length);
+
 // The tokenizer a Hugging Face folder holds, decided from its files in this order:
 // spiece.model → "sentencepiece"; tokenizer.json whose model is Unigram → "unigram", BPE →
 // "bpe", WordPiece → "wordpiece"; sentencepiece.bpe.model → "unigram"; vocab.txt →

@@ -20,7 +20,9 @@
 #include "train/batches.h"
 #include "train/evaluate.h"
 #include "util/atomic_file.h"
+#include "util/file_check.h"
 #include "util/progress.h"
+#include "util/text.h"
 
 namespace ddp_embed {
 namespace {
@@ -64,6 +66,8 @@ at::Tensor l2_normalize(const at::Tensor& rows) { return rows / rows.norm(2, 1, 
 }  // namespace
 
 std::vector<std::string> read_sentences(const std::string& path) {
+  if (const std::string folder = folder_not_file(path, "a file of texts (one a line, or JSONL)"); !folder.empty())
+    throw std::runtime_error(folder);
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path + (std::filesystem::exists(path) ? "" : ": no such file"));
   std::vector<std::string> out;
@@ -110,6 +114,19 @@ std::string resolve_prompt(const LoadedModel& model, const std::optional<std::st
     text = it->second;
   } else if (fallback_name && model.prompts.count(*fallback_name)) {
     text = model.prompts.at(*fallback_name);
+  }
+  // A prompt that takes every token leaves all embeddings the same; one that takes more
+  // than half leaves the text's tail cut (said, as training says it).
+  if (!text.empty()) {
+    const int left = tokens_left_after_prompt(*model.tokenizer, text, model.max_length);
+    if (left <= 0)
+      throw std::invalid_argument("the prompt " + json_quoted_cut(text) + " takes " +
+                                  std::to_string(model.max_length - left) + " tokens of the model's " +
+                                  std::to_string(model.max_length) +
+                                  ": no token of the text would be left, every embedding the same; shorten it");
+    if (left < model.max_length / 2)
+      spdlog::warn("the prompt {} leaves {} of the model's {} tokens for the text", json_quoted_cut(text), left,
+                   model.max_length);
   }
   if (!text.empty() && !model.prompt_excluded_by.empty())
     throw std::invalid_argument(model.prompt_excluded_by + ": include_prompt false (the prompt's tokens left out of " +
@@ -196,9 +213,17 @@ std::optional<Pooling> pooling_option(const std::string& typed) {
   return parse_choice<Pooling>(typed, "--pooling");
 }
 
+// An output that would overwrite the input it is made from.
+void refuse_output_over_input(const std::string& output, const std::string& input) {
+  if (same_file(output, input))
+    throw std::invalid_argument("--output " + output + " is the --input file (" + input +
+                                "): writing it would overwrite what is read; name another file");
+}
+
 }  // namespace
 
 int run_encode(const EncodeOptions& o) {
+  refuse_output_over_input(o.output, o.input);
   const c10::Device device(o.device);
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   const std::vector<std::string> sentences = read_sentences(o.input);
@@ -238,6 +263,9 @@ void print_table(const std::string& data, const std::string& task, int64_t pairs
 int run_eval(const EvalOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw std::invalid_argument("--format " + o.format + ": expected table or json");
+  if (!o.json_out.empty() && same_file(o.json_out, o.data))
+    throw std::invalid_argument("--json " + o.json_out + " is the --data file (" + o.data +
+                                "): writing the metrics would overwrite the pairs; name another file");
   // A Normalize module needs nothing here: evaluate() L2-normalizes every embedding the
   // same way (x / max(||x||, 1e-12)) before its cosines.
   const c10::Device device(o.device);
@@ -261,6 +289,7 @@ int run_eval(const EvalOptions& o) {
 }
 
 int run_tokenize(const TokenizeOptions& o) {
+  refuse_output_over_input(o.output, o.input);
   const FolderTokenizer folder = load_model_folder_tokenizer(o.model_dir);
   const std::vector<std::string> sentences = read_sentences(o.input);
   std::string lines;

@@ -22,6 +22,7 @@
 #include "train/inference.h"
 #include "train/worker.h"
 #include "util/atomic_file.h"
+#include "util/file_check.h"
 #include "util/log.h"
 #include "util/utf8.h"
 
@@ -51,6 +52,8 @@ struct MiningInput {
 
 // Every line of the pairs file, checked; "FILE:LINE: what is wrong" for a bad one.
 std::vector<PairRecord> read_pair_lines(const std::string& path) {
+  if (const std::string folder = folder_not_file(path, "a file of pairs (JSONL)"); !folder.empty())
+    throw std::runtime_error("--input " + folder);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("--input " + path + ": cannot open" + (fs::exists(path) ? "" : ": no such file"));
   std::vector<PairRecord> records;
@@ -339,6 +342,10 @@ int run_mine(const MineOptions& o) {
   init_console_log(env.rank);
   at::set_num_threads(choose_threads(env));  // as training: the node's cores shared among its workers
   if (env.rank == 0) check_output_path(o.output);
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--input", o.input}, {"--corpus", o.corpus}})
+    if (!path.empty() && same_file(o.output, path))
+      throw std::invalid_argument("--output " + o.output + " is the file " + flag + " names (" + path +
+                                  "): mining would overwrite what it reads; write the mined pairs to another file");
   const MiningInput in = read_mining_input(o.input, o.corpus);
   spdlog::info("mine: {} lines of {}: {} unique queries, {} corpus texts ({}{} unique positives), at most {} positive{} "
                "a query",

@@ -153,8 +153,14 @@ void prepare_folder(const std::string& folder, const std::vector<SourceInput>& s
   if (!there && fs::exists(dir) && !fs::is_empty(dir, ec))
     throw DataError(dir + " exists and is not a prepared folder (no manifest.json): a prepare would replace it; "
                     "name a new or empty folder");
+  std::vector<std::string> differences;
   if (there) {
-    const auto differences = manifest_differences(read_manifest(dir), expected);
+    try {
+      differences = manifest_differences(read_manifest(dir), expected);
+    } catch (const DataError& e) {
+      if (!replace_stale) throw;
+      differences = {e.what()};  // an older format or a damaged manifest: made again below
+    }
     if (differences.empty()) {
       spdlog::info("prepare: {} is up to date", dir);
       return;
@@ -199,6 +205,7 @@ void prepare_folder(const std::string& folder, const std::vector<SourceInput>& s
                                           cfg.data.skip_bad_lines, threads, cfg.data.max_line_bytes);
       PreparedManifest piece = expected;
       piece.sources = {expected.sources[size_t(item.source)]};
+      piece.piece_of = dir;
       write_prepared(data, piece, pieces[i]);
       ++written;
       pairs += data.size();
@@ -227,10 +234,14 @@ void prepare_folder(const std::string& folder, const std::vector<SourceInput>& s
 }
 
 PairDataset open_training_folder(const std::string& folder, const std::vector<SourceInput>& sources,
-                                 const Tokenizer& tokenizer, const Config& cfg) {
+                                 const Tokenizer& tokenizer, const Config& cfg, const VerifyShare& share) {
   const std::string dir = folder_path(folder);
-  PreparedManifest found;
-  PairDataset data = open_prepared(dir, &found);
+  const PreparedManifest found = read_manifest(dir);
+  // One piece of a prepare that did not finish is a sliver of the data, not a data set.
+  if (!found.piece_of.empty())
+    throw DataError(dir + ": one piece of an unfinished prepare of " + found.piece_of +
+                    ", not a whole data set: run the prepare again to finish it (embed-train prepare --config ... "
+                    "--output " + found.piece_of + "), then train on " + found.piece_of);
   PreparedManifest expected;
   if (sources.empty()) {  // the folder is the data: its sources are what they are
     expected = found;
@@ -240,10 +251,19 @@ PairDataset open_training_folder(const std::string& folder, const std::vector<So
   } else {
     expected = expected_manifest(sources, tokenizer, cfg, &found);
   }
+  // Made from other data: said before its arrays are read through.
   const auto differences = manifest_differences(found, expected);
   if (!differences.empty())
     throw DataError(dir + " was prepared from other data than this run's:" + describe(differences) +
                     "\nprepare it again (embed-train prepare --config ... --output " + dir + ")");
+  const auto started = Clock::now();
+  PairDataset data = open_prepared(dir, nullptr, /*random_access=*/true, share);
+  int64_t bytes = 0;
+  for (const auto& file : expected_files(found)) bytes += file.second;
+  spdlog::info("data: {} verified ({:.2f} GB{}) in {:.2f}s on {} thread{}", dir, double(bytes) / 1e9,
+               share.parts > 1 ? fmt::format(", this worker's share 1/{}", share.parts) : std::string(),
+               std::chrono::duration<double>(Clock::now() - started).count(), share.threads,
+               share.threads > 1 ? "s" : "");
   return data;
 }
 

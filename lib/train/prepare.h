@@ -37,8 +37,11 @@ void prepare_folder(const std::string& dir, const std::vector<SourceInput>& sour
 // naming a folder itself (`sources` empty: the folder's own sources; only its tokenizer
 // and max length are checked). A folder made from other data is an error listing what
 // differs.
+// One piece of an unfinished prepare (DIR.parts/piece-N) is refused. Then the arrays are
+// verified (data/prepared_check.h), `share` of them by this worker, and the time it took
+// logged.
 PairDataset open_training_folder(const std::string& dir, const std::vector<SourceInput>& sources,
-                                 const Tokenizer& tokenizer, const Config& cfg);
+                                 const Tokenizer& tokenizer, const Config& cfg, const VerifyShare& share = {});
 
 // `embed-train prepare --config CFG --output DIR`: data.train prepared into DIR with the
 // run's tokenizer and tokenizer.max_length. Alone or under ddp-launch. Returns the exit code.

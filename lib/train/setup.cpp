@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/key_suggest.h"
 #include "model/lora.h"
 #include "model/weights.h"
 #include "train/prepare.h"
@@ -103,6 +104,41 @@ void check_prompts_are_pooled(const Config& cfg, const std::optional<ModelFolder
                                  "of the pooling), which ddp-embed does not implement; data.train[" +
                                  std::to_string(i) + "] has a prompt: train without prompts, or from a folder "
                                  "whose Pooling includes them");
+}
+
+// Each source's prompts against the run's prompt names and tokenizer.max_length:
+//  - a value that is no prompt's name is the prompt's text itself; one a letter or two
+//    from a name ("qeury") is most likely that name mistyped, and warned;
+//  - a prompt that takes all of tokenizer.max_length leaves no token of the text, so
+//    every input would be the same: an error. One that leaves less than half of it for
+//    the text is warned with what remains (it may be meant: a long instruction before
+//    short queries), since the text's tail is cut to make room.
+void check_prompts(const Config& cfg, const std::map<std::string, std::string>& prompts, const Tokenizer& tokenizer) {
+  std::vector<std::string> names;
+  for (const auto& item : prompts) names.push_back(item.first);
+  const int max_length = cfg.tokenizer.max_length;
+  for (size_t i = 0; i < cfg.data.train.size(); ++i)
+    for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"query_prompt", cfg.data.train[i].query_prompt},
+                                     {"passage_prompt", cfg.data.train[i].passage_prompt}}) {
+      const std::string where = "data.train[" + std::to_string(i) + "]." + key;
+      const bool a_name = prompts.count(value) > 0;
+      const bool a_text = std::any_of(prompts.begin(), prompts.end(), [&](const auto& p) { return p.second == value; });
+      if (!a_name && !a_text && value.find_first_of(" \t:") == std::string::npos)
+        if (const std::string near = nearest_value(value, names); !near.empty())
+          spdlog::warn("{} \"{}\" is no prompt's name, so it is put before each text as it is: did you mean the "
+                       "prompt \"{}\" ({})?", where, value, near, json_quoted_cut(prompts.at(near)));
+      const std::string text = prompt_text(value, prompts);
+      const int left = tokens_left_after_prompt(tokenizer, text, max_length);
+      if (left <= 0)
+        throw std::runtime_error(where + ": the prompt " + json_quoted_cut(text) + " takes " +
+                                 std::to_string(max_length - left) + " tokens (with the special tokens), and "
+                                 "tokenizer.max_length is " + std::to_string(max_length) +
+                                 ": no token of the text would be left, every input the same. Shorten the prompt "
+                                 "or raise tokenizer.max_length");
+      if (!text.empty() && left < max_length / 2)
+        spdlog::warn("{}: the prompt {} leaves {} of tokenizer.max_length's {} tokens for the text", where,
+                     json_quoted_cut(text), left, max_length);
+    }
 }
 
 std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std::string, std::string>& prompts) {
@@ -221,6 +257,7 @@ ModelFolderOptions output_folder_options(const Config& cfg, const Inputs& in) {
     options.lower_case_text = init->lower_case_text;
     options.normalize = init->normalize;
     options.default_prompt_name = init->default_prompt_name;
+    options.carried = carried_init_tensors(*init);
   }
   options.prompts = in.prompts;
   return options;
@@ -232,9 +269,22 @@ SourceSetup set_up_sources(const Config& cfg, ProcessGroup& pg) {
   s.tokenizer = prepare_tokenizer(cfg, s.init_folder, pg);
   s.prompts = training_prompts(cfg, s.init_folder);
   check_prompts_are_pooled(cfg, s.init_folder, s.prompts);
+  check_prompts(cfg, s.prompts, *s.tokenizer);
   s.sources = training_sources(cfg, s.prompts);
   return s;
 }
+
+// A prepared folder's check, shared among the workers of this machine (they read the
+// same files): each its local rank's share, on its threads.
+namespace {
+VerifyShare verify_share(const Worker& w) {
+  VerifyShare share;
+  share.threads = w.threads;
+  share.part = w.env.local_rank;
+  share.parts = w.env.local_world_size;
+  return share;
+}
+}  // namespace
 
 // The training pairs: tokenized now from data.train's files (the default), or mapped from
 // a prepared folder — data.prepared (prepared first, by every rank, when it is not
@@ -246,11 +296,11 @@ PairDataset load_training_pairs(const Config& cfg, const Worker& w, const Source
       spdlog::info("data.prepared: {} is not there: preparing data.train into it first", dir);
       prepare_folder(dir, s.sources, *s.tokenizer, cfg, *w.pg, w.threads, /*replace_stale=*/false);
     }
-    return open_training_folder(dir, s.sources, *s.tokenizer, cfg);
+    return open_training_folder(dir, s.sources, *s.tokenizer, cfg, verify_share(w));
   }
   if (const auto& only = cfg.data.train.front(); cfg.data.train.size() == 1 && only.paths.size() == 1 &&
                                                   is_prepared_folder(only.paths.front()))
-    return open_training_folder(only.paths.front(), {}, *s.tokenizer, cfg);
+    return open_training_folder(only.paths.front(), {}, *s.tokenizer, cfg, verify_share(w));
   return load_sources(s.sources, *s.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
                       cfg.data.max_line_bytes);
 }

@@ -54,8 +54,10 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
 }
 
 void SkippedSteps::check(int64_t step, const StepOutcome& outcome) {
+  if (!outcome.update.applied && first_skipped_ == 0) first_skipped_ = step;
   if (outcome.update.applied) {
     bad_in_a_row_ = 0;
+    ++applied_;
   } else if (outcome.update.loss_scale > 1) {
     spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, scale now {:g}", step,
                  outcome.update.loss_scale, scaler_.scale());
@@ -67,6 +69,15 @@ void SkippedSteps::check(int64_t step, const StepOutcome& outcome) {
       throw std::runtime_error(fmt::format("step {}: {} non-finite steps in a row; stopping (the last good "
                                            "checkpoint is kept)", step, bad_in_a_row_));
   }
+}
+
+void SkippedSteps::require_some_trained(int64_t steps) const {
+  if (steps == 0 || applied_ > 0) return;
+  throw std::runtime_error(fmt::format(
+      "every one of this run's {} steps was skipped (a non-finite loss or gradients, from step {} on): nothing was "
+      "trained, so no final model is written. The first warning above says which; a learning rate, loss.temperature "
+      "or loss scale far off, or a data set that gives NaN, make every step fail",
+      steps, first_skipped_));
 }
 
 void advance(TrainPosition& pos, const StepBatches& batches, const BatchPlan& plan, const LossScaler& scaler) {

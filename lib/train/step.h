@@ -63,11 +63,17 @@ class SkippedSteps {
   // is said in the log. Throws std::runtime_error at the train.max_bad_steps'th bad step
   // in a row.
   void check(int64_t step, const StepOutcome& outcome);
+  // At the end of a run of `steps` steps: throws std::runtime_error when every one was
+  // skipped (non-finite or fp16 overflows, fewer in a row than train.max_bad_steps): the
+  // model is what it was before the run, and a final folder would pass it off as trained.
+  void require_some_trained(int64_t steps) const;
 
  private:
   int max_bad_steps_;
   const LossScaler& scaler_;
   int bad_in_a_row_ = 0;
+  int64_t applied_ = 0;
+  int64_t first_skipped_ = 0;  // the first skipped step, for the message
 };
 
 // The position after a finished step: the epoch and batch the next one starts from, and

@@ -137,6 +137,7 @@ int run_training(const Config& cfg) {
   const int64_t total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : plan.steps_per_epoch() * cfg.train.epochs;
   ModelUnderTraining training = build_model_under_training(cfg, worker, in, total_steps, plan.micro_batch_size());
   TrainPosition pos = resume(cfg, pg, training);
+  const int64_t first_step = pos.step;  // steps before it were trained by an earlier run
   RunRecord record(cfg, worker, training, in, total_steps, /*resumed=*/pos.step > 0);
   if (pos.step == 0) record.evaluate(0);
   const double startup_s = log_startup_time(run_start);
@@ -183,6 +184,7 @@ int run_training(const Config& cfg) {
     log.show_progress(pos.step);
     if (stop_signal.received(pg) && step < total_steps) return stop_for_signal(cfg, record, pos);
   }
+  skipped_steps.require_some_trained(total_steps - first_step);  // throws when every step was skipped
   return finish_run(cfg, worker, training, in, record, pos);
 }
 

@@ -24,6 +24,12 @@ class MappedFile {
   // fault, so random reads over a large file would otherwise leave the resident memory
   // growing with every batch, although none of it is the process's own.
   void release_pages() const;
+  // The same for the pages of bytes [offset, offset + bytes) only (a check that reads the
+  // file region by region keeps one region resident, not the file).
+  void release_range(std::size_t offset, std::size_t bytes) const;
+  // Asks the kernel to read bytes [offset, offset + bytes) ahead (a region about to be
+  // read through, in a file mapped for random access).
+  void prefetch_range(std::size_t offset, std::size_t bytes) const;
 
   const void* data() const { return data_; }
   std::size_t size() const { return size_; }

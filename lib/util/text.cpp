@@ -35,4 +35,13 @@ std::string json_quoted(std::string_view text) {
   return out + "\"";
 }
 
+std::string json_quoted_cut(std::string_view text, std::size_t most) {
+  if (text.size() <= most) return json_quoted(text);
+  std::size_t cut = most;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  std::string out = json_quoted(text.substr(0, cut));
+  out.insert(out.size() - 1, "...");
+  return out + " (" + std::to_string(text.size()) + " bytes)";
+}
+
 }  // namespace ddp_embed

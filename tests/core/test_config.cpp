@@ -163,7 +163,8 @@ TEST(Config, WrongTypesNameKeyExpectationAndValue) {
   EXPECT_CONTAINS(from_json_error(R"({"train": {"batch_size": 6.5}})"),
                   "train.batch_size: expected a positive integer, got 6.5");
   EXPECT_CONTAINS(from_json_error(R"({"train": {"lr": "fast"}})"),
-                  "train.lr: expected a positive number, got \"fast\"");
+                  "train.lr: expected a positive number (at most 3.4e+38: the step computes with it in float32), "
+                  "got \"fast\"");
   EXPECT_CONTAINS(from_json_error(R"({"data": {"shuffle": "yes"}})"),
                   "data.shuffle: expected true or false, got \"yes\"");
   EXPECT_CONTAINS(from_json_error(R"({"tokenizer": {"path": 3}})"),
@@ -336,7 +337,18 @@ TEST(Config, RangesAreChecked) {
       {R"({"train": {"batch_size": 0}})", "train.batch_size: expected a positive integer, got 0"},
       {R"({"train": {"grad_accum_steps": 0}})",
        "train.grad_accum_steps: expected an integer >= 1, got 0"},
-      {R"({"train": {"lr": 0}})", "train.lr: expected a positive number, got 0"},
+      {R"({"train": {"lr": 0}})",
+       "train.lr: expected a positive number (at most 3.4e+38: the step computes with it in float32), got 0"},
+      {R"({"train": {"lr": 1e39}})", "train.lr: expected a positive number (at most 3.4e+38"},
+      {R"({"loss": {"matryoshka_dims": [8], "matryoshka_weights": [1e39]}})",
+       "loss.matryoshka_weights[0]: expected a positive number (at most 3.4e+38"},
+      {R"({"train": {"max_grad_norm": -1e39}})",
+       "train.max_grad_norm: expected a number (from -3.4e+38 to 3.4e+38: the step computes with it in float32)"},
+      {R"({"loss": {"temperature": 1e-39}})",
+       "loss.temperature: expected a positive number of at least 2.9e-39 (the loss scales by 1/temperature in "
+       "float32, which must hold it), got 1e-39"},
+      {R"({"loss": {"distill": {"weight": 1, "temperature": 2e-39}}})",
+       "loss.distill.temperature: expected a positive number of at least 2.9e-39"},
       {R"({"train": {"lr": -1e-4}})", "train.lr: expected a positive number"},
       {R"({"model": {"dropout": 1}})", "model.dropout: expected a number in [0, 1), got 1"},
       {R"({"model": {"dropout": -0.1}})", "model.dropout: expected a number in [0, 1)"},
@@ -351,7 +363,8 @@ TEST(Config, RangesAreChecked) {
       {R"({"output": {"keep_last": 0}})", "output.keep_last: expected an integer >= 1"},
       {R"({"output": {"log_every": 0}})", "output.log_every: expected an integer >= 1"},
       {R"({"dist": {"timeout_s": 0}})", "dist.timeout_s: expected a positive integer"},
-      {R"({"dist": {"bucket_mb": 0}})", "dist.bucket_mb: expected a positive number"},
+      {R"({"dist": {"bucket_mb": 0}})", "dist.bucket_mb: expected a positive number of MB, at most 1048576"},
+      {R"({"dist": {"bucket_mb": 1e300}})", "dist.bucket_mb: expected a positive number of MB, at most 1048576"},
       {R"({"model": {"projection_dim": -1}})",
        "model.projection_dim: expected a non-negative integer"},
       {R"({"model": {"hidden_size": 250, "num_heads": 4}})",
@@ -397,7 +410,36 @@ TEST(Config, SetKeepsNumericTextForStringKeys) {
   EXPECT_EQ(c.model.init.value(), "true");
   // ... but a number for a number key stays checked as one.
   EXPECT_CONTAINS(from_json_error("{}", {"train.lr=true"}),
-                  "--set train.lr: expected a positive number, got true");
+                  "--set train.lr: expected a positive number (at most 3.4e+38: the step computes with it in float32), "
+                  "got true");
+}
+
+// NaN and the infinities: JSON has neither, --set's text may ("nan" is a string, then
+// refused by type; 1e999 parses to infinity, refused by name).
+TEST(Config, SetRefusesNumbersBeyondADouble) {
+  EXPECT_CONTAINS(from_json_error("{}", {"train.lr=1e999"}),
+                  "--set train.lr=1e999: 1e999 is not a finite number: give one");
+  EXPECT_CONTAINS(from_json_error("{}", {"loss.temperature=-1e400"}), "--set loss.temperature=-1e400: -1e400 is not");
+  EXPECT_CONTAINS(from_json_error("{}", {"train.lr=NaN"}), "--set train.lr=NaN: NaN is not a finite number");
+  EXPECT_CONTAINS(from_json_error("{}", {"train.batch_size=inf"}), "--set train.batch_size=inf: inf is not a finite");
+  EXPECT_CONTAINS(from_json_error("{}", {"train.batch_size=-Infinity"}), "is not a finite number");
+  // A textual key takes the text as it is.
+  EXPECT_EQ(config_from_json(json::object(), "cfg.json", {"output.dir=nan"}).output.dir, "nan");
+}
+
+// A rule between keys, or an item of a list, given by --set is the --set's error, not the
+// file's.
+TEST(Config, ErrorsInASetListNameTheSet) {
+  EXPECT_CONTAINS(from_json_error("{}", {"loss.matryoshka_dims=[8,16]"}),
+                  "--set loss.matryoshka_dims: loss.matryoshka_dims must be descending");
+  EXPECT_CONTAINS(from_json_error("{}", {"data.train=[{\"path\": \"a.jsonl\", \"wieght\": 2}]"}),
+                  "--set data.train[0]: unknown key \"wieght\" (did you mean \"weight\"?)");
+  EXPECT_CONTAINS(from_json_error("{}", {"loss.matryoshka_dims=[8, -1]"}), "--set loss.matryoshka_dims[1]: expected");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"hidden_size": 64}})", {"model.num_heads=5"}),
+                  "--set model.num_heads: model.hidden_size (64) must be divisible by model.num_heads (5)");
+  // The same rule broken by the file alone is the file's.
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"matryoshka_dims": [8, 16]}})"),
+                  "cfg.json: loss.matryoshka_dims must be descending");
 }
 
 TEST(Config, SetAppliesInOrderAndCreatesSections) {

@@ -5,14 +5,20 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "data/prepared.h"
 #include "data_fixtures.h"
 #include "tokenize/wordpiece.h"
+#include "util/hash.h"
 
 namespace ddp_embed {
 namespace {
@@ -69,7 +75,7 @@ PreparedManifest manifest_for(const std::vector<SourceInput>& sources) {
 
 // Prepares `sources` as `embed-train prepare` does, in pieces of `piece_bytes`.
 fs::path prepare(const TempDir& dir, const std::vector<SourceInput>& sources, int64_t piece_bytes,
-                 size_t* piece_count = nullptr) {
+                 size_t* piece_count = nullptr, const std::string& name = "prepared") {
   const std::vector<PrepareItem> items = plan_prepare(sources, piece_bytes);
   std::vector<std::string> pieces;
   std::vector<int> piece_source;
@@ -78,12 +84,12 @@ fs::path prepare(const TempDir& dir, const std::vector<SourceInput>& sources, in
     const PairDataset data = load_piece(sources[size_t(items[i].source)], items[i].piece, bert(), 24, false, 2);
     PreparedManifest piece = m;
     piece.sources = {m.sources[size_t(items[i].source)]};
-    pieces.push_back((dir / ("piece-" + std::to_string(i))).string());
+    pieces.push_back((dir / (name + "-piece-" + std::to_string(i))).string());
     piece_source.push_back(items[i].source);
     write_prepared(data, piece, pieces.back());
   }
   if (piece_count) *piece_count = items.size();
-  const fs::path out = dir / "prepared";
+  const fs::path out = dir / name;
   concatenate_prepared(pieces, piece_source, m, out.string());
   return out;
 }
@@ -210,29 +216,149 @@ TEST(Prepared, ATruncatedArrayIsAnErrorNamingTheFile) {
   }
 }
 
-// Ids outside the vocabulary are caught when a sequence is read (before a batch trains on
-// it), naming the file and the sequence; the other sequences read as before.
-TEST(Prepared, IdsOutsideTheVocabularyAreAnErrorWhenRead) {
-  TempDir dir("vocab");
-  const fs::path folder = prepare(dir, two_sources(dir), 1 << 30);
-  {
-    std::fstream ids(folder / "ids.u16", std::ios::in | std::ios::out | std::ios::binary);
-    const PairDataset data = open_prepared(folder.string());
-    ids.seekp(std::streamoff(data.tokens.offsets()[7] * 2 + 2));  // inside sequence 7
-    const uint16_t bad = 60000;
-    ids.write(reinterpret_cast<const char*>(&bad), 2);
-  }
-  const PairDataset data = open_prepared(folder.string());
-  std::vector<int64_t> out(64);
-  EXPECT_NO_THROW(data.tokens.copy(6, out.data()));
+// Writes `bytes` at `offset` of `file` in place.
+void overwrite(const fs::path& file, int64_t offset, const void* bytes, size_t n) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(std::streamoff(offset));
+  f.write(static_cast<const char*>(bytes), std::streamsize(n));
+}
+
+// The open's message for `folder`, "" when it opens.
+std::string open_error(const fs::path& folder) {
   try {
-    data.tokens.copy(7, out.data());
-    FAIL() << "an id outside the vocabulary was read";
+    open_prepared(folder.string());
   } catch (const DataError& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find((folder / "ids.u16").string() + ": sequence 7 has token id 60000"), std::string::npos) << m;
+    return e.what();
   }
-  EXPECT_THROW(data.tokens.copy(data.tokens.num_sequences(), out.data()), DataError);  // a damaged pairs.bin
+  return "";
+}
+
+// Damage that stays in range (an id still in the vocabulary, a count, a score) is caught
+// by the checksums when the folder is opened, naming the file and the bytes.
+TEST(Prepared, DamageInRangeIsCaughtByTheChecksumsWhenOpened) {
+  TempDir dir("flipped");
+  const fs::path folder = prepare(dir, two_sources(dir), 1 << 30);
+  const PairDataset before = open_prepared(folder.string());
+  const uint16_t id = 2000;  // in the vocabulary
+  overwrite(folder / "ids.u16", before.tokens.offsets()[7] * 2 + 2, &id, 2);
+  EXPECT_NE(open_error(folder).find((folder / "ids.u16").string() + ": bytes 0.." +
+                                    std::to_string(fs::file_size(folder / "ids.u16")) +
+                                    " do not match their checksum in manifest.json"),
+            std::string::npos)
+      << open_error(folder);
+
+  const fs::path other = prepare(dir, two_sources(dir), 1 << 30, nullptr, "other");
+  const int32_t count = 2;
+  overwrite(other / "pairs.bin", offsetof(PairIndex, neg_count) + 3 * int64_t(sizeof(PairIndex)), &count, 4);
+  EXPECT_NE(open_error(other).find((other / "pairs.bin").string() + ": bytes 0.."), std::string::npos)
+      << open_error(other);
+}
+
+// The workers of a machine share the check, region by region (ids.u16's one region is
+// the folder's first, pairs.bin's its third): the worker whose share holds the damage
+// finds it, on any number of threads; the other's share is sound.
+TEST(Prepared, TheWorkersOfAMachineShareTheCheck) {
+  TempDir dir("share");
+  const fs::path folder = prepare(dir, two_sources(dir), 1 << 30);
+  const uint16_t id = 2000;
+  overwrite(folder / "ids.u16", 4, &id, 2);
+  auto opened = [&](int threads, int part, int parts) {
+    try {
+      open_prepared(folder.string(), nullptr, true, VerifyShare{threads, part, parts});
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("ids.u16: bytes 0.."), std::string::npos) << e.what();
+      return false;
+    }
+    return true;
+  };
+  EXPECT_FALSE(opened(1, 0, 2));
+  EXPECT_FALSE(opened(3, 0, 2));
+  EXPECT_TRUE(opened(1, 1, 2));
+  EXPECT_FALSE(opened(2, 0, 1));
+}
+
+// A folder whose checksums were made again over damage (or a hand-made one) is still
+// checked record by record: ids outside the vocabulary, a pair whose counts do not fit
+// the layout, a NaN where a teacher score must be, offsets out of order. The lazy check
+// of a sequence as batches take it stays behind that (TokenStore::set_checked).
+TEST(Prepared, RecordsAreCheckedWhenOpenedEvenWithMatchingChecksums) {
+  TempDir dir("records");
+  auto damaged = [&](const std::string& name, const std::string& file, int64_t offset, const void* bytes, size_t n) {
+    const fs::path folder = prepare(dir, two_sources(dir), 1 << 30, nullptr, name);
+    overwrite(folder / file, offset, bytes, n);
+    // The checksums made again over the damage, as a tool that rewrites the manifest would.
+    const std::string data = [&] {
+      std::ifstream in(folder / file, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    }();
+    nlohmann::json m = nlohmann::json::parse(std::ifstream(folder / "manifest.json"));
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(xxh3_64(data.data(), data.size())));
+    m["checksums"]["files"][file] = {hex};
+    std::ofstream(folder / "manifest.json") << m.dump(2);
+    return open_error(folder);
+  };
+  const uint16_t big_id = 60000;
+  EXPECT_NE(damaged("ids", "ids.u16", 10, &big_id, 2).find("ids.u16: token id 60000 at position 5, outside the "
+                                                            "tokenizer's vocabulary of 30522: the folder is damaged"),
+            std::string::npos);
+  const int32_t two = 2;
+  // Pair 2 (the third line) has one positive and one negative: two positives would take
+  // its negative's place.
+  const std::string count = damaged("count", "pairs.bin", offsetof(PairIndex, pos_count) + 2 * 40, &two, 4);
+  EXPECT_NE(count.find("pairs.bin: pair 2 (query 6, 2 positives from 7, 1 negatives from 8): its positives follow its "
+                       "query and its negatives its positives"),
+            std::string::npos)
+      << count;
+  EXPECT_NE(count.find("the folder is damaged; prepare it again"), std::string::npos) << count;
+  const int64_t far = int64_t(1) << 40;
+  EXPECT_NE(damaged("far", "pairs.bin", offsetof(PairIndex, neg_begin) + 7 * 40, &far, 8).find("pairs.bin: pair 7"),
+            std::string::npos);
+  const float nan = std::nanf(""), inf = INFINITY;
+  // two_sources' pairs have teacher scores on every third line only; an infinity is
+  // refused anywhere.
+  EXPECT_NE(damaged("inf", "teacher_scores.f32", 4 * 5, &inf, 4).find("teacher_scores.f32: sequence 5 has the teacher "
+                                                                      "score inf"),
+            std::string::npos);
+  (void)nan;
+  const int64_t back = 1;
+  EXPECT_NE(damaged("offsets", "offsets.i64", 8 * 20, &back, 8).find("offsets.i64: offset 20 is 1 after"),
+            std::string::npos);
+}
+
+// The manifest's ranges are checked against each other and the files before anything is
+// mapped: a source range past the pairs (which read past the mapping, far enough a
+// segmentation fault), counts that do not fit, a missing checksum, the older format.
+TEST(Prepared, AManifestThatDoesNotFitItsFilesIsRefused) {
+  TempDir dir("ranges");
+  const fs::path folder = prepare(dir, two_sources(dir), 1 << 30);
+  const std::string original = [&] {
+    std::ifstream in(folder / "manifest.json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  auto with = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json m = nlohmann::json::parse(original);
+    change(m);
+    std::ofstream(folder / "manifest.json") << m.dump(2);
+    return open_error(folder);
+  };
+  const std::string manifest = (folder / "manifest.json").string();
+  EXPECT_NE(with([](nlohmann::json& m) { m["sources"][1]["pairs"][1] = 100000000; })
+                .find(manifest + ": \"sources\" has source \"things\" with pairs"),
+            std::string::npos);
+  EXPECT_NE(with([](nlohmann::json& m) { m["sources"][0]["pairs"][0] = 5; }).find("must cover the folder's"),
+            std::string::npos);
+  EXPECT_NE(with([](nlohmann::json& m) { m["pairs"] = -1; }).find(manifest + ": \"pairs\" is -1"), std::string::npos);
+  EXPECT_NE(with([](nlohmann::json& m) { m["checksums"]["files"].erase("pairs.bin"); })
+                .find(manifest + ": \"checksums\" has none for pairs.bin"),
+            std::string::npos);
+  EXPECT_NE(with([](nlohmann::json& m) {
+              m["version"] = 1;
+              m.erase("checksums");
+            }).find(manifest + ": version 1 (prepared by an older embed-train, without checksums), this build reads "
+                               "version 2: prepare it again"),
+            std::string::npos);
+  EXPECT_EQ(with([](nlohmann::json&) {}), "");
 }
 
 // What makes a folder stale, each said on its own line: another tokenizer, max length,

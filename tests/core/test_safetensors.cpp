@@ -112,10 +112,37 @@ TEST_F(SafetensorsTest, AllDtypesParse) {
   EXPECT_FALSE(st_dtype_from_name("F8"));
 }
 
-TEST_F(SafetensorsTest, OverlappingAndUnsortedOffsetsAreAccepted) {
-  const std::string h = "{" + tensor("b", "F32", "[2]", 4, 12) + "," + tensor("a", "F32", "[2]", 0, 8) + "}";
-  const auto f = read_safetensors(make_file(h, std::string(12, 'x')));
-  EXPECT_EQ(f.tensors().size(), 2u);
+// Python's safetensors (0.8, the reference of requirements.lock) reads a file whose
+// tensors, in the order of their offsets, tile the data; names in another order than the
+// offsets, and a header whose length is not a multiple of 8, are fine. Overlapping
+// tensors, a gap, a first tensor not at 0 and bytes after the last one are refused there,
+// and here, naming the file and the tensor.
+TEST_F(SafetensorsTest, TensorsMustTileTheDataAsPythonSafetensorsRequires) {
+  const std::string unsorted = "{" + tensor("b", "F32", "[2]", 8, 16) + "," + tensor("a", "F32", "[2]", 0, 8) + "}";
+  EXPECT_EQ(read_safetensors(make_file(unsorted, std::string(16, 'x'))).tensors().size(), 2u);
+  const std::string odd_header = "{" + tensor("a", "F32", "[2]", 0, 8) + "}   ";  // not padded to 8
+  EXPECT_EQ(read_safetensors(make_file(odd_header, std::string(8, 'x'))).tensors().size(), 1u);
+  const std::string empty_then = "{" + tensor("e", "F32", "[0]", 0, 0) + "," + tensor("a", "F32", "[2]", 0, 8) + "}";
+  EXPECT_EQ(read_safetensors(make_file(empty_then, std::string(8, 'x'))).tensors().size(), 2u);
+  // An F32 tensor at byte 2, after a 2-byte F16 one: unaligned for its dtype, and read
+  // there (safetensors 0.8's load_file returns both).
+  const std::string unaligned = "{" + tensor("h", "F16", "[1]", 0, 2) + "," + tensor("f", "F32", "[2]", 2, 10) + "}";
+  EXPECT_EQ(read_safetensors(make_file(unaligned, std::string(10, 'x'))).tensors().size(), 2u);
+
+  expect_error(make_file("{" + tensor("b", "F32", "[2]", 4, 12) + "," + tensor("a", "F32", "[2]", 0, 8) + "}",
+                         std::string(12, 'x')),
+               "tensor \"b\": data_offsets [4, 12) overlap tensor \"a\"'s [0, 8): each tensor's bytes must begin "
+               "where the one before ends (Python's safetensors refuses this file too)");
+  expect_error(make_file("{" + tensor("a", "F32", "[2]", 0, 8) + "," + tensor("b", "F32", "[2]", 0, 8) + "}",
+                         std::string(8, 'x')),
+               "overlap tensor \"a\"'s [0, 8)");
+  expect_error(make_file("{" + tensor("a", "F32", "[2]", 0, 8) + "," + tensor("b", "F32", "[2]", 12, 20) + "}",
+                         std::string(20, 'x')),
+               "tensor \"b\": data_offsets [12, 20) leave bytes 8..12 after tensor \"a\" unused");
+  expect_error(make_file("{" + tensor("a", "F32", "[2]", 4, 12) + "}", std::string(12, 'x')),
+               "tensor \"a\": data_offsets [4, 12) begin at 4, not at 0, the start of the data");
+  expect_error(make_file("{" + tensor("a", "F32", "[2]", 0, 8) + "}", std::string(12, 'x')),
+               "the data holds 4 bytes after the last tensor (\"a\", ending at 8)");
 }
 
 TEST_F(SafetensorsTest, MetadataMustBeAStringMap) {

@@ -65,5 +65,12 @@ int fuzz_wordpiece(const uint8_t* data, size_t size);
 int fuzz_vocab(const uint8_t* data, size_t size);
 // io/manifest.h: the bytes as a checkpoint's manifest.json.
 int fuzz_manifest(const uint8_t* data, size_t size);
+// data/prepared.h: the bytes as a prepared folder (manifest.json, NUL, the arrays), opened
+// and verified; fuzz_prepared.cpp says how the arrays are cut and when the checksums are
+// made to match.
+int fuzz_prepared(const uint8_t* data, size_t size);
+// tokenize/tokenizer.h: the bytes as a model folder's tokenizer.json (BPE, Unigram or
+// WordPiece), loaded and used.
+int fuzz_tokenizer_json(const uint8_t* data, size_t size);
 
 }  // namespace ddp_embed::fuzz

@@ -220,7 +220,9 @@ TEST(PreparedData, DamagedOrStaleFoldersAreErrorsBeforeAnyStep) {
     const std::vector<uint16_t> bad(fs::file_size(vocab / "ids.u16") / 2, 60000);
     ids.write(reinterpret_cast<const char*>(bad.data()), std::streamsize(bad.size() * 2));
   }
-  expect_refused("vocab", naming(vocab), {(vocab / "ids.u16").string() + ": sequence", "has token id 60000"});
+  // The checksums catch it first (tests/core/test_prepared.cpp checks the ids themselves).
+  expect_refused("vocab", naming(vocab),
+                 {(vocab / "ids.u16").string() + ": bytes 0..", "do not match their checksum in manifest.json"});
 
   json cased = naming(folder);
   cased["tokenizer"]["lower_case"] = false;  // the same vocab.txt, another tokenizer

@@ -5,6 +5,7 @@
 // a projection. Nothing here is skipped: without the Python environment these tests fail
 // and say how to make it (tests/CMakeLists.txt finds it at configure time).
 #include "e2e_support.h"
+#include "io/safetensors.h"
 
 using namespace e2e;
 
@@ -58,6 +59,27 @@ TEST_P(Pretrained, LoadsInSentenceTransformersWithOurEmbeddings) {
   EXPECT_NE(check.output.find("OK: every sentence has cosine >= 0.9999"), std::string::npos) << check.output;
   EXPECT_NE(check.output.find("dimension " + std::to_string(projection > 0 ? projection : 384)), std::string::npos)
       << check.output;
+
+  // It loads as quietly as the folder it came from: transformers' load report (the init
+  // folder's pooler.dense.* MISSING, "newly initialized ... consider training") would read
+  // as a broken model. The pooler is carried through as it was (not trained).
+  const std::string load = "from sentence_transformers import SentenceTransformer; import sys; "
+                           "SentenceTransformer(sys.argv[1], device='cpu')";
+  for (const std::string& folder : {kMiniLM, model.string()}) {
+    const auto loaded = run(kPython + " -c \"" + load + "\" " + folder);
+    EXPECT_EQ(loaded.exit_code, 0) << loaded.output;
+    for (const char* report : {"LOAD REPORT", "MISSING", "newly initialized", "UNEXPECTED"})
+      EXPECT_EQ(loaded.output.find(report), std::string::npos) << folder << " loads with a report:\n" << loaded.output;
+  }
+  const auto ours = ddp_embed::read_safetensors((model / "model.safetensors").string());
+  const auto theirs = ddp_embed::read_safetensors(kMiniLM + "/model.safetensors");
+  for (const char* name : {"pooler.dense.weight", "pooler.dense.bias"}) {
+    const auto *a = ours.find(name), *b = theirs.find(name);
+    ASSERT_TRUE(a && b) << name;
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(a->data), a->nbytes),
+              std::string(reinterpret_cast<const char*>(b->data), b->nbytes))
+        << name << " was changed";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(FineTunedMiniLM, Pretrained, ::testing::Values(0, 128),
