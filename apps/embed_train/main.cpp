@@ -147,9 +147,18 @@ Subcommand add_encode(CLI::App& app) {
 
 Subcommand add_eval(CLI::App& app) {
   auto ev = std::make_shared<EvalOptions>();
-  auto* eval = app.add_subcommand("eval", "evaluate a model on a JSONL pair file");
+  auto* eval = app.add_subcommand("eval", "evaluate a model on a JSONL pair file or a BEIR folder");
   eval->add_option("--model", ev->model_dir, kModelFolder)->required();
-  eval->add_option("--data", ev->data, "JSONL pairs (query/pos, or text1/text2/score)")->required();
+  auto* data = eval->add_option("--data", ev->data, "JSONL pairs (query/pos, or text1/text2/score)");
+  auto* beir = eval->add_option("--beir", ev->beir, "a BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv");
+  data->excludes(beir);
+  eval->add_option("--split", ev->split, "--beir: the qrels to read, qrels/SPLIT.tsv (default: test, or the only one)")
+      ->needs(beir);
+  eval->add_option("--save-embeddings", ev->embeddings_out,
+                   "--beir: also write the ranked embeddings (unit rows) to this folder as queries.npy and corpus.npy")
+      ->needs(beir);
+  eval->add_option("--query-prompt", ev->query_prompt, "--beir: text put before each query")->needs(beir);
+  eval->add_option("--corpus-prompt", ev->corpus_prompt, "--beir: text put before each document")->needs(beir);
   eval->add_option("--task", ev->task, "retrieval or sts (default: sts when pairs have scores)")
       ->check(CLI::IsMember({"retrieval", "sts"}));
   eval->add_option("--batch-size", ev->batch_size, "sentences per batch")
@@ -162,6 +171,8 @@ Subcommand add_eval(CLI::App& app) {
       ->capture_default_str();
   eval->add_option("--json", ev->json_out, "also write the metrics as JSON to this file");
   return {eval, [ev] {
+            if (ev->data.empty() == ev->beir.empty())
+              throw CLI::RequiredError("eval needs --data FILE or --beir DIR (one of them)");
             init_console_log();
             return run_eval(*ev);
           }};

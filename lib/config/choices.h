@@ -49,6 +49,8 @@ enum class DistBackend { Auto, Nccl, Gloo };
 // output.resume's mode: the newest checkpoint that verifies, none, or the one at a path.
 // Path has no spelling: any other text is the path (config.h: ResumeFrom).
 enum class ResumeMode { Auto, Never, Path };
+// output.report_to's entries: where the metrics go besides metrics.jsonl (report/tensorboard.h).
+enum class ReportTo { TensorBoard };
 
 // ---- the tables ---------------------------------------------------------------------------
 
@@ -141,6 +143,12 @@ struct ChoiceTable<DistBackend> {
       {DistBackend::Auto, "auto"},
       {DistBackend::Nccl, "nccl"},
       {DistBackend::Gloo, "gloo"},
+  };
+};
+template <>
+struct ChoiceTable<ReportTo> {
+  static constexpr Spelling<ReportTo> spellings[] = {
+      {ReportTo::TensorBoard, "tensorboard"},
   };
 };
 template <>

@@ -123,6 +123,8 @@ void visit_fields(Config& c, Visitor& v) {
   v("output.keep_last", o.keep_last, at_least(1));
   v("output.log_every", o.log_every, at_least(1));
   v("output.eval_every", o.eval_every, non_negative());
+  v("output.keep_best", o.keep_best, any());
+  v("output.report_to", o.report_to, any());
   v("output.resume", o.resume, non_empty());
   v("output.checkpoint_on_signal", o.checkpoint_on_signal, any());
   v("output.profile_steps", o.profile_steps, non_negative());
@@ -145,7 +147,15 @@ struct IsOptionalChoice<std::optional<E>> : std::bool_constant<is_choice_v<E>> {
 // A field that holds a closed choice: an enum, "auto" or an enum (model.pooling), or
 // output.resume's mode or path.
 template <class T>
-constexpr bool holds_choice = is_choice_v<T> || IsOptionalChoice<T>::value || std::is_same_v<T, ResumeFrom>;
+struct IsChoiceList : std::false_type {};
+template <class E>
+struct IsChoiceList<std::vector<E>> : std::bool_constant<is_choice_v<E>> {};
+
+// A field that holds a closed choice: an enum, "auto" or an enum (model.pooling), a list
+// of enums (output.report_to), or output.resume's mode or path.
+template <class T>
+constexpr bool holds_choice = is_choice_v<T> || IsOptionalChoice<T>::value || IsChoiceList<T>::value ||
+                              std::is_same_v<T, ResumeFrom>;
 
 // The spellings a choice field accepts, as messages list them.
 template <class T>
@@ -154,6 +164,8 @@ std::vector<std::string> spellings_of() {
     return choice_names<T>();
   } else if constexpr (IsOptionalChoice<T>::value) {
     return auto_or_choice_names<typename T::value_type>();
+  } else if constexpr (IsChoiceList<T>::value) {
+    return choice_names<typename T::value_type>();
   } else {
     return choice_names<ResumeMode>();  // or a path
   }
@@ -168,7 +180,7 @@ struct KeyCollector {
     leaves.emplace_back(path);
     if constexpr (holds_choice<T>) choices.emplace_back(path, spellings_of<T>());
     if (holds_choice<T> || std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>> ||
-        std::is_same_v<T, std::vector<DataSource>>)
+        std::is_same_v<T, std::vector<DataSource>> || std::is_same_v<T, EvalSets>)
       textual.insert(path);
   }
 };
@@ -318,6 +330,12 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
   if (!c.loss.matryoshka_weights.empty() && c.loss.matryoshka_weights.size() != dims.size())
     errors.push_back(origin_of({"loss.matryoshka_weights", "loss.matryoshka_dims"}) + ": loss.matryoshka_weights has " + std::to_string(c.loss.matryoshka_weights.size()) +
                      " weights for " + std::to_string(dims.size()) + " loss.matryoshka_dims");
+  const std::string& best = c.output.keep_best;
+  if (!best.empty() && best.rfind("eval/", 0) != 0)
+    errors.push_back(origin + ": output.keep_best \"" + best +
+                     "\" is not an evaluation metric: name one as metrics.jsonl does, e.g. \"eval/NAME/ndcg@10\"");
+  else if (!best.empty() && c.data.eval.empty())
+    errors.push_back(origin + ": output.keep_best needs an evaluation set: set data.eval");
   if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0))
     errors.push_back(origin_of({"loss.type", "loss.distill.weight"}) +
                      ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
@@ -406,6 +424,17 @@ struct Writer {
   static json to_json_value(const std::optional<E>& v) {
     static_assert(is_choice_v<E>);
     return v ? choice_name(*v) : std::string(kAutoChoice);
+  }
+  // As it is usually written: null, a path, or a list of them.
+  static json to_json_value(const EvalSets& e) {
+    if (e.paths.empty()) return json(nullptr);
+    return e.paths.size() == 1 ? json(e.paths.front()) : json(e.paths);
+  }
+  template <class E>
+  static json to_json_value(const std::vector<E>& list) {
+    json out = json::array();
+    for (const E& e : list) out.push_back(to_json_value(e));
+    return out;
   }
   static json to_json_value(const ResumeFrom& r) {
     return r.mode == ResumeMode::Path ? r.path : choice_name(r.mode);

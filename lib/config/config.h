@@ -72,6 +72,14 @@ struct DataSource {
 // Every file of every source, in order.
 std::vector<std::string> source_paths(const std::vector<DataSource>& sources);
 
+// data.eval: the evaluation sets, each a pair file (JSONL, docs/formats.md) or a BEIR folder
+// (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv: data/beir.h). Written as null (none), a
+// path, or a list of paths; each set is reported under its name (train/eval_sets.h).
+struct EvalSets {
+  std::vector<std::string> paths;
+  bool empty() const { return paths.empty(); }
+};
+
 struct DataConfig {
   std::vector<DataSource> train = {DataSource{"train", {"data/demo/train.jsonl"}, 1, "", "", std::nullopt}};
   // How global batches are drawn from several sources (data/batch_plan.h): each from one
@@ -82,7 +90,7 @@ struct DataConfig {
   // data.train's prepared folder (data/prepared.h): tokenized once and memory-mapped, made
   // by the run's ranks when it is not there; null = read and tokenize data.train at start.
   std::optional<std::string> prepared;
-  std::optional<std::string> eval = std::string("data/demo/eval.jsonl");
+  EvalSets eval = {{"data/demo/eval.jsonl"}};
   bool shuffle = true;
   bool drop_last = true;
   int negatives_per_query = 0;
@@ -150,6 +158,13 @@ struct OutputConfig {
   int keep_last = 2;
   int64_t log_every = 10;
   int64_t eval_every = 200;  // 0 = only before the first step and at the end
+  // An evaluation metric as metrics.jsonl names it ("eval/scifact/ndcg@10"); "" = off.
+  // The model of the evaluation that scored it highest is kept in OUTPUT_DIR/best and
+  // written as final/ (train/best_model.h).
+  std::string keep_best;
+  // Where the metrics go besides metrics.jsonl: ["tensorboard"] = event files in
+  // OUTPUT_DIR/tensorboard (rank 0; report/tensorboard.h); [] = nowhere else.
+  std::vector<ReportTo> report_to;
   ResumeFrom resume;
   bool checkpoint_on_signal = true;
   int64_t profile_steps = 0;  // > 0: rank 0 records this many steps with LibTorch's profiler

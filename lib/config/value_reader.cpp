@@ -169,6 +169,15 @@ void Reader::read(const std::string& path, const json& v, std::optional<std::str
   }
 }
 
+void Reader::read(const std::string& path, const json& v, EvalSets& field, const Rule&) {
+  if (v.is_null()) {
+    field.paths.clear();
+    return;
+  }
+  std::vector<std::string> paths;
+  if (read_paths(path, v, paths)) field.paths = std::move(paths);
+}
+
 bool Reader::read_paths(const std::string& path, const json& v, std::vector<std::string>& out) {
   const std::string expected = "a file name or a non-empty list of file names";
   out.clear();

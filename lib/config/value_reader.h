@@ -143,9 +143,26 @@ class Reader {
     else field = static_cast<T>(as_double);
   }
 
+  // A list of choices (output.report_to), each one of E's spellings ([] = none); a
+  // single spelling is a list of one.
+  template <class E>
+  std::enable_if_t<is_choice_v<E>> read(const std::string& path, const json& v, std::vector<E>& field,
+                                        const Rule& rule) {
+    const json list = v.is_string() ? json::array({v}) : v;
+    std::vector<E> out;
+    for (const json& item : list.is_array() ? list : json::array({nullptr})) {
+      const auto value = item.is_string() ? find_choice<E>(item.get<std::string>()) : std::nullopt;
+      if (!value) return fail_choice(path, choice_names<E>(), v);
+      out.push_back(*value);
+    }
+    field = std::move(out);
+    (void)rule;
+  }
+
   // A list of numbers, each satisfying `rule` ([] = none).
   template <class T>
-  void read(const std::string& path, const json& v, std::vector<T>& field, const Rule& rule) {
+  std::enable_if_t<!is_choice_v<T>> read(const std::string& path, const json& v, std::vector<T>& field,
+                                         const Rule& rule) {
     if (!v.is_array()) return fail(path, "a list of " + describe_number(rule, std::is_integral_v<T>) + "s", v);
     std::vector<T> out(v.size());
     const size_t errors_before = errors.size();
@@ -180,6 +197,8 @@ class Reader {
   // output.resume: "auto", "never", or any other non-empty text, a checkpoint path.
   void read(const std::string& path, const json& v, ResumeFrom& field, const Rule& rule);
   void read(const std::string& path, const json& v, std::optional<std::string>& field, const Rule& rule);
+  // null (none), a path, or a non-empty list of paths.
+  void read(const std::string& path, const json& v, EvalSets& field, const Rule& rule);
   // model.prompts: {"name": "text", ...}.
   void read(const std::string& path, const json& v, std::map<std::string, std::string>& field, const Rule& rule);
   // data.train: a path or a list of paths (one source, "train"), or a list of sources,

@@ -62,6 +62,63 @@ RetrievalMetrics retrieval_metrics(const float* similarity, int64_t num_queries,
   return retrieval_metrics_from_ranks(ranks);
 }
 
+namespace {
+
+constexpr int64_t kCuts[] = {1, 3, 5, 10};
+constexpr int64_t kMrrCut = 10, kNdcgCut = 10, kMapCut = kIrDepth;
+
+// Sum of gain / log2(rank + 1) over the first k ranks (1-based), in order.
+double dcg_at(const std::vector<char>& gains, int64_t k) {
+  double dcg = 0;
+  for (int64_t i = 0; i < std::min<int64_t>(k, static_cast<int64_t>(gains.size())); ++i)
+    dcg += gains[static_cast<size_t>(i)] / std::log2(static_cast<double>(i) + 2.0);
+  return dcg;
+}
+
+}  // namespace
+
+const std::vector<std::string>& ir_metric_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const char* metric : {"accuracy", "precision", "recall"})
+      for (int64_t k : kCuts) out.push_back(std::string(metric) + "@" + std::to_string(k));
+    out.push_back("mrr@" + std::to_string(kMrrCut));
+    out.push_back("ndcg@" + std::to_string(kNdcgCut));
+    out.push_back("map@" + std::to_string(kMapCut));
+    return out;
+  }();
+  return names;
+}
+
+std::vector<double> ir_query_metrics(const std::vector<char>& relevant_at, int64_t num_relevant) {
+  if (num_relevant < 1) throw std::invalid_argument("ir_query_metrics: a query needs a relevant document");
+  const int64_t ranked = static_cast<int64_t>(relevant_at.size());
+  auto hits_in_top = [&](int64_t k) {
+    int64_t hits = 0;
+    for (int64_t i = 0; i < std::min(k, ranked); ++i) hits += relevant_at[static_cast<size_t>(i)] ? 1 : 0;
+    return hits;
+  };
+  std::vector<double> out;
+  for (int64_t k : kCuts) out.push_back(hits_in_top(k) > 0 ? 1.0 : 0.0);
+  for (int64_t k : kCuts) out.push_back(static_cast<double>(hits_in_top(k)) / static_cast<double>(k));
+  for (int64_t k : kCuts) out.push_back(static_cast<double>(hits_in_top(k)) / static_cast<double>(num_relevant));
+  double reciprocal_rank = 0;
+  for (int64_t i = 0; i < std::min(kMrrCut, ranked); ++i)
+    if (relevant_at[static_cast<size_t>(i)]) {
+      reciprocal_rank = 1.0 / static_cast<double>(i + 1);
+      break;
+    }
+  out.push_back(reciprocal_rank);
+  const std::vector<char> ideal(static_cast<size_t>(num_relevant), 1);
+  out.push_back(dcg_at(relevant_at, kNdcgCut) / dcg_at(ideal, kNdcgCut));
+  double precision_sum = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < std::min(kMapCut, ranked); ++i)
+    if (relevant_at[static_cast<size_t>(i)]) precision_sum += static_cast<double>(++correct) / static_cast<double>(i + 1);
+  out.push_back(precision_sum / static_cast<double>(std::min(kMapCut, num_relevant)));
+  return out;
+}
+
 MetricMap StsMetrics::to_map() const { return {{"spearman", spearman}, {"pearson", pearson}}; }
 
 double pearson_correlation(const std::vector<double>& x, const std::vector<double>& y) {

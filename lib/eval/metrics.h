@@ -41,6 +41,24 @@ RetrievalMetrics retrieval_metrics(const float* similarity, int64_t num_queries,
                                    int64_t num_docs,
                                    const std::vector<int64_t>& relevant_doc = {});
 
+// ---- retrieval with several relevant documents (BEIR folders) ----------------------------
+// The metrics and cuts that sentence-transformers' InformationRetrievalEvaluator reports by
+// default, computed as it computes them: accuracy@k (a relevant document in the top k),
+// precision@k, recall@k (k = 1, 3, 5, 10), mrr@10, ndcg@10 (binary gains, the ideal
+// ranking all relevant documents first) and map@100 (divided by min(100, relevant)).
+
+// The deepest cut any metric reads (map@100): rank this many documents per query.
+inline constexpr int64_t kIrDepth = 100;
+
+// "accuracy@1" ... "map@100": the order of ir_query_metrics' values.
+const std::vector<std::string>& ir_metric_names();
+
+// One query's metrics, in ir_metric_names() order. `relevant_at[i]`: whether the document
+// ranked i-th (0 = best) is relevant, for the top min(kIrDepth, num_docs) documents;
+// `num_relevant` (>= 1): the query's relevant documents in the whole corpus. The metrics
+// of a set are the means over its queries. Throws std::invalid_argument on num_relevant < 1.
+std::vector<double> ir_query_metrics(const std::vector<char>& relevant_at, int64_t num_relevant);
+
 struct StsMetrics {
   int64_t num_pairs = 0;
   double spearman = 0;

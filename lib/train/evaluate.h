@@ -1,17 +1,24 @@
-// Evaluation on a pair set, spread over the ranks.
+// Evaluation on data.eval's sets (pair files and BEIR folders), spread over the ranks.
 //
-// The pairs are cut into fixed chunks of `batch_size`; rank r embeds a contiguous run of
+// The texts are cut into fixed chunks of `batch_size`; rank r embeds a contiguous run of
 // chunks, and the embeddings are all-gathered in order. Each chunk is embedded the same
 // way whatever the world size, so the metrics equal a single-process evaluation's.
 //   retrieval: each query against the positives of all pairs → recall@1/5/10, MRR@10,
 //              nDCG@10;
-//   sts:       cosine(text1, text2) against the gold score → Spearman, Pearson.
+//   sts:       cosine(text1, text2) against the gold score → Spearman, Pearson;
+//   BEIR:      each query against the whole corpus (embedded once per evaluation), each
+//              rank ranking its share of the queries → InformationRetrievalEvaluator's
+//              metrics (eval/metrics.h: accuracy/precision/recall@1,3,5,10, mrr@10,
+//              ndcg@10, map@100), equal to it on the same embeddings. Ties in score are
+//              broken by corpus id, ascending, as it breaks them.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/beir.h"
 #include "data/pairs.h"
 #include "parallel/process_group.h"
 #include "model/embedder.h"
@@ -31,5 +38,35 @@ std::pair<at::Tensor, at::Tensor> embed_pairs(SentenceEmbedder& model, const Pai
 std::map<std::string, double> evaluate(SentenceEmbedder& model, const PairDataset& data, ProcessGroup& pg,
                                        int64_t batch_size, c10::Device device, const std::string& task = "",
                                        const std::vector<int64_t>& sizes = {});
+
+// A BEIR folder's embeddings on every rank: {queries [Q, D], corpus [N, D]} (fp32, CPU),
+// in the set's order.
+std::pair<at::Tensor, at::Tensor> embed_beir(SentenceEmbedder& model, const BeirSet& set, ProcessGroup& pg,
+                                             int64_t batch_size, c10::Device device);
+
+// The metrics of those embeddings (see above), each rank ranking its share of the queries
+// (one all-reduce), with the Matryoshka sizes as evaluate() has them.
+std::map<std::string, double> beir_metrics(const at::Tensor& queries, const at::Tensor& corpus, const BeirSet& set,
+                                           ProcessGroup& pg, const std::vector<int64_t>& sizes = {});
+
+// embed_beir, then beir_metrics.
+std::map<std::string, double> evaluate_beir(SentenceEmbedder& model, const BeirSet& set, ProcessGroup& pg,
+                                            int64_t batch_size, c10::Device device,
+                                            const std::vector<int64_t>& sizes = {});
+
+// One of data.eval's sets, with the name its metrics are reported under: a BEIR folder's
+// name, a pair file's stem; "" for data.eval a single pair file (its metrics unprefixed,
+// "eval/recall@10", as before BEIR folders).
+struct EvalSet {
+  std::string name;
+  std::optional<PairDataset> pairs;  // a pair file
+  std::optional<BeirSet> beir;       // or a BEIR folder
+  int64_t size() const;              // pairs, or evaluated queries
+};
+
+// Every set's metrics, each prefixed with "NAME/" (none for an unnamed set).
+std::map<std::string, double> evaluate_sets(SentenceEmbedder& model, const std::vector<EvalSet>& sets,
+                                            ProcessGroup& pg, int64_t batch_size, c10::Device device,
+                                            const std::vector<int64_t>& sizes = {});
 
 }  // namespace ddp_embed

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/pairs.h"
+#include "eval/metrics.h"
 #include "parallel/process_group.h"
 #include "model/model_folder.h"
 #include "train/batches.h"
@@ -260,6 +261,44 @@ void print_table(const std::string& data, const std::string& task, int64_t pairs
 
 }  // namespace
 
+namespace {
+
+// eval --beir: the folder's metrics as a table or JSON; with --save-embeddings, the
+// embeddings ranked (unit rows).
+int run_eval_beir(const EvalOptions& o, LoadedModel& loaded, c10::Device device) {
+  const BeirSet set = load_beir(o.beir, o.split, *loaded.tokenizer, loaded.max_length, o.query_prompt, o.corpus_prompt);
+  auto pg = ProcessGroup::single();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto [queries, corpus] = embed_beir(loaded.model, set, *pg, o.batch_size, device);
+  const auto metrics = beir_metrics(queries, corpus, set, *pg);
+  spdlog::info("eval: {} queries against {} documents of {} ({}) in {:.2f}s", set.num_queries(), set.num_docs(),
+               set.name, set.split,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (!o.embeddings_out.empty()) {
+    std::filesystem::create_directories(o.embeddings_out);
+    auto unit = [](const at::Tensor& x) { return (x / x.norm(2, 1, true).clamp_min(1e-12)).contiguous(); };
+    write_file_atomically(o.embeddings_out + "/queries.npy", npy_bytes(unit(queries)));
+    write_file_atomically(o.embeddings_out + "/corpus.npy", npy_bytes(unit(corpus)));
+  }
+  nlohmann::json j = {{"task", "beir"},          {"name", set.name},
+                      {"split", set.split},        {"queries", set.num_queries()},
+                      {"documents", set.num_docs()}};
+  for (const auto& [name, value] : metrics) j[name] = value;
+  if (o.format == "json") {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s (%s): %lld queries, %lld documents\n", set.name.c_str(), set.split.c_str(),
+                static_cast<long long>(set.num_queries()), static_cast<long long>(set.num_docs()));
+    std::printf("  %-12s %s\n", "metric", "value");
+    for (const std::string& name : ir_metric_names())  // the cuts in their order: @1, @3, @5, @10
+      std::printf("  %-12s %.4f\n", name.c_str(), metrics.at(name));
+  }
+  if (!o.json_out.empty()) write_file_atomically(o.json_out, j.dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace
+
 int run_eval(const EvalOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw std::invalid_argument("--format " + o.format + ": expected table or json");
@@ -272,6 +311,7 @@ int run_eval(const EvalOptions& o) {
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
   loaded.model->to(device);
+  if (!o.beir.empty()) return run_eval_beir(o, loaded, device);
   PairDataset data = load_pairs({o.data}, *loaded.tokenizer, loaded.max_length, false);
   const std::string task = o.task.empty() ? (data.has_scores ? "sts" : "retrieval") : o.task;
   auto pg = ProcessGroup::single();

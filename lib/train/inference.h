@@ -10,7 +10,9 @@
 //   torch's F.normalize); --normalize does the same for any folder.
 // eval: retrieval (each query's positive among all positives: recall@1/5/10, mrr@10,
 //   ndcg@10) or STS (spearman, pearson of cosine against "score"), as a table or as one
-//   JSON object {"task", "pairs", <metric>: value, ...}.
+//   JSON object {"task", "pairs", <metric>: value, ...}; or --beir DIR: a BEIR folder's
+//   queries against its corpus (train/evaluate.h), InformationRetrievalEvaluator's metrics,
+//   {"task": "beir", "name", "split", "queries", "documents", <metric>: value, ...}.
 // tokenize: the token ids encode feeds the model for each sentence of the same input
 //   (with [CLS]/[SEP], truncated to the folder's max length, lower-cased first when
 //   sentence_bert_config.json says do_lower_case), one JSON line {"ids": [...]} each, in
@@ -49,7 +51,12 @@ struct EncodeOptions {
 };
 
 struct EvalOptions {
-  std::string model_dir, data;
+  std::string model_dir;
+  std::string data;  // a pair file, or
+  std::string beir;  // a BEIR folder (data/beir.h)
+  std::string split;  // BEIR: qrels/<split>.tsv; empty = test, or the only one
+  std::string query_prompt, corpus_prompt;  // BEIR: before each query / document
+  std::string embeddings_out;  // BEIR: also write queries.npy and corpus.npy here (empty: no)
   std::string task;  // retrieval | sts | empty: sts when every pair has a score
   int batch_size = 64;
   std::string device = "cpu";

@@ -1,6 +1,10 @@
 #include "train/run_record.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "compat/cuda_support.h"
 #include "report/metrics_plot.h"
@@ -36,32 +40,113 @@ nlohmann::json source_counts(const BatchPlan& plan, const TrainPosition& pos, co
 
 // ---- metrics.jsonl, evaluations, checkpoints, the figure --------------------------------
 
-MetricsFile::MetricsFile(const std::string& path, bool enabled, bool append) {
-  if (enabled) out_.open(path, append ? std::ios::app : std::ios::trunc);
+namespace {
+
+// The lines of a metrics.jsonl so far (a line cut short by a kill is left out).
+std::vector<nlohmann::json> read_metrics_lines(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  std::string text;
+  while (std::getline(in, text)) {
+    nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (line.is_object()) lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+}  // namespace
+
+MetricsFile::MetricsFile(const Config& cfg, bool enabled, int64_t resumed_step) {
+  if (!enabled) return;
+  const std::string path = cfg.output.dir + "/metrics.jsonl";
+  const auto& report_to = cfg.output.report_to;
+  if (std::find(report_to.begin(), report_to.end(), ReportTo::TensorBoard) != report_to.end()) {
+    tensorboard_ = rewrite_tensorboard_folder(
+        cfg.output.dir + "/tensorboard", resumed_step > 0 ? read_metrics_lines(path) : std::vector<nlohmann::json>{},
+        resumed_step);
+    spdlog::info("TensorBoard: {}", tensorboard_->path());
+  }
+  out_.open(path, resumed_step > 0 ? std::ios::app : std::ios::trunc);
 }
 
 void MetricsFile::write(const nlohmann::json& line) {
   if (!out_.is_open()) return;
   out_ << line.dump() << "\n";
   out_.flush();
+  if (tensorboard_) tensorboard_->write_metrics_line(line);
+}
+
+BestModel::BestModel(const Config& cfg, bool main_rank, bool resumed)
+    : metric_(cfg.output.keep_best), dir_(cfg.output.dir + "/best"),
+      enabled_(main_rank && !cfg.output.keep_best.empty()) {
+  if (!enabled_) return;
+  if (!resumed) {  // a fresh run: an earlier run's best is not this run's
+    std::filesystem::remove_all(dir_);
+    return;
+  }
+  // The record is inside the folder (embed_train.json), written with it in one rename.
+  std::ifstream in(dir_ + "/embed_train.json");
+  if (!in) return;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json kept = j.is_object() ? j.value("keep_best", nlohmann::json()) : nlohmann::json();
+  if (!kept.is_object() || kept.value("metric", "") != metric_ || !kept.contains("value") ||
+      !kept["value"].is_number() || !j.contains("step")) {
+    spdlog::warn("output.keep_best: {} is not a best model of {}; the best starts anew", dir_, metric_);
+    return;
+  }
+  value_ = kept["value"].get<double>();
+  step_ = j["step"].get<int64_t>();
+  spdlog::info("output.keep_best: the best so far is step {} ({} {:.4f})", step_, metric_, value_);
+}
+
+void BestModel::consider(const nlohmann::json& metrics, int64_t step, SentenceEmbedder& model,
+                         const Tokenizer& tokenizer, const ModelFolderOptions& options) {
+  if (!enabled_) return;
+  if (!metrics.contains(metric_)) {
+    std::string names;
+    for (const auto& [name, value] : metrics.items())
+      if (name != "step") names += (names.empty() ? "" : ", ") + name;
+    throw std::runtime_error("output.keep_best \"" + metric_ + "\": the evaluation has no such metric; it has " + names);
+  }
+  const double value = metrics[metric_].is_number() ? metrics[metric_].get<double>() : std::nan("");
+  if (!(step_ < 0 || value > value_)) return;  // NaN never wins
+  save_model_folder(dir_, model, tokenizer, options,
+                    {{"step", step}, {"keep_best", {{"metric", metric_}, {"value", value}}}});
+  value_ = value;
+  step_ = step;
+  spdlog::info("output.keep_best: step {} is the best so far ({} {:.4f}), kept in {}", step, metric_, value, dir_);
+}
+
+bool BestModel::write_final(const std::string& final_dir) const {
+  if (!enabled_ || step_ < 0) return false;
+  namespace fs = std::filesystem;
+  const std::string tmp = final_dir + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  fs::copy(dir_, tmp, fs::copy_options::recursive);
+  fs::remove_all(final_dir);
+  fs::rename(tmp, final_dir);
+  spdlog::info("output.keep_best: {} is the model of step {} ({} {:.4f})", final_dir, step_, metric_, value_);
+  return true;
 }
 
 RunRecord::RunRecord(const Config& cfg, Worker& worker, ModelUnderTraining& training, const Inputs& in,
-                     int64_t total_steps, bool resumed)
+                     int64_t total_steps, int64_t resumed_step)
     : cfg_(cfg), worker_(worker), training_(training), in_(in), total_steps_(total_steps),
-      metrics_(cfg.output.dir + "/metrics.jsonl", worker.main_rank(), /*append=*/resumed),
-      run_info_({{"world_size", worker.pg->world_size()}, {"config", config_to_json(cfg)}}) {}
+      metrics_(cfg, worker.main_rank(), resumed_step),
+      run_info_({{"world_size", worker.pg->world_size()}, {"config", config_to_json(cfg)}}),
+      best_(cfg, worker.main_rank(), /*resumed=*/resumed_step > 0) {}
 
 bool RunRecord::should_evaluate(int64_t step) const {
-  return in_.eval && cfg_.output.eval_every > 0 && step % cfg_.output.eval_every == 0 && step != total_steps_;
+  return !in_.eval.empty() && cfg_.output.eval_every > 0 && step % cfg_.output.eval_every == 0 &&
+         step != total_steps_;
 }
 
 void RunRecord::evaluate(int64_t step) {
-  if (!in_.eval) return;
+  if (in_.eval.empty()) return;
   const auto t0 = Clock::now();
   // With loss.matryoshka_dims, every smaller size too ("d64/recall@10").
-  auto m = ddp_embed::evaluate(training_.model, *in_.eval, *worker_.pg, kEvalBatch, worker_.device, "",
-                               cfg_.loss.matryoshka_dims);
+  auto m = evaluate_sets(training_.model, in_.eval, *worker_.pg, kEvalBatch, worker_.device,
+                         cfg_.loss.matryoshka_dims);
   nlohmann::json line = {{"step", step}};
   std::string text;
   for (auto& [k, v] : m) {
@@ -70,6 +155,16 @@ void RunRecord::evaluate(int64_t step) {
   }
   metrics_.write(line);
   spdlog::info("eval step {}:{} ({:.1f}s)", step, text, seconds_since(t0));
+  best_.consider(line, step, training_.model, *in_.tokenizer, output_folder_options(cfg_, in_));
+}
+
+void RunRecord::write_final_model(int64_t step) {
+  if (!worker_.main_rank()) return;
+  const std::string final_dir = cfg_.output.dir + "/final";
+  if (best_.write_final(final_dir)) return;
+  save_model_folder(final_dir, training_.model, *in_.tokenizer, output_folder_options(cfg_, in_),
+                    {{"step", step}, {"config", config_to_json(cfg_)}});
+  spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
 }
 
 bool RunRecord::should_checkpoint(int64_t step) const {

@@ -6,24 +6,58 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "report/tensorboard.h"
 #include "train/step.h"
 #include "util/progress.h"
 
 namespace ddp_embed {
 
-// OUTPUT_DIR/metrics.jsonl (docs/ lists its keys): one JSON object a line.
+// OUTPUT_DIR/metrics.jsonl (docs/ lists its keys): one JSON object a line; with
+// output.report_to ["tensorboard"], each line's numbers in OUTPUT_DIR/tensorboard's event
+// files too (report/tensorboard.h).
 class MetricsFile {
  public:
-  // A fresh run starts the file anew; a resumed one appends to it.
-  MetricsFile(const std::string& path, bool enabled, bool append);
+  // A fresh run (`resumed_step` 0) starts the files anew; a resumed one appends to
+  // metrics.jsonl, and writes the event files anew from its lines up to `resumed_step`,
+  // so that TensorBoard shows each step once. Only where `enabled` (rank 0).
+  MetricsFile(const Config& cfg, bool enabled, int64_t resumed_step);
   void write(const nlohmann::json& line);
 
  private:
   std::ofstream out_;
+  std::optional<TensorBoardWriter> tensorboard_;
+};
+
+// output.keep_best: the model of the evaluation that scored highest on one metric, kept as
+// OUTPUT_DIR/best, a model folder whose embed_train.json records it ({"step", "keep_best":
+// {"metric", "value"}}, written with the folder in one rename); the end writes it as
+// final/. Higher is better; a tie or NaN keeps the earlier model. The step-0 evaluation
+// (the starting model) competes too. A resumed run reads that record and
+// keeps the best it records, also one from a step after the checkpoint it resumes from (a
+// run that went on past its checkpoint, evaluated, and was stopped): that model was
+// evaluated on the same set. A fresh run (nothing to resume) starts without a best.
+// Rank 0 writes; a no-op on other ranks and without output.keep_best.
+class BestModel {
+ public:
+  BestModel(const Config& cfg, bool main_rank, bool resumed);
+  // After an evaluation at `step` with metrics.jsonl's names ("eval/..."): keeps the model
+  // when the metric beats the best so far. Throws std::runtime_error naming
+  // output.keep_best and the metrics there are when the evaluation has no such metric.
+  void consider(const nlohmann::json& metrics, int64_t step, SentenceEmbedder& model, const Tokenizer& tokenizer,
+                const ModelFolderOptions& options);
+  // final/ as a copy of best/; false (nothing written) when there is no best model.
+  bool write_final(const std::string& final_dir) const;
+
+ private:
+  std::string metric_, dir_;
+  bool enabled_;
+  double value_ = 0;
+  int64_t step_ = -1;  // -1: none yet
 };
 
 // The run's files besides the log: metrics.jsonl, evaluations, checkpoints, the figure.
@@ -31,15 +65,19 @@ class MetricsFile {
 // says (output.eval_every, output.save_every); the last step's are the end's.
 class RunRecord {
  public:
+  // `resumed_step`: the step the run resumes after (0: a fresh run).
   RunRecord(const Config& cfg, Worker& worker, ModelUnderTraining& training, const Inputs& in, int64_t total_steps,
-            bool resumed);
+            int64_t resumed_step);
 
   void write_metrics(const nlohmann::json& line) { metrics_.write(line); }
 
   // After step `step` (1-based): on every output.eval_every'th step but the last, with data.eval.
   bool should_evaluate(int64_t step) const;
   // On data.eval, every rank (the embedding is shared among them); a no-op without it.
+  // With output.keep_best, rank 0 keeps the model when it is the best so far.
   void evaluate(int64_t step);
+  // final/: the model under training, or with output.keep_best the best one (rank 0).
+  void write_final_model(int64_t step);
 
   // After step `step`: on every output.save_every'th step but the last.
   bool should_checkpoint(int64_t step) const;
@@ -58,6 +96,7 @@ class RunRecord {
   int64_t total_steps_;
   MetricsFile metrics_;
   nlohmann::json run_info_;
+  BestModel best_;
 };
 
 // The steps since the last log line. Losses are summed on the device and read on log

@@ -305,6 +305,53 @@ PairDataset load_training_pairs(const Config& cfg, const Worker& w, const Source
                       cfg.data.max_line_bytes);
 }
 
+namespace {
+
+// data.eval's sets, embedded as the first source's texts are: with its prompts. A set is
+// named after its folder or its file's stem; a single pair file is unnamed (eval/recall@10).
+std::vector<EvalSet> load_eval_sets(const Config& cfg, const Worker& w, SourceInput first_source,
+                                    const Tokenizer& tokenizer) {
+  std::vector<EvalSet> sets;
+  const std::vector<std::string>& paths = cfg.data.eval.paths;
+  for (const std::string& path : paths) {
+    EvalSet set;
+    if (is_beir_folder(path)) {
+      set.beir = load_beir(path, "", tokenizer, cfg.tokenizer.max_length, first_source.query_prompt,
+                           first_source.passage_prompt);
+      set.name = set.beir->name;
+    } else {
+      SourceInput eval = first_source;
+      eval.name = "eval";
+      eval.files = {path};
+      eval.require_teacher_scores = false;  // evaluation never reads them
+      set.pairs = load_sources({eval}, tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
+                               cfg.data.max_line_bytes);
+      set.name = paths.size() == 1 ? "" : std::filesystem::path(path).stem().string();
+    }
+    for (const EvalSet& other : sets)
+      if (other.name == set.name)
+        throw DataError("data.eval: two sets are named \"" + set.name + "\" (" + path +
+                        "): give each its own folder or file name");
+    sets.push_back(std::move(set));
+  }
+  return sets;
+}
+
+// "1000 evaluation pairs", "95 queries of trecqa", ...
+std::string evaluation_size(const std::vector<EvalSet>& sets) {
+  if (sets.empty()) return "no evaluation";
+  std::string text;
+  for (const EvalSet& set : sets) {
+    if (!text.empty()) text += ", ";
+    text += set.beir ? fmt::format("{} queries against {} documents of {}", set.beir->num_queries(),
+                                   set.beir->num_docs(), set.name)
+                     : fmt::format("{} evaluation pairs{}", set.size(), set.name.empty() ? "" : " of " + set.name);
+  }
+  return text;
+}
+
+}  // namespace
+
 Inputs load_inputs(const Config& cfg, const Worker& w) {
   Inputs in;
   SourceSetup setup = set_up_sources(cfg, *w.pg);
@@ -313,19 +360,11 @@ Inputs load_inputs(const Config& cfg, const Worker& w) {
   in.train = load_training_pairs(cfg, w, setup);
   in.prompts = std::move(setup.prompts);
   in.tokenizer = std::move(setup.tokenizer);
-  // Evaluation pairs are embedded as the first source's are: with its prompts.
-  if (cfg.data.eval) {
-    SourceInput eval = training_sources(cfg, in.prompts).front();
-    eval.name = "eval";
-    eval.files = {*cfg.data.eval};
-    eval.require_teacher_scores = false;  // evaluation never reads them
-    in.eval = load_sources({eval}, *in.tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
-                           cfg.data.max_line_bytes);
-  }
+  in.eval = load_eval_sets(cfg, w, training_sources(cfg, in.prompts).front(), *in.tokenizer);
   const bool mapped = in.train.tokens.offsets().mapped();
-  spdlog::info("data: {} training pairs{}, {} evaluation pairs, {} in {:.1f}s ({:.1f} MB of token ids in memory)",
+  spdlog::info("data: {} training pairs{}, {}, {} in {:.1f}s ({:.1f} MB of token ids in memory)",
                in.train.size(), in.train.skipped ? fmt::format(" ({} bad lines skipped)", in.train.skipped) : "",
-               in.eval ? in.eval->size() : 0, mapped ? "training pairs mapped from their prepared folder" : "tokenized",
+               evaluation_size(in.eval), mapped ? "training pairs mapped from their prepared folder" : "tokenized",
                std::chrono::duration<double>(Clock::now() - t_data).count(),
                double(in.train.tokens.memory_bytes()) / 1e6);
   // data.train naming a prepared folder: the folder's sources, with the prompts it was made with.

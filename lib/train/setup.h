@@ -1,7 +1,7 @@
 // What a training run reads and what it trains, built the same on every rank:
 //
 //   load_inputs                 the init folder (a pretrained model), the tokenizer, the
-//                               training and evaluation pairs, tokenized
+//                               training pairs and evaluation sets, tokenized
 //   build_model_under_training  the model, AdamW over its flat parameter groups, data
 //                               parallelism applied (parallel/data_parallel.h), the fp16
 //                               loss scaler, the peak lr
@@ -22,6 +22,7 @@
 #include "parallel/data_parallel.h"
 #include "tokenize/tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/evaluate.h"
 #include "train/precision.h"
 #include "train/worker.h"
 
@@ -32,7 +33,7 @@ struct Inputs {
   std::map<std::string, std::string> prompts;     // the init folder's and model.prompts
   std::unique_ptr<Tokenizer> tokenizer;
   PairDataset train;
-  std::optional<PairDataset> eval;
+  std::vector<EvalSet> eval;  // data.eval's sets, in its order (train/evaluate.h)
 };
 
 Inputs load_inputs(const Config& cfg, const Worker& w);

@@ -106,18 +106,12 @@ int stop_for_signal(const Config& cfg, RunRecord& record, const TrainPosition& p
 }
 
 // The last evaluation and checkpoint; rank 0 writes the model folder and the figure.
-int finish_run(const Config& cfg, Worker& worker, ModelUnderTraining& training, const Inputs& in, RunRecord& record,
-               const TrainPosition& pos) {
+int finish_run(const Config& cfg, Worker& worker, RunRecord& record, const TrainPosition& pos) {
   console_status().clear();
   record.evaluate(pos.step);
   if (cfg.output.save_every > 0) record.checkpoint(pos);
-  if (worker.main_rank()) {
-    const std::string final_dir = cfg.output.dir + "/final";
-    save_model_folder(final_dir, training.model, *in.tokenizer, output_folder_options(cfg, in),
-                      {{"step", pos.step}, {"config", config_to_json(cfg)}});
-    spdlog::info("model written to {} (peak RSS {:.0f} MB)", final_dir, peak_rss_mb());
-    record.draw_figure();
-  }
+  record.write_final_model(pos.step);  // with output.keep_best, the best evaluation's model
+  record.draw_figure();
   worker.pg->barrier();
   return 0;
 }
@@ -138,7 +132,7 @@ int run_training(const Config& cfg) {
   ModelUnderTraining training = build_model_under_training(cfg, worker, in, total_steps, plan.micro_batch_size());
   TrainPosition pos = resume(cfg, pg, training);
   const int64_t first_step = pos.step;  // steps before it were trained by an earlier run
-  RunRecord record(cfg, worker, training, in, total_steps, /*resumed=*/pos.step > 0);
+  RunRecord record(cfg, worker, training, in, total_steps, /*resumed_step=*/pos.step);
   if (pos.step == 0) record.evaluate(0);
   const double startup_s = log_startup_time(run_start);
 
@@ -185,7 +179,7 @@ int run_training(const Config& cfg) {
     if (stop_signal.received(pg) && step < total_steps) return stop_for_signal(cfg, record, pos);
   }
   skipped_steps.require_some_trained(total_steps - first_step);  // throws when every step was skipped
-  return finish_run(cfg, worker, training, in, record, pos);
+  return finish_run(cfg, worker, record, pos);
 }
 
 }  // namespace ddp_embed

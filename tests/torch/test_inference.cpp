@@ -5,6 +5,7 @@
 // `encode`'s own output. And encode on a plain Hugging Face folder against Hugging Face's
 // own outputs.
 #include <array>
+#include <functional>
 #include <cmath>
 #include <numeric>
 #include <regex>
@@ -264,6 +265,84 @@ TEST_F(EncodeEval, RetrievalMetricsMatchTheHandComputedValues) {
   EXPECT_EQ(all["pairs"], 3);
   for (const char* metric : {"recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"})
     EXPECT_DOUBLE_EQ(all[metric].get<double>(), 1.0) << metric;
+}
+
+// A BEIR folder (data/beir.h) written here. `qrels`: its qrels/test.tsv after the header.
+void write_beir(const fs::path& dir, const std::vector<std::string>& queries, const std::vector<std::string>& corpus,
+                const std::vector<std::string>& qrels) {
+  fs::create_directories(dir / "qrels");
+  write_lines(dir / "queries.jsonl", queries);
+  write_lines(dir / "corpus.jsonl", corpus);
+  std::vector<std::string> lines = {"query-id\tcorpus-id\tscore"};
+  lines.insert(lines.end(), qrels.begin(), qrels.end());
+  write_lines(dir / "qrels" / "test.tsv", lines);
+}
+
+// Each query's text is the text (title and text joined) of its only relevant document:
+// every metric is at its best, but precision@k (1/k) and the recall of a query with two
+// relevant documents (one of them found first). A query without a relevant document (q3,
+// judged 0 only) is not evaluated. That the metrics equal sentence-transformers' on a real
+// folder is Reference.BeirEvalEqualsInformationRetrievalEvaluator.
+TEST_F(EncodeEval, BeirFolderIsRankedWithTheMetricsOfSentenceTransformers) {
+  const fs::path dir = work / "beir-self";
+  write_beir(dir,
+             {R"({"_id": "q1", "text": "the cat sat on the mat"})", R"({"_id": "q2", "text": "Lemons a recipe for lemon cake"})",
+              R"({"_id": "q3", "text": "an unjudged question"})"},
+             {R"({"_id": "d1", "title": "", "text": "the cat sat on the mat"})",
+              R"({"_id": "d2", "title": "Lemons", "text": "a recipe for lemon cake"})",
+              R"({"_id": "d3", "text": "quantum chromodynamics lecture notes"})"},
+             {"q1\td1\t1", "q2\td2\t2", "q3\td3\t0", "q1\td3\t0"});
+  auto r = stdout_of("eval --model " + model.string() + " --beir " + dir.string() + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json m = json::parse(r.output);
+  EXPECT_EQ(m["task"], "beir");
+  EXPECT_EQ(m["name"], "beir-self");
+  EXPECT_EQ(m["split"], "test");
+  EXPECT_EQ(m["queries"], 2);
+  EXPECT_EQ(m["documents"], 3);
+  for (const char* metric : {"accuracy@1", "accuracy@10", "recall@1", "recall@10", "mrr@10", "ndcg@10", "map@100",
+                             "precision@1"})
+    EXPECT_NEAR(m[metric].get<double>(), 1.0, 1e-6) << metric;
+  EXPECT_NEAR(m["precision@3"].get<double>(), 1.0 / 3, 1e-6);
+  EXPECT_NEAR(m["precision@10"].get<double>(), 0.1, 1e-6);
+}
+
+// Bad folders: the file and line, and the fix, before any embedding; exit status 1.
+TEST_F(EncodeEval, BadBeirFoldersAreClearErrorsNamingFileAndLine) {
+  const std::vector<std::string> queries = {R"({"_id": "q1", "text": "a question"})"},
+                                 corpus = {R"({"_id": "d1", "text": "an answer"})"};
+  struct Case {
+    std::string name;
+    std::function<void(const fs::path&)> damage;
+    std::string message;  // after the folder's path
+  };
+  const std::vector<Case> cases = {
+      {"missing corpus id", [&](const fs::path& d) { write_beir(d, queries, corpus, {"q1\td9\t1"}); },
+       "/qrels/test.tsv:2: the corpus id \"d9\" is not in corpus.jsonl"},
+      {"missing query id", [&](const fs::path& d) { write_beir(d, queries, corpus, {"q1\td1\t1", "q7\td1\t1"}); },
+       "/qrels/test.tsv:3: the query id \"q7\" is not in queries.jsonl"},
+      {"no queries", [&](const fs::path& d) {
+         write_beir(d, queries, corpus, {"q1\td1\t1"});
+         fs::remove(d / "queries.jsonl");
+       }, "/queries.jsonl: cannot open (a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv)"},
+      {"not JSON", [&](const fs::path& d) { write_beir(d, queries, {corpus[0], "{\"_id\": "}, {"q1\td1\t1"}); },
+       "/corpus.jsonl:2: not a JSON object"},
+      {"duplicate id", [&](const fs::path& d) { write_beir(d, queries, {corpus[0], corpus[0]}, {"q1\td1\t1"}); },
+       "/corpus.jsonl:2: the id \"d1\" appears twice in corpus.jsonl"},
+      {"two fields", [&](const fs::path& d) { write_beir(d, queries, corpus, {"q1\td1"}); },
+       "/qrels/test.tsv:2: expected 3 tab-separated fields (query-id, corpus-id, score)"},
+      {"nothing relevant", [&](const fs::path& d) { write_beir(d, queries, corpus, {"q1\td1\t0"}); },
+       "/qrels/test.tsv: no query has a relevant document (score > 0)"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const fs::path dir = work / ("beir-bad-" + std::to_string(i));
+    fs::remove_all(dir);
+    cases[i].damage(dir);
+    const auto r = embed_train("eval --model " + model.string() + " --beir " + dir.string());
+    EXPECT_EQ(r.exit_code, 1) << cases[i].name << "\n" << r.output;
+    EXPECT_NE(r.output.find("embed-train: error: " + dir.string() + cases[i].message), std::string::npos)
+        << cases[i].name << "\n" << r.output;
+  }
 }
 
 // Pearson and Spearman (average ranks for ties) written out here, on the cosines of the

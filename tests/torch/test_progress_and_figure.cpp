@@ -1,5 +1,5 @@
 // What a real run shows and leaves besides the model: the progress line on a terminal
-// (and none in a pipe), and OUTPUT_DIR/metrics.svg.
+// (and none in a pipe), OUTPUT_DIR/metrics.svg, and TensorBoard's event files.
 #include <fcntl.h>
 #include <pty.h>
 #include <sys/wait.h>
@@ -160,4 +160,31 @@ TEST(ProgressAndFigure, TrainingLeavesMetricsSvgWithOnePointPerLoggedStep) {
   const auto bad = run(kBin + "/embed-train plot --metrics " + (d / "bad.jsonl").string());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("bad.jsonl:2: not valid JSON"), std::string::npos) << bad.output;
+}
+
+// output.report_to ["tensorboard"] on 2 workers, a worker SIGKILLed after step 5 and the
+// run resumed from the checkpoint of step 4: TensorBoard's own reader
+// (scripts/python/tensorboard_check.py) finds every number of metrics.jsonl, the training
+// lines' and a BEIR folder's evaluation metrics, at its step, each step once, with the
+// value of metrics.jsonl's last line of that step.
+TEST(ProgressAndFigure, TensorBoardShowsEveryScalarOfMetricsJsonlOnceAcrossAResume) {
+  auto d = fresh_dir("tensorboard");
+  json cfg = tiny_config(d / "out");
+  cfg["train"]["max_steps"] = 7;
+  cfg["data"]["eval"] = kSrc + "/data/trecqa_beir";
+  cfg["output"]["eval_every"] = 3;
+  cfg["output"]["save_every"] = 4;
+  cfg["output"]["resume"] = "auto";
+  cfg["output"]["report_to"] = {"tensorboard"};
+  auto r = run(launch_command(write_config(d, cfg), 2, "DDP_EMBED_TEST_DIE_AT_STEP=1:5", "--max-restarts 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(d / "out" / "tensorboard"))
+    files += entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_EQ(files, 1);  // the resumed run's, written anew
+  auto py = run(std::string(DDP_EMBED_PYTHON) + " " + kSrc + "/scripts/python/tensorboard_check.py " +
+                (d / "out").string());
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_NE(py.output.find("values compared"), std::string::npos) << py.output;
 }

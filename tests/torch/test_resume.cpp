@@ -218,6 +218,45 @@ TEST(Resume, SigtermCheckpointsAndExitsZero) {
 
 // A non-finite loss skips the step with a warning; max_bad_steps in a row stop the run
 // with an error naming the step, and the last good checkpoint stays.
+// output.keep_best on 2 workers, evaluating every step: a worker SIGKILLed after step 6
+// restarts from the checkpoint of step 4; the best kept before the kill stays the best
+// unless a later evaluation beats it (best/'s record survives the resume), and final/ is the
+// best evaluation's model, byte for byte, with the step and value metrics.jsonl shows.
+TEST(Resume, KeepBestSurvivesAResumeAndIsTheFinalModel) {
+  auto d = fresh_dir("keep-best");
+  json c = tiny_config(d / "out");
+  c["data"]["eval"] = kSrc + "/data/trecqa_beir";
+  c["train"]["max_steps"] = 7;
+  c["train"]["lr"] = 3e-3;
+  c["output"]["eval_every"] = 1;
+  c["output"]["save_every"] = 4;
+  c["output"]["resume"] = "auto";
+  c["output"]["keep_best"] = "eval/trecqa_beir/ndcg@10";
+  auto r = run(launch_command(write_config(d, c), 2, "DDP_EMBED_TEST_DIE_AT_STEP=1:6", "--max-restarts 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("output.keep_best: the best so far is step"), std::string::npos) << r.output;
+
+  // The best of every evaluation metrics.jsonl holds (steps 5 and 6 twice: before the kill
+  // and again after the resume), the earliest on a tie.
+  double best = -1;
+  int64_t best_step = -1;
+  for (const json& line : metric_lines(d / "out"))
+    if (line.contains("eval/trecqa_beir/ndcg@10") && line["eval/trecqa_beir/ndcg@10"].get<double>() > best) {
+      best = line["eval/trecqa_beir/ndcg@10"].get<double>();
+      best_step = line["step"].get<int64_t>();
+    }
+  std::ifstream in(d / "out" / "best" / "embed_train.json");
+  const json record = json::parse(in);
+  EXPECT_EQ(record["keep_best"]["metric"], "eval/trecqa_beir/ndcg@10");
+  EXPECT_EQ(record["step"].get<int64_t>(), best_step) << record.dump();
+  EXPECT_DOUBLE_EQ(record["keep_best"]["value"].get<double>(), best) << record.dump();
+  const std::string kept = read_file(d / "out" / "best" / "model.safetensors");
+  EXPECT_FALSE(kept.empty());
+  EXPECT_TRUE(kept == read_file(d / "out" / "final" / "model.safetensors")) << "final/ is not the best model";
+  EXPECT_NE(r.output.find("is the model of step " + std::to_string(best_step)), std::string::npos) << r.output;
+}
+
 TEST(Resume, NonFiniteStepsAreSkippedThenStopTheRun) {
   auto d = fresh_dir("nan");
   json c = tiny_config(d / "out");

@@ -136,7 +136,9 @@ TEST(Training, CrossRankNegativesEqualOneBigMicroBatch) {
 }
 
 // Evaluation spreads the pairs over the ranks and gathers: the metrics must equal a
-// single-process evaluation's, with a tail chunk that does not divide evenly.
+// single-process evaluation's, with a tail chunk that does not divide evenly. data.eval
+// names two sets, a pair file and a BEIR folder (its corpus embedded in shards, each rank
+// ranking its share of the queries): each is reported under its name.
 TEST(Training, EvaluationIsTheSameAtWorldSizeOneAndTwo) {
   auto one = fresh_dir("ev1"), two = fresh_dir("ev2");
   // 150 eval pairs: chunks of 64, 64 and 22.
@@ -147,23 +149,35 @@ TEST(Training, EvaluationIsTheSameAtWorldSizeOneAndTwo) {
     std::string line;
     for (int i = 0; i < 150 && std::getline(in, line); ++i) out << line << "\n";
   }
+  const std::string beir = kSrc + "/data/trecqa_beir";
   for (auto* d : {&one, &two}) {
     json c = tiny_config(*d / "out");
-    c["data"]["eval"] = eval.string();
+    c["data"]["eval"] = {eval.string(), beir};
     if (d == &one) c["train"]["grad_accum_steps"] = 2;  // the same micro-batches as 2 workers
     c["train"]["max_steps"] = 3;
     auto r = train(*d, c, d == &one ? 1 : 2);
     ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("89 queries against 1393 documents of trecqa_beir"), std::string::npos) << r.output;
   }
   auto l1 = metric_lines(one / "out"), l2 = metric_lines(two / "out");
   std::vector<json> e1, e2;
-  for (auto& l : l1) if (l.contains("eval/recall@1")) e1.push_back(l);
-  for (auto& l : l2) if (l.contains("eval/recall@1")) e2.push_back(l);
+  for (auto& l : l1) if (l.contains("eval/eval/recall@1")) e1.push_back(l);
+  for (auto& l : l2) if (l.contains("eval/eval/recall@1")) e2.push_back(l);
   ASSERT_EQ(e1.size(), 2u);  // before the first step and at the end
   ASSERT_EQ(e2.size(), 2u);
-  for (size_t i = 0; i < e1.size(); ++i)
-    for (const char* k : {"eval/recall@1", "eval/recall@10", "eval/mrr@10", "eval/ndcg@10"})
+  for (size_t i = 0; i < e1.size(); ++i) {
+    for (const char* k : {"eval/eval/recall@1", "eval/eval/recall@10", "eval/eval/mrr@10", "eval/eval/ndcg@10"})
       EXPECT_NEAR(e1[i][k].get<double>(), e2[i][k].get<double>(), 1e-12) << k;
+    int beir_metrics = 0;
+    for (const auto& [k, v] : e1[i].items()) {
+      if (k.rfind("eval/trecqa_beir/", 0) != 0) continue;
+      ++beir_metrics;
+      ASSERT_TRUE(e2[i].contains(k)) << k;
+      EXPECT_NEAR(v.get<double>(), e2[i][k].get<double>(), 1e-12) << k;
+    }
+    EXPECT_EQ(beir_metrics, 15) << e1[i].dump();
+    EXPECT_GT(e1[i]["eval/trecqa_beir/ndcg@10"].get<double>(), 0) << e1[i].dump();
+  }
 }
 
 // A rank that dies mid-run: the launcher stops the rest and names the root cause.

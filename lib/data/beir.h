@@ -1,0 +1,57 @@
+// A retrieval benchmark in BEIR's folder format, read and tokenized for evaluation.
+//
+// A BEIR folder (docs/formats.md, "BEIR folders"):
+//   corpus.jsonl     {"_id": "d1", "title": "...", "text": "..."} a line (title optional)
+//   queries.jsonl    {"_id": "q1", "text": "..."} a line
+//   qrels/SPLIT.tsv  query-id <tab> corpus-id <tab> score, after a header line
+// A document's text is its title and text joined by a space (either may be empty), as
+// BEIR's own sentence-transformers models read them. A qrels line with score > 0 makes the
+// document relevant to the query; score 0 is a judged non-relevant document (BEIR's and
+// pytrec_eval's meaning). Only queries with at least one relevant document are evaluated,
+// in queries.jsonl's order, as sentence-transformers' InformationRetrievalEvaluator does.
+//
+// Every id the qrels name must be in corpus.jsonl / queries.jsonl, and ids are unique in
+// each: anything else is a DataError naming the file and line. The folder is read whole
+// (a BEIR corpus of a few million passages takes a few GB of text while it is tokenized).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/pairs.h"
+#include "tokenize/tokenizer.h"
+
+namespace ddp_embed {
+
+struct BeirSet {
+  std::string name;    // the folder's own name ("scifact")
+  std::string folder;  // as given
+  std::string split;   // the qrels file read: qrels/<split>.tsv
+  std::vector<std::string> query_ids;   // the evaluated queries, in queries.jsonl order
+  std::vector<std::string> corpus_ids;  // every document, in corpus.jsonl order
+  // Per evaluated query: the indices into corpus_ids of its relevant documents, ascending.
+  std::vector<std::vector<int64_t>> relevant;
+  // The tokenized texts: queries are sequences [0, num_queries), documents follow them.
+  TokenStore tokens;
+
+  int64_t num_queries() const { return static_cast<int64_t>(query_ids.size()); }
+  int64_t num_docs() const { return static_cast<int64_t>(corpus_ids.size()); }
+};
+
+// Whether `path` is a folder: data.eval's folders are BEIR folders, its files pair files.
+bool is_beir_folder(const std::string& path);
+
+// The qrels split read when none is asked for: "test" when qrels/test.tsv exists, else the
+// only .tsv in qrels/. Throws DataError naming the folder when neither holds.
+std::string default_beir_split(const std::string& folder);
+
+// Reads and tokenizes a BEIR folder; `split` empty = default_beir_split(). The prompts
+// (their texts) go before each query and each document. Throws DataError naming the file
+// and line: a missing file, a line that is not a JSON object with a string "_id" and
+// "text", a duplicate id, a qrels line that is not 3 tab-separated fields or names an id
+// that is not there, no query with a relevant document.
+BeirSet load_beir(const std::string& folder, const std::string& split, const Tokenizer& tokenizer, int max_length,
+                  const std::string& query_prompt = "", const std::string& passage_prompt = "");
+
+}  // namespace ddp_embed
