@@ -332,10 +332,10 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
                      " weights for " + std::to_string(dims.size()) + " loss.matryoshka_dims");
   const std::string& best = c.output.keep_best;
   if (!best.empty() && best.rfind("eval/", 0) != 0)
-    errors.push_back(origin + ": output.keep_best \"" + best +
+    errors.push_back(origin_of({"output.keep_best"}) + ": output.keep_best \"" + best +
                      "\" is not an evaluation metric: name one as metrics.jsonl does, e.g. \"eval/NAME/ndcg@10\"");
   else if (!best.empty() && c.data.eval.empty())
-    errors.push_back(origin + ": output.keep_best needs an evaluation set: set data.eval");
+    errors.push_back(origin_of({"output.keep_best", "data.eval"}) + ": output.keep_best needs an evaluation set: set data.eval");
   if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0))
     errors.push_back(origin_of({"loss.type", "loss.distill.weight"}) +
                      ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
