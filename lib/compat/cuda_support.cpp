@@ -49,6 +49,7 @@ struct Module {
   decltype(&ddp_embed_cuda_device_count) device_count = nullptr;
   decltype(&ddp_embed_cuda_set_device) set_device = nullptr;
   decltype(&ddp_embed_cuda_peak_allocated_mb) peak_allocated_mb = nullptr;
+  decltype(&ddp_embed_cuda_capability) capability = nullptr;
   decltype(&ddp_embed_cuda_make_nccl) make_nccl = nullptr;
   std::string path;   // the file loaded
   std::string error;  // empty: loaded
@@ -74,6 +75,7 @@ std::string open_one(const std::string& file, const std::string& what, Module& m
                              {"ddp_embed_cuda_device_count", m.device_count},
                              {"ddp_embed_cuda_set_device", m.set_device},
                              {"ddp_embed_cuda_peak_allocated_mb", m.peak_allocated_mb},
+                             {"ddp_embed_cuda_capability", m.capability},
                              {"ddp_embed_cuda_make_nccl", m.make_nccl}});
   if (error.empty()) error = check();
   return error;
@@ -113,6 +115,7 @@ bool cuda_support_loaded() { return g_loaded; }
 int cuda_device_count() { return nvidia_driver_present() ? module().device_count() : 0; }
 void set_cuda_device(int index) { module().set_device(index); }
 double cuda_peak_allocated_mb(int index) { return module().peak_allocated_mb(index); }
+int cuda_capability(int index) { return module().capability(index); }
 std::string cuda_versions() {
   const Module& m = module();
   return std::string(m.versions()) + " (" + m.path + ")";
@@ -137,6 +140,7 @@ bool cuda_support_loaded() { return false; }
 int cuda_device_count() { return 0; }
 void set_cuda_device(int) { no_cuda(); }
 double cuda_peak_allocated_mb(int) { return 0; }
+int cuda_capability(int) { return 0; }
 std::string cuda_versions() { no_cuda(); }
 c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>&, int, int,
                                             std::chrono::milliseconds) {

@@ -66,6 +66,9 @@ int cuda_device_count();
 void set_cuda_device(int index);
 // The most memory the caching allocator has handed out on the device since the start, MiB.
 double cuda_peak_allocated_mb(int index);
+// The device's compute capability as major * 10 + minor (80: Ampere, 90: Hopper); 0 in a
+// build without CUDA. Loads the module.
+int cuda_capability(int index);
 // "CUDA 13.0, NCCL 2.27.7 (/path/libddp_embed_cuda.so)": what the module was compiled
 // with, and the file. Loads the module.
 std::string cuda_versions();

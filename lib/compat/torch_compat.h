@@ -44,6 +44,41 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
   return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
 }
 
+// ---- attention over packed sequences (CUDA's varlen kernels; model/attention.h) -------------
+// Both ATen ops are dispatcher calls from the CPU half: their CUDA kernels come with
+// libtorch_cuda (the CUDA module). Autograd is registered for both (derivatives.yaml:
+// _flash_attention_backward, _efficient_attention_backward), with the dropout mask's Philox
+// seed and offset taken from the CUDA generator and kept for backward.
+//
+// Flash attention, varlen: q [Nq, Hq, D], k and v [Nk, Hkv, D] (Hkv dividing Hq: grouped
+// heads as they are), bf16 or fp16, sm80+, D a multiple of 8 up to 256; cum_q and cum_k
+// int32 [B + 1] on the device; causal: bottom-right aligned (query i of a sequence with lq
+// queries and lk keys sees keys j <= i + lk - lq). Returns [Nq, Hq, D].
+// LibTorch 2.11 and 2.15 take the same leading arguments (2.15 adds block_table and
+// num_splits after alibi_slopes, defaulted); the quantized overload differs at the 11th.
+inline at::Tensor flash_attention_varlen(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                         const at::Tensor& cum_q, const at::Tensor& cum_k, int64_t max_q,
+                                         int64_t max_k, double dropout_p, bool causal, double scale) {
+  return std::get<0>(at::_flash_attention_forward(q, k, v, cum_q, cum_k, max_q, max_k, dropout_p, causal,
+                                                  /*return_debug_mask=*/false, std::optional<double>(scale)));
+}
+
+// The memory-efficient kernel on packed sequences: q [1, Nq, H, D], k and v [1, Nk, H, D]
+// (one batch of concatenated sequences; the same head count, grouped heads repeated by the
+// caller), fp32, fp16 or bf16 (sm80+); cu_q and cu_k int32 [B + 1]; max_q and max_k always
+// given (the kernel's grid). causal: custom_mask_type 1, from the top left (query i sees keys
+// j <= i of its sequence). compute_lse: needed for backward. Returns [1, Nq, H, D]. Same
+// signature in 2.11 and 2.15.
+inline at::Tensor efficient_attention_varlen(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                             const at::Tensor& cu_q, const at::Tensor& cu_k, int64_t max_q,
+                                             int64_t max_k, double dropout_p, bool causal, bool compute_lse,
+                                             double scale) {
+  constexpr int64_t kNoMask = 0, kCausalFromTopLeft = 1;
+  return std::get<0>(at::_efficient_attention_forward(q, k, v, /*bias=*/std::nullopt, cu_q, cu_k, max_q, max_k,
+                                                      dropout_p, causal ? kCausalFromTopLeft : kNoMask, compute_lse,
+                                                      std::optional<double>(scale)));
+}
+
 // While alive, autocast is off on every device: code in this scope runs in the dtypes
 // of its inputs (e.g. the loss in fp32 inside a bf16 autocast region). The autocast
 // dispatch keys are excluded for this thread.

@@ -28,6 +28,11 @@ namespace ddp_embed {
 // encode/eval --pooling. cls: the first token; mean: the mean over real tokens;
 // lasttoken: the last real token (decoder embedders, whose last token has seen the text).
 enum class Pooling { Cls, Mean, LastToken };
+// model.attention: how the encoders attend (model/attention.h). Packed: over each sequence's
+// real tokens alone (the CPU: one SDPA call a sequence; CUDA's varlen kernels); Padded: every sequence
+// padded to the batch's longest, with a mask (scaled_dot_product_attention); Auto: per
+// batch, the one measured faster for its lengths.
+enum class AttentionMode { Auto, Packed, Padded };
 // tokenizer.type: the tokenizer at tokenizer.path (tokenize/tokenizer.h).
 enum class TokenizerType { SentencePiece, WordPiece };
 // data.mixing: how global batches are drawn from several sources (data/batch_plan.h).
@@ -72,6 +77,14 @@ struct ChoiceTable<Pooling> {
       {Pooling::Cls, "cls"},
       {Pooling::Mean, "mean"},
       {Pooling::LastToken, "lasttoken"},
+  };
+};
+template <>
+struct ChoiceTable<AttentionMode> {
+  static constexpr Spelling<AttentionMode> spellings[] = {
+      {AttentionMode::Auto, "auto"},
+      {AttentionMode::Packed, "packed"},
+      {AttentionMode::Padded, "padded"},
   };
 };
 template <>

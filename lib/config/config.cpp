@@ -58,6 +58,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("model.max_position", a.max_position, positions);
   v("model.dropout", m.dropout, fraction());
   v("model.pooling", m.pooling, any());
+  v("model.attention", m.attention, any());
   v("model.projection_dim", m.projection_dim, non_negative());
   v("model.prompts", m.prompts, any());
   v("model.lora_rank", m.lora_rank, non_negative());

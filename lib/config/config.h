@@ -39,6 +39,7 @@ struct ModelConfig {
   double dropout = 0.1;             // both of the architecture's dropouts, pretrained or not
   // "auto" is no value: model.init's Pooling module, else cls (lasttoken for a decoder).
   std::optional<Pooling> pooling;
+  AttentionMode attention = AttentionMode::Auto;  // model/attention.h
   int projection_dim = 128;     // 0 = no projection
   // Named texts put before inputs ("query" -> "query: "), written into the model folder
   // (config_sentence_transformers.json) beside those model.init brings; a name here wins.

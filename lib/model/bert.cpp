@@ -9,6 +9,7 @@
 
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
+#include "model/attention.h"
 #include "model/hf_module_parts.h"
 #include "model/encoder.h"
 
@@ -41,20 +42,9 @@ at::Tensor fast_dropout(const at::Tensor& x, double p, bool training) {
 
 namespace {
 
-// The additive attention bias [B, 1, 1, L] in the dtype of the embeddings x: 0 for real
-// keys and the lowest finite value for padding (as transformers does), so exp() of it
-// is exactly 0 and padding never reaches a real token, while unlike -inf a row of all
-// padding cannot make NaN.
-at::Tensor attention_bias(const at::Tensor& attention_mask, const at::Tensor& x) {
-  TORCH_CHECK(attention_mask.dim() == 2 && attention_mask.size(0) == x.size(0) && attention_mask.size(1) == x.size(1),
-              "attention_mask ", attention_mask.sizes(), " does not match input_ids ", x.sizes().slice(0, 2));
-  double lowest = 0;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "attention_bias", [&] {
-    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
-  });
-  const int64_t batch = x.size(0), length = x.size(1);
-  return at::zeros({batch, 1, 1, length}, x.options())
-      .masked_fill_((attention_mask == 0).view({batch, 1, 1, length}), lowest);
+void check_mask_fits(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+  TORCH_CHECK(input_ids.dim() == 2 && attention_mask.sizes() == input_ids.sizes(), "attention_mask ",
+              attention_mask.sizes(), " does not match input_ids ", input_ids.sizes());
 }
 
 // ---- config.json reading -------------------------------------------------------------
@@ -223,32 +213,23 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c)
   output_norm = output->register_module("LayerNorm", layer_norm());
 }
 
-at::Tensor BertLayerImpl::forward(const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
-                                  const at::Tensor& out_rows) {
+at::Tensor BertLayerImpl::forward(const at::Tensor& x, const TokenLayout& layout, const at::Tensor& out_rows) {
   const bool first_only = out_rows.defined();
-  const int64_t batch = layout.batch, hidden = x.size(1);
+  const int64_t hidden = x.size(1);
   const int64_t head_dim = hidden / num_heads_;
-  // [B, L', H] → [B, heads, L', head_dim], a view.
-  const auto split_heads = [&](const at::Tensor& t) {
-    return t.view({batch, t.size(1), num_heads_, head_dim}).transpose(1, 2);
-  };
+  // [rows, H] → [rows, heads, head_dim], a view.
+  const auto split_heads = [&](const at::Tensor& t) { return t.view({t.size(0), num_heads_, head_dim}); };
   // The rows whose output we want: every real token, or one token of each sequence.
   const at::Tensor rows = first_only ? x.index_select(0, out_rows) : x;
-  const at::Tensor q = first_only ? split_heads(query(rows).view({batch, 1, hidden}))
-                                  : split_heads(layout.unpack(query(x)));
-  const at::Tensor k = split_heads(layout.unpack(key(x)));
-  const at::Tensor v = split_heads(layout.unpack(value(x)));
   const bool training = is_training();
-  const double attention_dropout = training ? attention_dropout_ : 0.0;
-  // On the CPU, where SDPA would store the attention probabilities for backward, they are
-  // recomputed instead (activation_checkpoint.h); same values, a fraction of the memory.
-  const bool recompute = recompute_attention && x.device().is_cpu() && at::GradMode::is_enabled() && x.requires_grad();
-  const at::Tensor context_padded =
-      (recompute ? attention_recomputed(q, k, v, mask_bias, attention_dropout)
-                 : compat::scaled_dot_product_attention(q, k, v, mask_bias, attention_dropout))
-          .transpose(1, 2)
-          .reshape({batch, q.size(2), hidden});
-  const at::Tensor context = first_only ? context_padded.view({batch, hidden}) : layout.pack(context_padded);
+  AttentionCall call;
+  call.one_query_per_sequence = first_only;
+  call.dropout_p = training ? attention_dropout_ : 0.0;
+  call.recompute_padded = recompute_attention;
+  call.mode = attention_mode;
+  const at::Tensor context =
+      attention(split_heads(query(rows)), split_heads(key(x)), split_heads(value(x)), layout, call)
+          .view({rows.size(0), hidden});
   const at::Tensor a = attention_norm(fast_dropout(attention_dense(context), hidden_dropout_, training) + rows);
   const at::Tensor h = at::gelu(intermediate_dense(a));  // exact erf GELU, as "gelu" in HF
   return output_norm(fast_dropout(output_dense(h), hidden_dropout_, training) + a);
@@ -298,33 +279,38 @@ void BertModelImpl::init_weights() {
   }
 }
 
-at::Tensor BertModelImpl::run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias,
-                                   const TokenLayout& layout, const at::Tensor& out_rows) {
+at::Tensor BertModelImpl::run_layer(size_t i, const at::Tensor& x, const TokenLayout& layout,
+                                   const at::Tensor& out_rows) {
   BertLayer layer = layers_[i];
-  if (!checkpoint_layers_ || !at::GradMode::is_enabled()) return layer(x, mask_bias, layout, out_rows);
-  const auto block = [layer, layout, out_rows](const at::Tensor& h, const at::Tensor& bias) mutable {
-    return layer->forward(h, bias, layout, out_rows);
+  if (!checkpoint_layers_ || !at::GradMode::is_enabled()) return layer(x, layout, out_rows);
+  // checkpointed() takes a bias beside the hidden states: attention needs none (the layout
+  // says where each sequence is), so an empty one.
+  const auto block = [layer, layout, out_rows](const at::Tensor& h, const at::Tensor& /*bias*/) mutable {
+    return layer->forward(h, layout, out_rows);
   };
-  return checkpointed(*layer, block, x, mask_bias);
+  return checkpointed(*layer, block, x, at::empty({0}, x.options()));
 }
 
 at::Tensor BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
+  check_mask_fits(input_ids, attention_mask);
   const TokenLayout layout(attention_mask);
-  const at::Tensor embedded = embeddings(input_ids);
-  const at::Tensor mask_bias = attention_bias(attention_mask, embedded);
-  at::Tensor x = layout.pack(embedded);
-  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, mask_bias, layout, /*out_rows=*/{});
+  at::Tensor x = layout.pack(embeddings(input_ids));
+  for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, layout, /*out_rows=*/{});
   return layout.unpack(x);
 }
 
 at::Tensor BertModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) {
-  if (p == Pooling::Mean) return pool(forward(input_ids, attention_mask), attention_mask, p);
+  check_mask_fits(input_ids, attention_mask);
   const TokenLayout layout(attention_mask);
-  const at::Tensor embedded = embeddings(input_ids);
-  const at::Tensor mask_bias = attention_bias(attention_mask, embedded);
-  at::Tensor x = layout.pack(embedded);
+  at::Tensor x = layout.pack(embeddings(input_ids));
+  if (p == Pooling::Mean) {
+    for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, layout, /*out_rows=*/{});
+    return layout.mean(x);  // packed from the embeddings to the pooling
+  }
+  // cls reads position 0, which sees its whole text: the last layer computes it alone. (A
+  // last token sees its whole text too.)
   for (size_t i = 0; i < layers_.size(); ++i)
-    x = run_layer(i, x, mask_bias, layout, i + 1 == layers_.size() ? layout.rows_of(p) : at::Tensor());
+    x = run_layer(i, x, layout, i + 1 == layers_.size() ? layout.rows_of(p) : at::Tensor());
   return x;  // [B, H]: the last layer computed the pooled token alone
 }
 

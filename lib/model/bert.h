@@ -27,6 +27,7 @@
 #include "config/bert_config.h"
 #include "model/encoder.h"
 #include "model/lora.h"
+#include "model/token_layout.h"
 
 namespace ddp_embed {
 
@@ -70,12 +71,11 @@ TORCH_MODULE(BertEmbeddings);
 class BertLayerImpl : public torch::nn::Module {
  public:
   explicit BertLayerImpl(const BertConfig& c);
-  // x: the real tokens only, [N, H] (see TokenLayout); mask_bias: additive, [B, 1, 1, L]
-  // (see BertModelImpl::forward). Returns [N, H]; given out_rows ([B] packed rows, one a
-  // sequence: TokenLayout::rows_of), the output of those tokens alone ([B, H]) — keys and
-  // values still come from every token.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
-                     const at::Tensor& out_rows = {});
+  // x: the real tokens only, [N, H] (model/token_layout.h), which attention takes packed
+  // (model/attention.h). Returns [N, H]; given out_rows ([B] packed rows, one a sequence:
+  // TokenLayout::rows_of), the output of those tokens alone ([B, H]) — keys and values
+  // still come from every token.
+  at::Tensor forward(const at::Tensor& x, const TokenLayout& layout, const at::Tensor& out_rows = {});
 
   // Linear layers that take a LoRA adapter when one is asked for (model/lora.h).
   AdaptableLinear query{nullptr}, key{nullptr}, value{nullptr};
@@ -85,10 +85,11 @@ class BertLayerImpl : public torch::nn::Module {
   AdaptableLinear output_dense{nullptr};           // output.dense
   torch::nn::LayerNorm output_norm{nullptr};       // output.LayerNorm
 
-  // On the CPU, while autograd records: recompute the attention probabilities in backward
-  // instead of storing them (attention_recomputed, model/activation_checkpoint.h). Off while
-  // the whole layer is checkpointed: its backward recomputes everything anyway.
+  // On the CPU's padded path, while autograd records: recompute the attention probabilities
+  // in backward instead of storing them (attention_recomputed, model/activation_checkpoint.h).
+  // Off while the whole layer is checkpointed: its backward recomputes everything anyway.
   bool recompute_attention = true;
+  AttentionMode attention_mode = AttentionMode::Auto;  // model.attention (model/attention.h)
 
  private:
   int64_t num_heads_;
@@ -102,10 +103,9 @@ class BertModelImpl : public TextEncoderImpl {
   explicit BertModelImpl(const BertConfig& c);
 
   // input_ids int64 [B, L]; attention_mask [B, L], 1 = real token, 0 = padding (any
-  // integer, bool or float dtype). Token types are all 0, positions 0..L-1 (XLM-R: from
-  // the padding index on). Returns the
-  // last hidden state [B, L, H]. Padding never changes a real token's output: padded
-  // keys get the dtype's lowest value added to their attention scores.
+  // integer, bool or float dtype; right-padded). Token types are all 0, positions 0..L-1
+  // (XLM-R: from the padding index on). Returns the last hidden state [B, L, H]. Padding
+  // never changes a real token's output: attention sees each text's real tokens alone.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) override;
   at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) override;
 
@@ -123,6 +123,9 @@ class BertModelImpl : public TextEncoderImpl {
   void init_weights();
 
   void set_sparse_word_gradient(bool on) override { embeddings->word_embeddings->options.sparse(on); }
+  void set_attention_mode(AttentionMode mode) override {
+    for (auto& layer : layers_) layer->attention_mode = mode;
+  }
   void set_activation_checkpointing(bool on) override {
     checkpoint_layers_ = on;
     for (auto& layer : layers_) layer->recompute_attention = !on;
@@ -138,8 +141,7 @@ class BertModelImpl : public TextEncoderImpl {
 
  private:
   // Layer i on x, checkpointed when that is on and autograd records.
-  at::Tensor run_layer(size_t i, const at::Tensor& x, const at::Tensor& mask_bias, const TokenLayout& layout,
-                       const at::Tensor& out_rows);
+  at::Tensor run_layer(size_t i, const at::Tensor& x, const TokenLayout& layout, const at::Tensor& out_rows);
 
   BertConfig config_;
   EncoderConfig encoder_config_;

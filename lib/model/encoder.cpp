@@ -26,33 +26,6 @@ at::Tensor pool(const at::Tensor& hidden, const at::Tensor& attention_mask, Pool
   return (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9);
 }
 
-TokenLayout::TokenLayout(const at::Tensor& attention_mask)
-    : batch(attention_mask.size(0)), length(attention_mask.size(1)) {
-  const at::Tensor real = attention_mask.reshape({-1}) != 0;
-  token_index = real.nonzero().squeeze(1);  // one host sync a forward: N decides shapes
-  dense = token_index.size(0) == batch * length;
-  positions = token_index.remainder(length);
-  // Packed row of flat position p = (number of real tokens before it); position 0 of
-  // each sequence is a real token (right padding).
-  const at::Tensor row_of = real.to(at::kLong).cumsum(0) - 1;
-  first_index = row_of.view({batch, length}).select(1, 0).contiguous();
-  // A sequence's last real token is the row before the next sequence's first.
-  const at::Tensor counts = real.view({batch, length}).sum(1);
-  last_index = first_index + counts - 1;
-}
-
-at::Tensor TokenLayout::pack(const at::Tensor& padded) const {
-  const at::Tensor flat = padded.reshape({batch * length, padded.size(-1)});
-  return dense ? flat : flat.index_select(0, token_index);
-}
-
-at::Tensor TokenLayout::unpack(const at::Tensor& packed) const {
-  const int64_t hidden = packed.size(-1);
-  if (dense) return packed.view({batch, length, hidden});
-  return at::zeros({batch * length, hidden}, packed.options()).index_copy(0, token_index, packed)
-      .view({batch, length, hidden});
-}
-
 nlohmann::json read_config_json(const std::string& path) {
   if (const std::string folder = folder_not_file(path, "a model's config.json"); !folder.empty()) throw ModelError(folder);
   std::ifstream in(path);

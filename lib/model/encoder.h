@@ -1,8 +1,8 @@
 // What every encoder embed-train trains gives the embedder (model/embedder.h): token ids
 // and their mask in, hidden states or pooled sentence vectors out. BERT and XLM-RoBERTa
 // (model/bert.h) and Qwen3 (model/qwen3.h) implement it; the embedder, the trainer and the
-// model folder see only this. Also here: how a batch's real tokens are packed (TokenLayout,
-// which both encoders run their per-token layers on) and pooling.
+// model folder see only this. Also here: pooling. How a batch's real tokens are packed is
+// model/token_layout.h; how the encoders attend over them, model/attention.h.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <torch/nn/module.h>
 
-#include "config/choices.h"  // Pooling
+#include "config/choices.h"  // Pooling, AttentionMode
 #include "config/encoder_config.h"
 
 namespace ddp_embed {
@@ -26,28 +26,6 @@ struct ModelError : std::runtime_error {
 // token), as sentence-transformers' Pooling computes them: cls takes the first position whose
 // mask is 1, lasttoken the last one, mean averages the real tokens. → [B, H]
 at::Tensor pool(const at::Tensor& hidden, const at::Tensor& attention_mask, Pooling mode);
-
-// Where a batch's real tokens are. The encoders run their linear layers, norms,
-// activations and dropout — nearly all of their FLOPs — on the real tokens alone, packed
-// into [N, H] rows, and scatter them into the padded [B, L, H] layout only for attention.
-// Padding costs nothing but attention's share: with short pairs (the demo's average 8
-// tokens a text, padded to the batch's longest) that is about half of a padded encoder's
-// work. The real tokens' outputs are the same as the padded computation's: every per-token
-// op sees the same row, and attention masks the padding either way. Rows are right-padded:
-// a sequence's real tokens come first.
-struct TokenLayout {
-  explicit TokenLayout(const at::Tensor& attention_mask /*[B, L]*/);
-  at::Tensor pack(const at::Tensor& padded /*[B, L, H]*/) const;   // → [N, H]
-  at::Tensor unpack(const at::Tensor& packed /*[N, H]*/) const;    // → [B, L, H], zeros at padding
-  // The packed rows of each sequence's first / last real token.
-  const at::Tensor& rows_of(Pooling p) const { return p == Pooling::LastToken ? last_index : first_index; }
-  int64_t batch, length;
-  at::Tensor token_index;  // [N] int64: flat positions (b * L + t) of the real tokens, in order
-  at::Tensor positions;    // [N] int64: t, each real token's position in its sequence
-  at::Tensor first_index;  // [B] int64: row of each sequence's position 0 in the packed [N, H]
-  at::Tensor last_index;   // [B] int64: row of each sequence's last real token
-  bool dense;              // no padding at all: pack and unpack are views
-};
 
 class TextEncoderImpl : public torch::nn::Module {
  public:
@@ -73,6 +51,9 @@ class TextEncoderImpl : public torch::nn::Module {
   // the rows into .grad in place, so .grad must already be a defined dense tensor
   // (FlatAdamW's); with no .grad, .grad itself would become sparse.
   virtual void set_sparse_word_gradient(bool on) = 0;
+  // model.attention (model/attention.h): packed, padded, or per batch the faster. Auto by
+  // default; any mode gives the same values to rounding.
+  virtual void set_attention_mode(AttentionMode mode) = 0;
 };
 
 // A config.json's JSON; throws ModelError naming the file when it cannot be read or parsed.

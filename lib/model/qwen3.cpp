@@ -8,6 +8,7 @@
 
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
+#include "model/attention.h"
 #include "model/hf_module_parts.h"
 
 namespace ddp_embed {
@@ -19,15 +20,6 @@ void refuse_unless(const nlohmann::json& j, const char* key, const nlohmann::jso
   const auto it = j.find(key);
   if (it == j.end() || it->is_null() || *it == allowed) return;
   throw ModelError(origin + ": " + key + " " + it->dump() + " is not implemented (" + why + ")");
-}
-
-// The lowest finite value of x's dtype: exp() of it is exactly 0.
-double lowest_of(at::ScalarType t) {
-  double lowest = 0;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "lowest", [&] {
-    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
-  });
-  return lowest;
 }
 
 // x [n, heads, head_dim] rotated by its tokens' angles (cos, sin [n, head_dim]): transformers'
@@ -171,41 +163,27 @@ Qwen3LayerImpl::Qwen3LayerImpl(const Qwen3Config& c)
   post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
 }
 
-at::Tensor Qwen3LayerImpl::forward(const at::Tensor& x, const at::Tensor& bias, const TokenLayout& layout,
-                                   const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& out_rows) {
+at::Tensor Qwen3LayerImpl::forward(const at::Tensor& x, const TokenLayout& layout, const at::Tensor& cos,
+                                   const at::Tensor& sin, const at::Tensor& out_rows) {
   const bool some_rows = out_rows.defined();
-  const int64_t batch = layout.batch, tokens = x.size(0);
+  const int64_t tokens = x.size(0);
   const at::Tensor h = input_layernorm(x);
   const at::Tensor h_rows = some_rows ? h.index_select(0, out_rows) : h;
   const at::Tensor cos_rows = some_rows ? cos.index_select(0, out_rows) : cos;
   const at::Tensor sin_rows = some_rows ? sin.index_select(0, out_rows) : sin;
 
-  // Per token: project, normalize each head, rotate. Then [B, heads, L, head_dim] for SDPA,
-  // each key/value head repeated for the query heads that share it (transformers' repeat_kv).
-  const at::Tensor q = rotate(q_norm(q_proj(h_rows).view({h_rows.size(0), num_heads_, head_dim_})), cos_rows, sin_rows);
+  // Per token: project, normalize each head, rotate; then attention on the packed tokens,
+  // the grouped key/value heads as they are.
+  const int64_t rows = h_rows.size(0);
+  const at::Tensor q = rotate(q_norm(q_proj(h_rows).view({rows, num_heads_, head_dim_})), cos_rows, sin_rows);
   const at::Tensor k = rotate(k_norm(k_proj(h).view({tokens, num_kv_heads_, head_dim_})), cos, sin);
-  const at::Tensor v = v_proj(h);
-  const auto to_heads = [&](const at::Tensor& packed, int64_t heads) {
-    return layout.unpack(packed.reshape({tokens, heads * head_dim_}))
-        .view({batch, layout.length, heads, head_dim_})
-        .transpose(1, 2);
-  };
-  const int64_t group = num_heads_ / num_kv_heads_;
-  const auto shared = [&](const at::Tensor& t) { return group == 1 ? t : t.repeat_interleave(group, 1); };
-  const at::Tensor keys = shared(to_heads(k, num_kv_heads_));
-  const at::Tensor values = shared(to_heads(v, num_kv_heads_));
-  const at::Tensor queries = some_rows ? q.view({batch, 1, num_heads_, head_dim_}).transpose(1, 2)
-                                       : to_heads(q, num_heads_);
-
-  at::Tensor context;
-  if (!bias.defined())
-    context = at::scaled_dot_product_attention(queries, keys, values, {}, 0.0, /*is_causal=*/true);
-  else if (recompute_attention && !some_rows && x.device().is_cpu() && at::GradMode::is_enabled() && x.requires_grad())
-    context = attention_recomputed(queries, keys, values, bias, 0.0);
-  else
-    context = compat::scaled_dot_product_attention(queries, keys, values, bias, 0.0);
-  context = context.transpose(1, 2).reshape({batch, queries.size(2), num_heads_ * head_dim_});
-  context = some_rows ? context.view({batch, num_heads_ * head_dim_}) : layout.pack(context);
+  const at::Tensor v = v_proj(h).view({tokens, num_kv_heads_, head_dim_});
+  AttentionCall call;
+  call.causal = true;
+  call.one_query_per_sequence = some_rows;
+  call.recompute_padded = recompute_attention;
+  call.mode = attention_mode;
+  const at::Tensor context = attention(q, k, v, layout, call).reshape({rows, num_heads_ * head_dim_});
 
   const at::Tensor a = (some_rows ? x.index_select(0, out_rows) : x) + o_proj(context);
   const at::Tensor g = post_attention_layernorm(a);
@@ -233,9 +211,10 @@ Qwen3ModelImpl::Qwen3ModelImpl(const Qwen3Config& c) {
 
 nlohmann::json Qwen3ModelImpl::hf_config_json() const { return qwen3_config_to_hf_json(config()); }
 
-at::Tensor Qwen3ModelImpl::run(const at::Tensor& input_ids, const at::Tensor& attention_mask,
-                               const TokenLayout& layout, const at::Tensor& out_rows) {
-  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, length], got ", input_ids.sizes());
+at::Tensor Qwen3ModelImpl::run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows) {
+  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(0) == layout.batch && input_ids.size(1) == layout.length,
+              "input_ids ", input_ids.sizes(), " does not match attention_mask [", layout.batch, ", ", layout.length,
+              "]");
   const Qwen3Config& c = config();
   if (layout.length > c.max_position)
     throw ModelError("sequence length " + std::to_string(layout.length) + " exceeds max_position_embeddings " +
@@ -251,51 +230,34 @@ at::Tensor Qwen3ModelImpl::run(const at::Tensor& input_ids, const at::Tensor& at
   const at::Tensor both = at::cat({angles, angles}, -1);
   const at::Tensor cos = both.cos(), sin = both.sin();
 
-  // The mask SDPA needs: none on a GPU (its causal flag, which the flash kernel takes), a
-  // causal bias elsewhere (the CPU's recomputed attention takes a bias), and for the
-  // pooled tokens alone the keys up to each one (the last token: its whole text).
-  const double lowest = lowest_of(x.scalar_type());
-  const int64_t length = layout.length;
-  const at::Tensor causal =
-      x.device().is_cpu()
-          ? at::full({length, length}, lowest, x.options()).triu(1).view({1, 1, length, length})
-          : at::Tensor();
-  at::Tensor row_bias;  // [B, 1, 1, L]: the keys each pooled token sees, its own and those before
-  if (out_rows.defined()) {
-    const at::Tensor position = layout.positions.index_select(0, out_rows).view({-1, 1});  // [B, 1]
-    const at::Tensor after = at::arange(length, position.options()).view({1, -1}) > position;
-    row_bias = at::zeros({layout.batch, 1, 1, length}, x.options())
-                   .masked_fill_((after | (attention_mask == 0)).view({layout.batch, 1, 1, length}), lowest);
-  }
-
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const bool last = i + 1 == layers_.size();
-    const at::Tensor rows = last ? out_rows : at::Tensor();
-    const at::Tensor bias = rows.defined() ? row_bias : causal;
+    const at::Tensor rows = i + 1 == layers_.size() ? out_rows : at::Tensor();
     Qwen3Layer layer = layers_[i];
     if (!checkpoint_layers_ || !at::GradMode::is_enabled()) {
-      x = layer(x, bias, layout, cos, sin, rows);
+      x = layer(x, layout, cos, sin, rows);
       continue;
     }
-    // checkpointed() keeps its second argument for backward; an empty tensor stands for
-    // "no bias" there.
-    const auto block = [layer, layout, cos, sin, rows](const at::Tensor& h, const at::Tensor& b) mutable {
-      return layer->forward(h, b.numel() == 0 ? at::Tensor() : b, layout, cos, sin, rows);
+    // checkpointed() takes a bias beside the hidden states: attention needs none here.
+    const auto block = [layer, layout, cos, sin, rows](const at::Tensor& h, const at::Tensor& /*bias*/) mutable {
+      return layer->forward(h, layout, cos, sin, rows);
     };
-    x = checkpointed(*layer, block, x, bias.defined() ? bias : at::empty({0}, x.options()));
+    x = checkpointed(*layer, block, x, at::empty({0}, x.options()));
   }
   return norm(x);
 }
 
 at::Tensor Qwen3ModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
   const TokenLayout layout(attention_mask);
-  return layout.unpack(run(input_ids, attention_mask, layout, {}));
+  return layout.unpack(run(input_ids, layout, {}));
 }
 
 at::Tensor Qwen3ModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) {
   const TokenLayout layout(attention_mask);
-  if (p == Pooling::Mean) return pool(layout.unpack(run(input_ids, attention_mask, layout, {})), attention_mask, p);
-  return run(input_ids, attention_mask, layout, layout.rows_of(p));
+  // The last token sees its whole text: the last layer computes it alone. The first token
+  // (cls) sees itself only, so it and the mean take every row.
+  if (p == Pooling::LastToken) return run(input_ids, layout, layout.rows_of(p));
+  const at::Tensor x = run(input_ids, layout, {});
+  return p == Pooling::Mean ? layout.mean(x) : x.index_select(0, layout.rows_of(p));
 }
 
 }  // namespace ddp_embed

@@ -32,6 +32,7 @@
 #include "config/encoder_config.h"
 #include "model/encoder.h"
 #include "model/lora.h"
+#include "model/token_layout.h"
 
 namespace ddp_embed {
 
@@ -60,12 +61,12 @@ TORCH_MODULE(RMSNorm);
 class Qwen3LayerImpl : public torch::nn::Module {
  public:
   explicit Qwen3LayerImpl(const Qwen3Config& c);
-  // x: the real tokens, [N, H]; cos, sin: their rotary factors [N, head_dim]. bias: the
-  // additive attention mask — causal [1, 1, L, L] for all rows, or undefined to let SDPA
-  // apply the causal mask itself; with out_rows ([B] packed rows, one a sequence), the
-  // keys each of those tokens sees [B, 1, 1, L], and only their outputs are computed ([B, H]).
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias, const TokenLayout& layout, const at::Tensor& cos,
-                     const at::Tensor& sin, const at::Tensor& out_rows = {});
+  // x: the real tokens, [N, H]; cos, sin: their rotary factors [N, head_dim]. Attention is
+  // causal, on the packed tokens (model/attention.h). With out_rows ([B] packed rows: each
+  // sequence's last real token, which sees its whole text), only their outputs are
+  // computed ([B, H]).
+  at::Tensor forward(const at::Tensor& x, const TokenLayout& layout, const at::Tensor& cos, const at::Tensor& sin,
+                     const at::Tensor& out_rows = {});
 
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   // Linear layers that take a LoRA adapter when one is asked for (model/lora.h).
@@ -73,9 +74,10 @@ class Qwen3LayerImpl : public torch::nn::Module {
   RMSNorm q_norm{nullptr}, k_norm{nullptr};
   AdaptableLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
-  // As BertLayerImpl::recompute_attention: on the CPU while autograd records, attention
-  // probabilities are recomputed in backward instead of stored.
+  // As BertLayerImpl::recompute_attention: on the CPU's padded path while autograd records,
+  // attention probabilities are recomputed in backward instead of stored.
   bool recompute_attention = true;
+  AttentionMode attention_mode = AttentionMode::Auto;  // model.attention (model/attention.h)
 
  private:
   int64_t num_heads_, num_kv_heads_, head_dim_;
@@ -98,6 +100,9 @@ class Qwen3ModelImpl : public TextEncoderImpl {
     for (auto& layer : layers_) layer->recompute_attention = !on;
   }
   void set_sparse_word_gradient(bool on) override { embed_tokens->options.sparse(on); }
+  void set_attention_mode(AttentionMode mode) override {
+    for (auto& layer : layers_) layer->attention_mode = mode;
+  }
 
   const Qwen3Config& config() const { return encoder_config_.qwen3; }
   std::vector<Qwen3Layer>& layers() { return layers_; }
@@ -107,8 +112,7 @@ class Qwen3ModelImpl : public TextEncoderImpl {
 
  private:
   // The layers on the packed real tokens; out_rows as in Qwen3LayerImpl::forward.
-  at::Tensor run(const at::Tensor& input_ids, const at::Tensor& attention_mask, const TokenLayout& layout,
-                 const at::Tensor& out_rows);
+  at::Tensor run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows);
 
   EncoderConfig encoder_config_;
   std::vector<Qwen3Layer> layers_;  // also registered as layers.N

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/key_suggest.h"
+#include "model/attention.h"
 #include "model/lora.h"
 #include "model/weights.h"
 #include "train/prepare.h"
@@ -412,6 +413,8 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
   SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
   check_matryoshka_dims(cfg, model);
   model->encoder().set_activation_checkpointing(cfg.train.activation_checkpointing);
+  model->encoder().set_attention_mode(cfg.model.attention);
+  spdlog::info("{}", describe_attention_mode(cfg.model.attention, w.device));
   if (cfg.model.lora_rank > 0) {
     if (!cfg.model.init)
       spdlog::warn("model.lora_rank {} without model.init: LoRA freezes the encoder, and this one is random "

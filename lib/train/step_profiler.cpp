@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include "model/attention.h"
 #include "util/log.h"
 
 namespace ddp_embed {
@@ -72,6 +73,19 @@ std::string top_ops_table(const std::vector<prof::KinetoEvent>& events, int64_t 
   return out;
 }
 
+// Which attention path each layer's call took over the recorded steps (model/attention.h:
+// on the CPU, auto picks per batch), e.g. "CPU packed kernel 96, CPU padded 24".
+std::string attention_paths_line(const std::array<int64_t, kAttentionPaths>& before) {
+  const auto after = attention_path_counts();
+  std::string out;
+  for (int i = 0; i < kAttentionPaths; ++i) {
+    const int64_t calls = after[size_t(i)] - before[size_t(i)];
+    if (calls > 0)
+      out += fmt::format("{}{} {}", out.empty() ? "" : ", ", attention_path_name(static_cast<AttentionPath>(i)), calls);
+  }
+  return "attention calls over the recorded steps by path: " + (out.empty() ? std::string("none") : out) + "\n";
+}
+
 }  // namespace
 
 StepProfiler::StepProfiler(int64_t steps, int64_t skip, std::string trace_path)
@@ -87,6 +101,7 @@ void StepProfiler::before_step(int64_t steps_done) {
   if (steps_ > 0 && !recording_ && steps_done == skip_) {
     prof::enableProfiler(ProfilerConfig(ProfilerState::KINETO), kActivities);
     recording_ = true;
+    attention_paths_before_ = attention_path_counts();
   }
 }
 
@@ -96,7 +111,8 @@ void StepProfiler::after_step(int64_t steps_done) {
   std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
   result->save(trace_path_);
   spdlog::info("{}", fmt::format("profile of steps {}-{} written to {} (Chrome trace)\n", skip_ + 1, skip_ + steps_,
-                                 trace_path_) + top_ops_table(result->events(), steps_, 12));
+                                 trace_path_) + attention_paths_line(attention_paths_before_) +
+                                 top_ops_table(result->events(), steps_, 12));
 }
 
 }  // namespace ddp_embed

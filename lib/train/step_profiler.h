@@ -2,12 +2,16 @@
 // LibTorch's profiler (Kineto) records every op of N steps on rank 0, writes them as a
 // Chrome trace (chrome://tracing, https://ui.perfetto.dev) and logs the ops that took the
 // most time, by self time (an op's time minus the ops it called), as PyTorch's
-// key_averages() table sorts them.
+// key_averages() table sorts them, after a line saying which attention path ran how often
+// (model/attention.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "model/attention.h"  // kAttentionPaths
 
 namespace ddp_embed {
 
@@ -26,6 +30,7 @@ class StepProfiler {
   int64_t steps_, skip_;
   std::string trace_path_;
   bool recording_ = false;
+  std::array<int64_t, kAttentionPaths> attention_paths_before_{};  // attention_path_counts() when recording began
 };
 
 }  // namespace ddp_embed

@@ -8,6 +8,7 @@
 #include <string>
 #include <typeinfo>
 
+#include <ATen/cuda/CUDAContext.h>  // getDeviceProperties
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -57,6 +58,11 @@ __attribute__((visibility("default"))) double ddp_embed_cuda_peak_allocated_mb(i
   // allocated_bytes[0]: the aggregate over the allocator's pools (StatType::AGGREGATE).
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
   return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+}
+
+__attribute__((visibility("default"))) int ddp_embed_cuda_capability(int index) {
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index));
+  return p->major * 10 + p->minor;
 }
 
 __attribute__((visibility("default"))) void ddp_embed_cuda_make_nccl(const c10::intrusive_ptr<c10d::Store>& store,

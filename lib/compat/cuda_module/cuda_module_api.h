@@ -15,7 +15,7 @@ class Backend;
 }  // namespace c10d
 
 // Bumped whenever a signature below changes: a stale module is refused, not called.
-#define DDP_EMBED_CUDA_API_VERSION 1
+#define DDP_EMBED_CUDA_API_VERSION 2
 
 extern "C" {
 int ddp_embed_cuda_api_version();
@@ -31,6 +31,8 @@ int ddp_embed_cuda_device_count();
 void ddp_embed_cuda_set_device(int index);
 // The most memory the caching allocator has handed out on the device since the start, MiB.
 double ddp_embed_cuda_peak_allocated_mb(int index);
+// The device's compute capability as major * 10 + minor (80: an A100, 90: an H100).
+int ddp_embed_cuda_capability(int index);
 // A ProcessGroupNCCL over `store`; collectives time out (the NCCL watchdog aborts the
 // communicator) after timeout_ms. Throws what its constructor throws.
 void ddp_embed_cuda_make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

@@ -1,0 +1,271 @@
+#include "model/attention.h"
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include <ATen/Dispatch.h>
+#include <ATen/record_function.h>
+
+#include "compat/cuda_support.h"
+#include "compat/torch_compat.h"
+#include "model/activation_checkpoint.h"
+#include "util/log.h"
+
+namespace ddp_embed {
+namespace {
+
+std::array<std::atomic<int64_t>, kAttentionPaths> g_path_counts{};
+
+// One log line the first time each (path, why) is taken: what ran, and why not the faster one.
+void say_once(AttentionPath path, const std::string& why) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::string line = std::string("attention: ") + attention_path_name(path) + (why.empty() ? "" : " (" + why + ")");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(line).second) spdlog::info("{}", line);
+}
+
+// ---- CPU: one scaled_dot_product_attention per sequence -------------------------------------
+
+// Each sequence's rows alone, [heads, l, D] for SDPA: split_with_sizes gives views whose
+// backward writes each gradient into its own rows of one buffer (narrow's or a slice's
+// backward would write a full-size zero-padded gradient per sequence). Grouped heads: each
+// key/value head repeated for the query heads that share it, once for the batch.
+at::Tensor cpu_sequence_loop(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                             const AttentionCall& call) {
+  const int64_t group = q.size(1) / k.size(1);
+  const auto shared = [&](const at::Tensor& t) { return group == 1 ? t : t.repeat_interleave(group, 1); };
+  const std::vector<int64_t> one_each(static_cast<size_t>(layout.batch), 1);
+  const auto queries = q.split_with_sizes(call.one_query_per_sequence ? one_each : layout.lengths);
+  const auto keys = shared(k).split_with_sizes(layout.lengths);
+  const auto values = shared(v).split_with_sizes(layout.lengths);
+  // One query a sequence sees its whole sequence (the pooled token: BERT's first, Qwen3's
+  // last); every query of a causal sequence, the keys up to its own.
+  const bool causal = call.causal && !call.one_query_per_sequence;
+  std::vector<at::Tensor> context;
+  context.reserve(queries.size());
+  for (size_t b = 0; b < queries.size(); ++b) {
+    if (keys[b].size(0) == 0) {  // a text without tokens: nothing to attend to
+      context.push_back(at::zeros_like(queries[b]));
+      continue;
+    }
+    context.push_back(at::scaled_dot_product_attention(queries[b].transpose(0, 1), keys[b].transpose(0, 1),
+                                                       values[b].transpose(0, 1), {}, call.dropout_p, causal)
+                          .transpose(0, 1));
+  }
+  return at::cat(context);
+}
+
+// ---- padded: scaled_dot_product_attention on [B, heads, L, head_dim] ------------------------
+
+at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                  const AttentionCall& call) {
+  const int64_t batch = layout.batch, length = layout.length;
+  const int64_t q_heads = q.size(1), kv_heads = k.size(1), dims = q.size(2), group = q_heads / kv_heads;
+  // [N, heads, D] → [B, heads, L, D], zeros at padding.
+  const auto to_heads = [&](const at::Tensor& t) {
+    const int64_t heads = t.size(1);
+    return layout.unpack(t.reshape({t.size(0), heads * dims})).view({batch, length, heads, dims}).transpose(1, 2);
+  };
+  // Each key/value head repeated for the query heads that share it (transformers' repeat_kv).
+  const auto shared = [&](const at::Tensor& t) { return group == 1 ? t : t.repeat_interleave(group, 1); };
+  const at::Tensor queries = call.one_query_per_sequence ? q.view({batch, 1, q_heads, dims}).transpose(1, 2) : to_heads(q);
+  const at::Tensor keys = shared(to_heads(k)), values = shared(to_heads(v));
+  const bool cpu = q.device().is_cpu();
+  // The bias in q's dtype (SDPA adds it to the scores), its lowest finite value at a masked
+  // key: exp() of it is exactly 0, and a row of padding alone cannot make NaN as -inf would.
+  const at::TensorOptions bias_options = q.options();
+  at::Tensor bias;
+  bool causal_flag = false;
+  if (call.causal && !call.one_query_per_sequence) {
+    // Right padding: the causal mask alone keeps every real query from the padding after it.
+    // A GPU takes SDPA's causal flag (its flash kernel); the CPU a bias (attention_recomputed
+    // takes one).
+    if (cpu) {
+      double lowest = 0;
+      AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, q.scalar_type(), "causal_bias", [&] {
+        lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+      });
+      bias = at::full({length, length}, lowest, bias_options).triu(1).view({1, 1, length, length});
+    } else {
+      causal_flag = true;
+    }
+  } else {
+    bias = layout.padding_bias(bias_options);
+  }
+  const bool recompute = call.recompute_padded && cpu && at::GradMode::is_enabled() &&
+                         (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  at::Tensor context;
+  if (causal_flag)
+    context = at::scaled_dot_product_attention(queries, keys, values, {}, call.dropout_p, /*is_causal=*/true);
+  else if (recompute)
+    context = attention_recomputed(queries, keys, values, bias, call.dropout_p);
+  else
+    context = compat::scaled_dot_product_attention(queries, keys, values, bias, call.dropout_p);
+  context = context.transpose(1, 2);  // [B, Lq, q_heads, D]
+  if (call.one_query_per_sequence) return context.reshape({batch, q_heads, dims});
+  return layout.pack(context.reshape({batch, length, q_heads * dims})).view({layout.tokens, q_heads, dims});
+}
+
+// ---- CUDA: the varlen kernels ---------------------------------------------------------------
+
+// Why flash attention cannot take the call ("" if it can).
+std::string flash_refuses(const at::Tensor& q) {
+  const auto type = q.scalar_type();
+  if (type != at::kBFloat16 && type != at::kHalf) return "flash takes bf16 or fp16, this is " + std::string(c10::toString(type));
+  const int64_t dims = q.size(2);
+  if (dims % 8 != 0 || dims > 256) return "flash needs head_dim a multiple of 8 up to 256, this is " + std::to_string(dims);
+  const int capability = compat::cuda_capability(q.device().index());
+  if (capability < 80) return "flash needs sm80 or newer, this GPU is sm" + std::to_string(capability);
+  return "";
+}
+
+// Why the memory-efficient kernel cannot take the call ("" if it can).
+std::string efficient_refuses(const at::Tensor& q) {
+  const auto type = q.scalar_type();
+  const int64_t dims = q.size(2), alignment = type == at::kFloat ? 4 : 8;  // 16 bytes
+  if (type != at::kFloat && type != at::kHalf && type != at::kBFloat16)
+    return "no varlen kernel takes " + std::string(c10::toString(type));
+  if (type == at::kBFloat16 && compat::cuda_capability(q.device().index()) < 80)
+    return "bf16 needs sm80 or newer";
+  if (dims % alignment != 0)
+    return "the memory-efficient kernel needs head_dim a multiple of " + std::to_string(alignment);
+  return "";
+}
+
+// The query side's sequence starts: the layout's, or 0, 1, ..., B for one query a sequence.
+const at::Tensor& query_starts(const TokenLayout& layout, const AttentionCall& call) {
+  return call.one_query_per_sequence ? layout.cu_one_each : layout.cu_seqlens;
+}
+
+at::Tensor cuda_flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                      const AttentionCall& call) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+  return compat::flash_attention_varlen(q.contiguous(), k.contiguous(), v.contiguous(), query_starts(layout, call),
+                                        layout.cu_seqlens, call.one_query_per_sequence ? 1 : layout.longest,
+                                        layout.longest, call.dropout_p, call.causal && !call.one_query_per_sequence,
+                                        scale);
+}
+
+at::Tensor cuda_efficient(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                          const AttentionCall& call) {
+  const int64_t group = q.size(1) / k.size(1);
+  // This kernel has no grouped heads: each key/value head is repeated for its query heads.
+  const auto shared = [&](const at::Tensor& t) { return (group == 1 ? t : t.repeat_interleave(group, 1)).contiguous(); };
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+  const bool needs_grad = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  return compat::efficient_attention_varlen(q.contiguous().unsqueeze(0), shared(k).unsqueeze(0),
+                                            shared(v).unsqueeze(0), query_starts(layout, call), layout.cu_seqlens,
+                                            call.one_query_per_sequence ? 1 : layout.longest, layout.longest,
+                                            call.dropout_p, call.causal && !call.one_query_per_sequence, needs_grad,
+                                            scale)
+      .squeeze(0);
+}
+
+void check_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                const AttentionCall& call) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: q, k and v must be [tokens, heads, head_dim]");
+  TORCH_CHECK(k.sizes() == v.sizes(), "attention: k ", k.sizes(), " and v ", v.sizes(), " differ");
+  TORCH_CHECK(k.size(0) == layout.tokens, "attention: k has ", k.size(0), " rows, the layout ", layout.tokens,
+              " tokens");
+  TORCH_CHECK(q.size(0) == (call.one_query_per_sequence ? layout.batch : layout.tokens), "attention: q has ",
+              q.size(0), " rows for ", layout.batch, " sequences of ", layout.tokens, " tokens");
+  TORCH_CHECK(q.size(2) == k.size(2) && k.size(1) > 0 && q.size(1) % k.size(1) == 0, "attention: q ", q.sizes(),
+              " does not fit k ", k.sizes(), " (query heads must be a multiple of key/value heads)");
+  TORCH_CHECK(q.scalar_type() == k.scalar_type() && k.scalar_type() == v.scalar_type(),
+              "attention: q, k and v have different dtypes");
+  TORCH_CHECK(q.device() == k.device() && k.device() == v.device() && layout.cu_seqlens.device() == q.device(),
+              "attention: q, k, v and the layout are on different devices");
+}
+
+AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const AttentionCall& call, std::string& why) {
+  if (q.device().is_cpu()) {
+    if (call.mode == AttentionMode::Padded) return AttentionPath::CpuPadded;
+    if (call.mode == AttentionMode::Packed) return AttentionPath::CpuPacked;
+    if (!at::isFloatingType(q.scalar_type()) || q.scalar_type() == at::kDouble) return AttentionPath::CpuPadded;
+    return cpu_packed_pays(layout) ? AttentionPath::CpuPacked : AttentionPath::CpuPadded;
+  }
+  if (!q.device().is_cuda() || call.mode == AttentionMode::Padded) return AttentionPath::CudaPadded;
+  why = flash_refuses(q);
+  if (why.empty()) return AttentionPath::CudaFlash;
+  const std::string no_efficient = efficient_refuses(q);
+  if (no_efficient.empty()) return AttentionPath::CudaEfficient;
+  why += "; " + no_efficient;
+  return AttentionPath::CudaPadded;
+}
+
+}  // namespace
+
+const char* attention_path_name(AttentionPath path) {
+  switch (path) {
+    case AttentionPath::CpuPacked: return "CPU packed (one scaled_dot_product_attention a sequence)";
+    case AttentionPath::CpuPadded: return "CPU padded (scaled_dot_product_attention)";
+    case AttentionPath::CudaFlash: return "CUDA flash attention, varlen";
+    case AttentionPath::CudaEfficient: return "CUDA memory-efficient attention, varlen";
+    case AttentionPath::CudaPadded: return "padded (scaled_dot_product_attention)";
+  }
+  return "?";
+}
+
+// The CPU's auto rule, from forward + backward of one layer's attention on 32 sequences
+// (fp32, one thread, 12 heads of 32 and of 64, with and without dropout 0.1; the table is in
+// docs/models.md): wherever a batch has padding, the loop over its sequences is the faster —
+// 3× on STS-B-like lengths (6 to 40 tokens), 4-7× on skewed ones (one in twenty near the
+// longest), still ahead at 75% fill (48 to 64 tokens) — and a dense batch (every sequence the
+// same length, no padding) is faster as one batched call than as 32 small ones (32 × 64:
+// 111 ms against 142; 32 × 16: 14 against 23).
+bool cpu_packed_pays(const TokenLayout& layout) {
+  for (const int64_t l : layout.lengths)
+    if (l != layout.length) return true;
+  return false;
+}
+
+std::string describe_attention_mode(AttentionMode mode, const c10::Device& device) {
+  const std::string head = "model.attention " + choice_name(mode) + ": ";
+  if (device.is_cpu()) {
+    switch (mode) {
+      case AttentionMode::Packed: return head + "one scaled_dot_product_attention a sequence, for every batch";
+      case AttentionMode::Padded: return head + "padded with a mask (scaled_dot_product_attention) for every batch";
+      case AttentionMode::Auto:
+        return head + "per batch on the CPU: one scaled_dot_product_attention a sequence where the batch has "
+                      "padding, one padded call where it has none";
+    }
+  }
+  switch (mode) {
+    case AttentionMode::Padded: return head + "padded with a mask (scaled_dot_product_attention) for every batch";
+    default:
+      return head + "CUDA's varlen kernels (flash for bf16/fp16 on sm80+ with head_dim a multiple of 8 up to 256, "
+                    "else the memory-efficient one), padded where neither takes the call; the first use of each "
+                    "is logged";
+  }
+}
+
+std::array<int64_t, kAttentionPaths> attention_path_counts() {
+  std::array<int64_t, kAttentionPaths> counts{};
+  for (int i = 0; i < kAttentionPaths; ++i) counts[size_t(i)] = g_path_counts[size_t(i)].load();
+  return counts;
+}
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                     const AttentionCall& call) {
+  check_call(q, k, v, layout, call);
+  std::string why;
+  const AttentionPath path = choose_path(q, layout, call, why);
+  ++g_path_counts[static_cast<size_t>(path)];
+  if (!q.device().is_cpu()) say_once(path, why);
+  RECORD_FUNCTION(attention_path_name(path), std::vector<c10::IValue>());  // the profile's name for it
+  switch (path) {
+    case AttentionPath::CpuPacked: return cpu_sequence_loop(q, k, v, layout, call);
+    case AttentionPath::CudaFlash: return cuda_flash(q, k, v, layout, call);
+    case AttentionPath::CudaEfficient: return cuda_efficient(q, k, v, layout, call);
+    case AttentionPath::CpuPadded:
+    case AttentionPath::CudaPadded: return padded(q, k, v, layout, call);
+  }
+  return padded(q, k, v, layout, call);
+}
+
+}  // namespace ddp_embed

@@ -1,0 +1,77 @@
+// Attention on packed tokens: the one entry point every encoder calls (BERT and XLM-RoBERTa
+// bidirectional, Qwen3 causal with grouped query heads).
+//
+// q, k and v come packed, [tokens, heads, head_dim], the real tokens of a batch in sequence
+// order (model/token_layout.h); the layout says where each sequence's rows are, on the host
+// (its lengths) and on the device (cu_seqlens, int32). Which computation runs is decided per
+// call, by model.attention (config/choices.h: AttentionMode) and what the device can do:
+//
+//   CPU   packed   one at::scaled_dot_product_attention a sequence, on its real tokens
+//                  (split_with_sizes views: each backward writes its own rows)
+//         padded   q, k, v scattered into [B, heads, L, head_dim] with the padding masked,
+//                  at::scaled_dot_product_attention (probabilities recomputed in backward
+//                  while training: attention_recomputed, model/activation_checkpoint.h)
+//   CUDA  packed   flash attention's varlen kernel (bf16/fp16, sm80+, head_dim a multiple
+//                  of 8 up to 256, grouped heads as they are), else the memory-efficient
+//                  kernel's (cu_seqlens, batch 1; fp32 too; grouped heads repeated)
+//         padded   scaled_dot_product_attention with a mask (or its causal flag)
+//
+// auto picks per batch. On the CPU, packed wherever the batch has padding, padded where it
+// has none (cpu_packed_pays below: the rule, and attention.cpp the measurements behind it).
+// On CUDA, packed whenever a varlen kernel takes the call. Each path gives the same values,
+// to rounding (1e-5 in fp32: tests/torch/test_attention.cpp); dropout draws differ between
+// paths. Grouped heads: the CPU's paths and the memory-efficient kernel repeat each
+// key/value head for its query heads; flash attention reads them as they are.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "config/choices.h"  // AttentionMode
+#include "model/token_layout.h"
+
+namespace ddp_embed {
+
+struct AttentionCall {
+  // Each query sees the keys of its own sequence up to its own position (Qwen3); else all
+  // of its sequence (BERT).
+  bool causal = false;
+  // q is [B, q_heads, head_dim], one query a sequence that sees its whole sequence (the token
+  // a pooling reads on the last layer: BERT's first, Qwen3's last); else q is [N, ...] like k.
+  bool one_query_per_sequence = false;
+  double dropout_p = 0;  // on the attention probabilities; 0 outside training
+  // CPU, padded path, while autograd records: recompute the probabilities in backward
+  // instead of storing them (off when the whole layer is checkpointed).
+  bool recompute_padded = false;
+  AttentionMode mode = AttentionMode::Auto;
+};
+
+// softmax(q kᵀ / sqrt(head_dim)) v for each sequence, with dropout on the probabilities.
+// q [N or B, q_heads, D], k and v [N, kv_heads, D] (q_heads a multiple of kv_heads: query
+// head h reads key/value head h / (q_heads / kv_heads)), same dtype and device, N =
+// layout.tokens. Returns q's shape. Differentiable in q, k and v.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                     const AttentionCall& call);
+
+// ---- which path ---------------------------------------------------------------------------
+
+enum class AttentionPath { CpuPacked, CpuPadded, CudaFlash, CudaEfficient, CudaPadded };
+constexpr int kAttentionPaths = 5;
+// "CPU packed (one scaled_dot_product_attention a sequence)", "CUDA flash attention, varlen", ...
+const char* attention_path_name(AttentionPath path);
+
+// The CPU's auto rule: whether the loop over sequences is the faster for this batch — it is
+// wherever the batch has padding. See attention.cpp for the measurements.
+bool cpu_packed_pays(const TokenLayout& layout);
+
+// What model.attention does on this device, in a sentence for the start-up log.
+std::string describe_attention_mode(AttentionMode mode, const c10::Device& device);
+
+// How many attention calls took each path in this process (every layer's forward counts
+// once; a recomputed forward counts again): the profile reports the difference over its steps.
+std::array<int64_t, kAttentionPaths> attention_path_counts();
+
+}  // namespace ddp_embed
