@@ -172,6 +172,10 @@ PortState probe_port(int port, std::string* error = nullptr);
 // A port that was free a moment ago (bind port 0, read it back, close), or 0 on error.
 int pick_free_port(std::string* error = nullptr);
 
+// A socket listening on every interface at `port` (IPv6 dual-stack, else IPv4), as rank
+// 0's store listens; close-on-exec. -1 with errno set (EADDRINUSE: someone serves it).
+int listen_on_port(int port);
+
 // ---- the program -----------------------------------------------------------------------
 
 // Runs `ddp-launch args...` (args exclude argv[0]); returns the exit status. Writes the
