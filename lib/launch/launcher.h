@@ -30,6 +30,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntimeError = 1;  // port in use, fork failed, ...
 inline constexpr int kExitUsage = 2;         // bad option, PROGRAM not found
 
+// An elastic job's defaults (--nnodes MIN:MAX; docs/distributed.md).
+inline constexpr double kDefaultJoinTimeoutSeconds = 30;
+inline constexpr int kDefaultMaxMembershipChanges = 20;
+
 // ---- command line ----------------------------------------------------------------------
 
 // What the command line said. Unset optionals mean "not given": the layout step fills
@@ -37,10 +41,21 @@ inline constexpr int kExitUsage = 2;         // bad option, PROGRAM not found
 struct LaunchOptions {
   std::optional<int> nproc;          // --nproc N
   bool nproc_per_gpu = false;        // --nproc gpu
-  std::optional<int> nnodes;         // --nnodes N
-  std::optional<int> node_rank;      // --node-rank R
+  std::optional<int> nnodes;         // --nnodes N (also N:N)
+  // --nnodes MIN:MAX with --rdzv-endpoint: an elastic job (both set, MIN <= MAX).
+  std::optional<int> min_nnodes, max_nnodes;
+  std::optional<int> node_rank;      // --node-rank R (elastic: a preference)
   std::optional<std::string> master_addr;
   std::optional<int> master_port;    // 0 = pick a free port
+  // --rdzv-endpoint HOST[:PORT]: the master's address and port for a job of fixed
+  // membership (when --master-addr/--master-port do not say otherwise); for an elastic
+  // job, the rendezvous server's.
+  std::optional<std::string> rdzv_host;
+  std::optional<int> rdzv_port;
+  double join_timeout_s = kDefaultJoinTimeoutSeconds;        // --join-timeout S
+  int max_membership_changes = kDefaultMaxMembershipChanges;  // --max-membership-changes K
+  std::optional<std::string> local_addr;  // --local-addr: how other nodes reach this one
+  std::optional<int> serve_rendezvous;    // --serve-rendezvous PORT: the server alone, no PROGRAM
   int max_restarts = 0;
   std::string log_dir;               // empty = no log files
   std::vector<std::string> devices;  // --devices 0,2,3 (empty = not given)
@@ -48,8 +63,10 @@ struct LaunchOptions {
   std::optional<std::string> run_id;
   bool standalone = false;           // torchrun's --standalone: one node, free port
 
-  std::string program;               // PROGRAM as typed
+  std::string program;               // PROGRAM as typed ("" with --serve-rendezvous)
   std::vector<std::string> program_args;
+
+  bool elastic() const { return min_nnodes.has_value(); }
 };
 
 enum class ParseOutcome { run, help, version, error };

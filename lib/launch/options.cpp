@@ -15,7 +15,8 @@ namespace {
 
 enum class Opt {
   nproc, nnodes, node_rank, master_addr, master_port, max_restarts, log_dir, devices,
-  grace, run_id, rdzv_endpoint, standalone, help, version
+  grace, run_id, rdzv_endpoint, standalone, join_timeout, max_membership_changes, local_addr,
+  serve_rendezvous, help, version
 };
 
 struct OptionName {
@@ -49,6 +50,13 @@ constexpr OptionName kOptionNames[] = {
     {"--rdzv-endpoint", Opt::rdzv_endpoint, true},
     {"--rdzv_endpoint", Opt::rdzv_endpoint, true},
     {"--standalone", Opt::standalone, false},
+    {"--join-timeout", Opt::join_timeout, true},
+    {"--join_timeout", Opt::join_timeout, true},
+    {"--max-membership-changes", Opt::max_membership_changes, true},
+    {"--max_membership_changes", Opt::max_membership_changes, true},
+    {"--local-addr", Opt::local_addr, true},
+    {"--local_addr", Opt::local_addr, true},
+    {"--serve-rendezvous", Opt::serve_rendezvous, true},
     {"--help", Opt::help, false},
     {"-h", Opt::help, false},
     {"--version", Opt::version, false},
@@ -144,17 +152,23 @@ std::string apply_option(Opt opt, const std::string& spelled, const std::string&
       o.nproc_per_gpu = false;
       return "";
     case Opt::nnodes: {
-      // torchrun's elastic MIN:MAX form is accepted only when MIN == MAX.
-      std::string n = value;
+      // N, or torchrun's MIN:MAX (an elastic job with --rdzv-endpoint; N:N alone means N).
       size_t colon = value.find(':');
-      if (colon != std::string::npos) {
-        if (value.substr(0, colon) != value.substr(colon + 1))
-          return spelled + ": elastic ranges (MIN:MAX) are not supported, got '" + value +
-                 "'; give one number";
-        n = value.substr(0, colon);
+      if (colon == std::string::npos) {
+        if (!parse_int(value, 1, 1 << 20, &number)) return got("a positive integer or MIN:MAX");
+        o.nnodes = number;
+        o.min_nnodes.reset();
+        o.max_nnodes.reset();
+        return "";
       }
-      if (!parse_int(n, 1, 1 << 20, &number)) return got("a positive integer");
-      o.nnodes = number;
+      int low = 0, high = 0;
+      if (!parse_int(value.substr(0, colon), 1, 1 << 20, &low) ||
+          !parse_int(value.substr(colon + 1), 1, 1 << 20, &high))
+        return got("a positive integer or MIN:MAX");
+      if (low > high) return spelled + ": MIN must not exceed MAX, got '" + value + "'";
+      o.nnodes.reset();
+      o.min_nnodes = low;
+      o.max_nnodes = high;
       return "";
     }
     case Opt::node_rank:
@@ -203,13 +217,29 @@ std::string apply_option(Opt opt, const std::string& spelled, const std::string&
       else if (colon != std::string::npos && host.find(':') != std::string::npos)
         return got("HOST[:PORT], with an IPv6 address in brackets");
       if (host.empty()) return got("HOST[:PORT]");
+      o.rdzv_port.reset();
       if (colon != std::string::npos) {
         if (!parse_int(value.substr(colon + 1), 0, 65535, &number)) return got("HOST[:PORT]");
-        o.master_port = number;
+        o.rdzv_port = number;
       }
-      o.master_addr = host;
+      o.rdzv_host = host;
       return "";
     }
+    case Opt::join_timeout:
+      if (!parse_seconds(value, &o.join_timeout_s)) return got("a non-negative number of seconds");
+      return "";
+    case Opt::max_membership_changes:
+      if (!parse_int(value, 0, 1000000, &number)) return got("a non-negative integer");
+      o.max_membership_changes = number;
+      return "";
+    case Opt::local_addr:
+      if (value.empty()) return got("a host name or address");
+      o.local_addr = value;
+      return "";
+    case Opt::serve_rendezvous:
+      if (!parse_int(value, 1, 65535, &number)) return got("a port number 1-65535");
+      o.serve_rendezvous = number;
+      return "";
     case Opt::standalone:
     case Opt::help:
     case Opt::version:
@@ -271,6 +301,30 @@ ParseResult parse_command_line(const std::vector<std::string>& args) {
     if (!error.empty()) return fail(error);
   }
 
+  if (o.serve_rendezvous) {
+    if (i < args.size())
+      return fail("--serve-rendezvous runs the rendezvous server alone and takes no PROGRAM (got '" + args[i] +
+                  "'); start the training nodes with --rdzv-endpoint THIS_HOST:" + std::to_string(*o.serve_rendezvous));
+    result.outcome = ParseOutcome::run;
+    return result;
+  }
+  // The elastic form's parts that only make sense together.
+  if (o.min_nnodes && *o.min_nnodes < *o.max_nnodes && !o.rdzv_host)
+    return fail("--nnodes " + std::to_string(*o.min_nnodes) + ":" + std::to_string(*o.max_nnodes) +
+                " (an elastic job) needs --rdzv-endpoint HOST:PORT, the rendezvous server every node reaches");
+  if (o.min_nnodes && (!o.rdzv_host || (*o.min_nnodes == *o.max_nnodes && !o.rdzv_port))) {  // N:N: N, as before
+    o.nnodes = o.min_nnodes;
+    o.min_nnodes.reset();
+    o.max_nnodes.reset();
+  }
+  if (o.elastic()) {
+    if (!o.rdzv_port)
+      return fail("--rdzv-endpoint " + *o.rdzv_host + ": an elastic job needs the port too (HOST:PORT)");
+    if (o.master_addr)
+      return fail("--master-addr: in an elastic job the rendezvous assigns node 0, whose address the workers "
+                  "use; leave it out (--local-addr says how other nodes reach this one)");
+    if (o.standalone) return fail("--standalone: one node alone cannot be an elastic job (--nnodes MIN:MAX)");
+  }
   if (i >= args.size())
     return fail("missing PROGRAM (usage: ddp-launch [options] [--] PROGRAM [ARGS...]; "
                 "see ddp-launch --help)");

@@ -210,8 +210,10 @@ class WorkerGroup::Impl {
       }
       return AttemptEnd::stopped;
     }
-    if (ordered_ != GroupOrder::none) {
-      // Workers that finished the job before the order reached them did finish it.
+    if (ordered_ == GroupOrder::stop_now) return AttemptEnd::ordered;  // exit 0 on SIGTERM: stopped, not done
+    if (ordered_ == GroupOrder::checkpoint_and_exit) {
+      // Workers that reached the end of training as the order came did finish it (they
+      // exit 75 when they stopped for it).
       for (size_t i : exit_order_)
         if (exit_status_of(workers_[i].exit) != 0) return AttemptEnd::ordered;
     }
@@ -320,9 +322,8 @@ class WorkerGroup::Impl {
   // or a lost peer (SIGTERM now, SIGKILL after --grace). An order never weakens: a stop
   // now during a checkpoint stop escalates, the reverse does nothing.
   void obey(GroupOrder order) {
-    if (order == GroupOrder::none || order <= ordered_ || stop_request_) return;
+    if (order == GroupOrder::none || order <= ordered_ || stop_request_ || !any_running()) return;
     ordered_ = order;
-    if (!any_running()) return;
     if (order == GroupOrder::checkpoint_and_exit) {
       signal_running(SIGUSR2);
       return;
