@@ -294,7 +294,7 @@ class ElasticAgent : public AttemptHooks {
     if (!abort_text_.empty()) {
       if (out_of_restarts_ && last_failure_) {
         FailureReport report = *last_failure_;
-        account(report, failures_ + 1);
+        account(report, ++failures_);
         write_whole(2, format_failure_report(report));
         say(abort_text_);
         return exit_status_of(report.workers.at(report.root_cause));
@@ -354,7 +354,7 @@ class ElasticAgent : public AttemptHooks {
               "); the workers resume from the last checkpoint";
     if (m.contains("after_failure") && m["after_failure"].is_object()) {
       const json& f = m["after_failure"];
-      line += "; after " + f.value("node", std::string()) + "'s failure (" + f.value("what", std::string()) + ")";
+      line += "; after the failure of " + f.value("node", std::string()) + " (" + f.value("what", std::string()) + ")";
       if (charged_here)
         line += ": restart " + std::to_string(failures_) + " of --max-restarts " +
                 std::to_string(plan_.layout.max_restarts) + " for this node";

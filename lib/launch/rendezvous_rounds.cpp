@@ -323,7 +323,7 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
       node.joined = false;
       node.leaving = true;  // its launcher exits; its connection closing is no news
       if (node.connected)
-        out.messages.emplace_back(f, json{{"op", "abort"}, {"kind", "out_of_restarts"}, {"text", "this node's " + why}});
+        out.messages.emplace_back(f, json{{"op", "abort"}, {"kind", "out_of_restarts"}, {"text", "this node is left out: " + why}});
       node.gone_why = why;
       last_end_->lost.insert(f);
     }
@@ -368,13 +368,16 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
   json change = nullptr;
   std::string change_text;
   if (last_end_) {
-    std::vector<std::string> lost_names, joined_names;
+    std::vector<std::string> lost_names, left_names, joined_names;
     for (NodeId m : last_end_->members)
-      if (std::find(take.begin(), take.end(), m) == take.end())
-        lost_names.push_back("node " + std::to_string(last_end_->ranks.at(m)) + ", " + nodes_.at(m).info.addr);
+      if (std::find(take.begin(), take.end(), m) == take.end()) {
+        const Node& gone = nodes_.at(m);
+        const std::string name = "node " + std::to_string(last_end_->ranks.at(m)) + ", " + gone.info.addr;
+        ((gone.leaving || gone.done) && !excluded.count(m) ? left_names : lost_names).push_back(name);
+      }
     for (NodeId id : take)
       if (!last_end_->ranks.count(id)) joined_names.push_back(nodes_.at(id).info.addr);
-    if (!lost_names.empty() || !joined_names.empty()) {
+    if (!lost_names.empty() || !left_names.empty() || !joined_names.empty()) {
       ++membership_changes_;
       const int before = static_cast<int>(last_end_->members.size());
       const std::string text = n <= before ? "continuing on " + std::to_string(n) + " of " + std::to_string(before) + " nodes"
@@ -382,9 +385,10 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
                                                  std::to_string(before) + ")";
       std::string detail;
       if (!lost_names.empty()) detail = "lost: " + join_list(lost_names);
+      if (!left_names.empty()) detail += (detail.empty() ? "" : "; ") + std::string("left: ") + join_list(left_names);
       if (!joined_names.empty()) detail += (detail.empty() ? "" : "; ") + std::string("joined: ") + join_list(joined_names);
       change = {{"text", text},       {"detail", detail},          {"nodes", n},
-                {"previous_nodes", before}, {"lost", lost_names}, {"joined", joined_names}};
+                {"previous_nodes", before}, {"lost", lost_names}, {"left", left_names}, {"joined", joined_names}};
       change_text = text + " (" + detail + ")";
       if (membership_changes_ > settings_->max_membership_changes) {
         abort_all("the job changed its nodes " + std::to_string(membership_changes_) + " times, more than "

@@ -174,6 +174,27 @@ TEST(LaunchRounds, ANodeLostWhileTheOthersStopIsToldToThemSoTheyStopNow) {
   EXPECT_NE(text.find("node 2 of round 0 (h3, 10.0.0.4): lost, no heartbeat for 5 s"), std::string::npos) << text;
 }
 
+TEST(LaunchRounds, ALeavingNodeCheckpointsWithTheOthersAndIsNamedAsLeft) {
+  ThreeRunning job;
+  Outbox out;
+  job.rounds.leave(3, "SIGTERM", 1, out);
+  for (int id : {1, 2, 3}) {  // the leaver's workers checkpoint too
+    ASSERT_EQ(to(out, id, "ended").size(), 1u) << id;
+    EXPECT_EQ(to(out, id, "ended")[0]["stop"], "checkpoint");
+    EXPECT_EQ(to(out, id, "ended")[0]["cause"], "leave");
+  }
+  out = job.rejoin({1, 2}, 2);
+  ASSERT_TRUE(job.rounds.running());  // not waiting for the leaver
+  const json r = round_of(out, 1);
+  EXPECT_EQ(r["change"]["detail"], "left: node 2, 10.0.0.4");
+  EXPECT_EQ(r["change"]["left"], json::array({"node 2, 10.0.0.4"}));
+  EXPECT_TRUE(r["change"]["lost"].empty());
+  out = {};
+  job.rounds.lost(3, "its connection closed", 3, out);  // it exits, as it said
+  EXPECT_TRUE(job.rounds.running());
+  EXPECT_TRUE(out.messages.empty());
+}
+
 TEST(LaunchRounds, AnArrivalCheckpointsTheRunningNodesAndJoinsTheNextRound) {
   RendezvousRounds rounds;
   Outbox out;
