@@ -281,8 +281,10 @@ class ElasticAgent : public AttemptHooks {
     } else if (op == "wait") {
       say(text);
     } else if (op == "abort" || op == "refused") {
-      abort_text_ = op == "refused" ? "the rendezvous server at " + endpoint() + " refused this node: " + text : text;
-      out_of_restarts_ = m.value("kind", std::string()) == "out_of_restarts";
+      if (!out_of_restarts_) {  // this node's own end says more than the job's that follows it
+        abort_text_ = op == "refused" ? "the rendezvous server at " + endpoint() + " refused this node: " + text : text;
+        out_of_restarts_ = m.value("kind", std::string()) == "out_of_restarts";
+      }
       raise(GroupOrder::stop_now);
     } else if (op == "finished") {
       finished_ = true;

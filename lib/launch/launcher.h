@@ -1,10 +1,13 @@
 // ddp-launch: starts one worker process per device, supervises them, and stops them
-// all together (README.md, "Reference", "ddp-launch": the options, the environment the
-// workers get, restarts; `ddp-launch --help` is the full manual).
+// all together (docs/cli.md, "ddp-launch": the options, the environment the workers get,
+// restarts; docs/distributed.md: several machines, elastic jobs; `ddp-launch --help` is
+// the full manual).
 //
 // What this header offers:
 //   - run_launcher(): the whole program behind `ddp-launch ARGS...` (apps/ddp_launch
-//     is a thin main around it).
+//     is a thin main around it): a job of fixed membership (supervisor.h), an elastic
+//     one, --nnodes MIN:MAX (elastic_agent.h), or the elastic rendezvous alone,
+//     --serve-rendezvous (rendezvous_server.h).
 //   - The pure pieces it is built from, each testable without starting a process:
 //     command-line parsing, the job layout (SLURM and GPU discovery folded in; SLURM's
 //     host lists are expanded by util/slurm_nodelist.h), the worker environment, the

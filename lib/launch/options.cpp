@@ -341,6 +341,8 @@ std::string help_text() {
 
 SYNOPSIS
     ddp-launch [options] [--] PROGRAM [ARGS...]
+    ddp-launch --nnodes MIN:MAX --rdzv-endpoint HOST:PORT [options] PROGRAM [ARGS...]
+    ddp-launch --serve-rendezvous PORT
 
 DESCRIPTION
     Starts --nproc copies of PROGRAM on this node, each with the environment of one
@@ -370,26 +372,64 @@ DESCRIPTION
     "--config cfg.json") always belong to PROGRAM. PROGRAM is looked up on PATH, then
     beside ddp-launch itself.
 
+ELASTIC JOBS
+    With --nnodes MIN:MAX and --rdzv-endpoint HOST:PORT, machines may come and go.
+    The launcher on the machine HOST names (the one whose bind of PORT on every
+    interface succeeds) serves a rendezvous there; every launcher keeps a connection
+    to it, with a heartbeat a second. The job runs in rounds: a round starts when MAX
+    nodes have joined, or MIN and --join-timeout seconds have passed; node ranks are
+    assigned there (--node-rank is a preference), node 0's launcher picks the port of
+    the workers' store, and RESTART_COUNT is the round.
+    - A node lost (its connection closes, or is silent for 5 s): the others stop
+      their workers at once (SIGTERM, SIGKILL after --grace) and start the next round
+      without it; the workers resume from the last checkpoint at the new world size.
+    - A node arriving while a round runs: the workers get SIGUSR2 (finish the step,
+      checkpoint, exit 75) and the next round includes it (at MAX it waits).
+    - SIGINT/SIGTERM/SIGHUP: this node leaves the same way; a second one kills.
+    - Fewer than MIN nodes after --join-timeout, or more than
+      --max-membership-changes changes: every launcher says who is there and who
+      is missing, and exits 1. The rendezvous' machine lost: every launcher says
+      the server is gone and exits 1 (ddp-launch --serve-rendezvous PORT on a
+      machine that trains nothing avoids that).
+    - --max-restarts counts the failures charged to this node (a worker crashed
+      here, no node lost); a node out of restarts leaves, the others go on.
+
 OPTIONS
     --nproc N|gpu          workers on this node; "gpu" = one per visible GPU
                            (CUDA_VISIBLE_DEVICES, else /proc/driver/nvidia/gpus).
                            Also --nproc-per-node, --nproc_per_node. Default 1.
     --nnodes N             nodes in the job. Default 1, or SLURM's node count.
+    --nnodes MIN:MAX       an elastic job (with --rdzv-endpoint HOST:PORT); N:N
+                           without an endpoint means N.
     --node-rank R          this node's index, 0..N-1. Default 0, or SLURM_NODEID.
+                           Elastic: the rank it prefers.
     --master-addr HOST     host of rank 0's rendezvous store. Default 127.0.0.1, or
                            the first host of SLURM_JOB_NODELIST.
     --master-port P        rendezvous port; 0 picks a free one (single node only).
                            Default 29500. On the master node the port must be free.
+                           Elastic: the workers' store port on node 0 (default: a
+                           free one, picked at each round).
     --max-restarts K       restart the whole worker group up to K times. Default 0.
+                           Elastic: the failures charged to this node.
     --log-dir DIR          also write each worker's output to
-                           DIR/attempt<A>/rank<R>.log.
+                           DIR/attempt<A>/rank<R>.log (elastic: A is the round).
     --devices LIST         CUDA devices this node may use, e.g. 0,2,3: local rank i
                            gets CUDA_VISIBLE_DEVICES=LIST[i] (so it sees one GPU, as
                            cuda:0). With --nproc gpu, one worker per entry.
     --grace S              seconds between SIGTERM and SIGKILL. Default 10.
     --run-id ID            RUN_ID for the workers. Default: slurm-JOBID inside SLURM,
                            else a fresh id. Also --rdzv-id.
-    --rdzv-endpoint H[:P]  torchrun's spelling of --master-addr H --master-port P.
+    --rdzv-endpoint H[:P]  fixed membership: torchrun's spelling of --master-addr H
+                           --master-port P. Elastic: the rendezvous server.
+    --join-timeout S       elastic: how long a round waits for MAX nodes once it
+                           has MIN (and for the server to answer). Default 30.
+    --max-membership-changes K
+                           elastic: end the job after K rounds whose nodes changed.
+                           Default 20.
+    --local-addr A         elastic: the address other nodes reach this one at
+                           (default: the one the rendezvous server sees).
+    --serve-rendezvous P   serve an elastic job's rendezvous on port P and nothing
+                           else, until the job ends (a machine that trains nothing).
     --standalone           one node on its own: --nnodes 1, 127.0.0.1, a free port
                            unless --master-port is given.
     -h, --help             show this text.
@@ -415,6 +455,11 @@ ENVIRONMENT
     DDP_LAUNCH_STORE_FILE   single node only: a file in a private directory (mode
                             0700, removed at exit) that workers may rendezvous
                             through instead of a TCP port (embed-train does)
+    DDP_LAUNCH_MIN_NNODES, DDP_LAUNCH_MAX_NNODES
+                            elastic only: MIN and MAX of --nnodes
+    DDP_LAUNCH_MEMBERSHIP   elastic only, after a change: JSON {"round", "nodes",
+                            "previous_nodes", "text", "detail", "lost", "left",
+                            "joined"}
 
     Read by ddp-launch inside a SLURM allocation (SLURM_JOB_ID set), unless the
     command line says otherwise: SLURM_STEP_NUM_NODES, SLURM_JOB_NUM_NODES or
@@ -425,7 +470,8 @@ EXIT STATUS
     0      every worker exited 0 (also after a forwarded SIGTERM they obeyed).
            After SIGINT/SIGTERM/SIGHUP: the first non-zero worker status, if any.
     N      the failed worker's exit code; 128+N when signal N killed it.
-    1      the launcher could not run the job (port in use, fork failed, ...).
+    1      the launcher could not run the job (port in use, fork failed, ...); an
+           elastic job ended (fewer than MIN nodes, the rendezvous gone, ...).
     2      bad command line, or PROGRAM not found.
 
 EXAMPLES
@@ -440,6 +486,9 @@ EXAMPLES
     SLURM, one launcher per node (nodes, node rank and master come from SLURM):
     #SBATCH --nodes=4 --ntasks-per-node=1 --gpus-per-node=8
     srun ddp-launch --nproc gpu embed-train --config cfg.json
+
+    Elastic, 2 to 4 nodes (the same line on each; node0's launcher serves):
+    ddp-launch --nnodes 2:4 --rdzv-endpoint node0:29400 --nproc gpu embed-train ...
 )";
 }
 
