@@ -318,8 +318,8 @@ ParseResult parse_command_line(const std::vector<std::string>& args) {
     o.max_nnodes.reset();
   }
   if (o.elastic()) {
-    if (!o.rdzv_port)
-      return fail("--rdzv-endpoint " + *o.rdzv_host + ": an elastic job needs the port too (HOST:PORT)");
+    if (!o.rdzv_port || *o.rdzv_port == 0)
+      return fail("--rdzv-endpoint " + *o.rdzv_host + ": an elastic job needs the port too (HOST:PORT, 1-65535)");
     if (o.master_addr)
       return fail("--master-addr: in an elastic job the rendezvous assigns node 0, whose address the workers "
                   "use; leave it out (--local-addr says how other nodes reach this one)");

@@ -165,7 +165,9 @@ TEST(LaunchOptions, BadOptionsGiveOneLineNamingTheOption) {
       {{"--nnodes", "3:2", "p"}, "--nnodes: MIN must not exceed MAX, got '3:2'"},
       {{"--nnodes", "1:x", "p"}, "--nnodes: expected a positive integer or MIN:MAX, got '1:x'"},
       {{"--nnodes", "1:2", "--rdzv-endpoint", "h", "p"},
-       "--rdzv-endpoint h: an elastic job needs the port too (HOST:PORT)"},
+       "--rdzv-endpoint h: an elastic job needs the port too (HOST:PORT, 1-65535)"},
+      {{"--nnodes", "1:2", "--rdzv-endpoint", "h:0", "p"},
+       "--rdzv-endpoint h: an elastic job needs the port too (HOST:PORT, 1-65535)"},
       {{"--nnodes", "1:2", "--rdzv-endpoint", "h:1", "--master-addr", "h", "p"},
        "--master-addr: in an elastic job the rendezvous assigns node 0, whose address the workers use; leave it "
        "out (--local-addr says how other nodes reach this one)"},
