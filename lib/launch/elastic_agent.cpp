@@ -254,7 +254,10 @@ class ElasticAgent : public AttemptHooks {
         gone_why_ = "no heartbeat for " +
                     std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kHeartbeatTimeout).count()) +
                     " s: its host is lost or the link to it is cut";
-      if (!gone_why_.empty()) raise(GroupOrder::stop_now);
+      if (!gone_why_.empty()) {
+        channel_.close_now(gone_why_);  // nothing more to hear: no more wake-ups for it either
+        raise(GroupOrder::stop_now);
+      }
     }
     channel_.beat_if_due(now);
   }
