@@ -335,8 +335,11 @@ ParseResult parse_command_line(const std::vector<std::string>& args) {
   return result;
 }
 
-std::string help_text() {
-  return R"(NAME
+namespace {
+
+// The manual, in two parts (a raw string each): what ddp-launch does, then its options,
+// environment, exit statuses and examples.
+constexpr const char kHelpDescription[] = R"(NAME
     ddp-launch - start and supervise the workers of a data-parallel job
 
 SYNOPSIS
@@ -394,7 +397,9 @@ ELASTIC JOBS
     - --max-restarts counts the failures charged to this node (a worker crashed
       here, no node lost); a node out of restarts leaves, the others go on.
 
-OPTIONS
+)";
+
+constexpr const char kHelpReference[] = R"(OPTIONS
     --nproc N|gpu          workers on this node; "gpu" = one per visible GPU
                            (CUDA_VISIBLE_DEVICES, else /proc/driver/nvidia/gpus).
                            Also --nproc-per-node, --nproc_per_node. Default 1.
@@ -490,6 +495,9 @@ EXAMPLES
     Elastic, 2 to 4 nodes (the same line on each; node0's launcher serves):
     ddp-launch --nnodes 2:4 --rdzv-endpoint node0:29400 --nproc gpu embed-train ...
 )";
-}
+
+}  // namespace
+
+std::string help_text() { return std::string(kHelpDescription) + kHelpReference; }
 
 }  // namespace ddp_embed::launch

@@ -305,43 +305,33 @@ void RendezvousRounds::abort_all(const std::string& text, Outbox& out) {
   send_to_connected({{"op", "abort"}, {"text", text}}, out);
 }
 
-void RendezvousRounds::close_round(double now, Outbox& out) {
-  const int min = settings_->min_nodes, max = settings_->max_nodes;
-  // The failure of the ended round, charged where no member was lost (see the header).
-  json after_failure = nullptr;
-  std::map<NodeId, std::string> excluded;
-  if (last_end_ && last_end_->failed && nodes_.count(*last_end_->failed)) {
-    const NodeId f = *last_end_->failed;
-    Node& node = nodes_.at(f);
-    const bool charged = last_end_->lost.empty();
-    if (charged) ++node.failures;
-    after_failure = {{"node", short_name(f)}, {"what", last_end_->failed_what}, {"charged", charged}};
-    if (charged && node.failures > node.info.max_restarts) {
-      const std::string why = "its workers failed " + std::to_string(node.failures) + " time(s), more than its "
-                              "--max-restarts " + std::to_string(node.info.max_restarts) + " allows";
-      excluded[f] = why;
-      node.joined = false;
-      node.leaving = true;  // its launcher exits; its connection closing is no news
-      if (node.connected)
-        out.messages.emplace_back(f, json{{"op", "abort"}, {"kind", "out_of_restarts"}, {"text", "this node is left out: " + why}});
-      node.gone_why = why;
-      last_end_->lost.insert(f);
-    }
+// The failure of the round that ended, charged where no member was lost (see the
+// header): what the next round's members are told, and the node left out, if any.
+json RendezvousRounds::charge_failure(Outbox& out, std::optional<NodeId>* excluded) {
+  if (!last_end_ || !last_end_->failed || !nodes_.count(*last_end_->failed)) return nullptr;
+  const NodeId f = *last_end_->failed;
+  Node& node = nodes_.at(f);
+  const bool charged = last_end_->lost.empty();
+  if (charged) ++node.failures;
+  const json after_failure = {{"node", short_name(f)}, {"what", last_end_->failed_what}, {"charged", charged}};
+  if (charged && node.failures > node.info.max_restarts) {
+    const std::string why = "its workers failed " + std::to_string(node.failures) + " time(s), more than its "
+                            "--max-restarts " + std::to_string(node.info.max_restarts) + " allows";
+    *excluded = f;
+    node.joined = false;
+    node.leaving = true;  // its launcher exits; its connection closing is no news
+    if (node.connected)
+      out.messages.emplace_back(f, json{{"op", "abort"}, {"kind", "out_of_restarts"},
+                                        {"text", "this node is left out: " + why}});
+    node.gone_why = why;
+    last_end_->lost.insert(f);
   }
+  return after_failure;
+}
 
-  std::vector<NodeId> take = joined_in_order();
-  if (static_cast<int>(take.size()) > max) take.resize(static_cast<size_t>(max));
+// Ranks: the previous round's, else the one asked for, else the lowest free.
+std::map<RendezvousRounds::NodeId, int> RendezvousRounds::assign_ranks(const std::vector<NodeId>& take) const {
   const int n = static_cast<int>(take.size());
-  if (n < min) {
-    abort_all("round " + std::to_string(round_) + " is left with " + std::to_string(n) + " node(s), fewer than " +
-                  std::to_string(min) + " (--nnodes " + nodes_range(*settings_) + "): " +
-                  (excluded.empty() ? std::string("nodes left") : short_name(excluded.begin()->first) + ": " +
-                                                                      excluded.begin()->second),
-              out);
-    return;
-  }
-
-  // Ranks: the previous round's, else the one asked for, else the lowest free.
   std::map<NodeId, int> rank;
   std::vector<bool> taken(static_cast<size_t>(n), false);
   for (int pass = 0; pass < 2; ++pass)
@@ -363,39 +353,59 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
           taken[static_cast<size_t>(r)] = true;
           break;
         }
+  return rank;
+}
 
-  // What changed since the previous round, named with the previous round's ranks.
-  json change = nullptr;
+// What changed since the previous round, named with the previous round's ranks; null when
+// the nodes are the same.
+json RendezvousRounds::describe_change(const std::vector<NodeId>& take, std::optional<NodeId> excluded) const {
+  if (!last_end_) return nullptr;
+  std::vector<std::string> lost_names, left_names, joined_names;
+  for (NodeId m : last_end_->members)
+    if (std::find(take.begin(), take.end(), m) == take.end()) {
+      const Node& gone = nodes_.at(m);
+      const std::string name = "node " + std::to_string(last_end_->ranks.at(m)) + ", " + gone.info.addr;
+      ((gone.leaving || gone.done) && excluded != m ? left_names : lost_names).push_back(name);
+    }
+  for (NodeId id : take)
+    if (!last_end_->ranks.count(id)) joined_names.push_back(nodes_.at(id).info.addr);
+  if (lost_names.empty() && left_names.empty() && joined_names.empty()) return nullptr;
+  const int n = static_cast<int>(take.size()), before = static_cast<int>(last_end_->members.size());
+  const std::string text = n <= before ? "continuing on " + std::to_string(n) + " of " + std::to_string(before) + " nodes"
+                                       : "continuing on " + std::to_string(n) + " nodes (was " + std::to_string(before) + ")";
+  std::string detail;
+  if (!lost_names.empty()) detail = "lost: " + join_list(lost_names);
+  if (!left_names.empty()) detail += (detail.empty() ? "" : "; ") + std::string("left: ") + join_list(left_names);
+  if (!joined_names.empty()) detail += (detail.empty() ? "" : "; ") + std::string("joined: ") + join_list(joined_names);
+  return {{"text", text},       {"detail", detail},          {"nodes", n},
+          {"previous_nodes", before}, {"lost", lost_names}, {"left", left_names}, {"joined", joined_names}};
+}
+
+void RendezvousRounds::close_round(double now, Outbox& out) {
+  const int min = settings_->min_nodes, max = settings_->max_nodes;
+  std::optional<NodeId> excluded;
+  const json after_failure = charge_failure(out, &excluded);
+  std::vector<NodeId> take = joined_in_order();
+  if (static_cast<int>(take.size()) > max) take.resize(static_cast<size_t>(max));
+  const int n = static_cast<int>(take.size());
+  if (n < min) {
+    abort_all("round " + std::to_string(round_) + " is left with " + std::to_string(n) + " node(s), fewer than " +
+                  std::to_string(min) + " (--nnodes " + nodes_range(*settings_) + "): " +
+                  (excluded ? short_name(*excluded) + ": " + nodes_.at(*excluded).gone_why : std::string("nodes left")),
+              out);
+    return;
+  }
+  const std::map<NodeId, int> rank = assign_ranks(take);
+  const json change = describe_change(take, excluded);
   std::string change_text;
-  if (last_end_) {
-    std::vector<std::string> lost_names, left_names, joined_names;
-    for (NodeId m : last_end_->members)
-      if (std::find(take.begin(), take.end(), m) == take.end()) {
-        const Node& gone = nodes_.at(m);
-        const std::string name = "node " + std::to_string(last_end_->ranks.at(m)) + ", " + gone.info.addr;
-        ((gone.leaving || gone.done) && !excluded.count(m) ? left_names : lost_names).push_back(name);
-      }
-    for (NodeId id : take)
-      if (!last_end_->ranks.count(id)) joined_names.push_back(nodes_.at(id).info.addr);
-    if (!lost_names.empty() || !left_names.empty() || !joined_names.empty()) {
-      ++membership_changes_;
-      const int before = static_cast<int>(last_end_->members.size());
-      const std::string text = n <= before ? "continuing on " + std::to_string(n) + " of " + std::to_string(before) + " nodes"
-                                           : "continuing on " + std::to_string(n) + " nodes (was " +
-                                                 std::to_string(before) + ")";
-      std::string detail;
-      if (!lost_names.empty()) detail = "lost: " + join_list(lost_names);
-      if (!left_names.empty()) detail += (detail.empty() ? "" : "; ") + std::string("left: ") + join_list(left_names);
-      if (!joined_names.empty()) detail += (detail.empty() ? "" : "; ") + std::string("joined: ") + join_list(joined_names);
-      change = {{"text", text},       {"detail", detail},          {"nodes", n},
-                {"previous_nodes", before}, {"lost", lost_names}, {"left", left_names}, {"joined", joined_names}};
-      change_text = text + " (" + detail + ")";
-      if (membership_changes_ > settings_->max_membership_changes) {
-        abort_all("the job changed its nodes " + std::to_string(membership_changes_) + " times, more than "
-                  "--max-membership-changes " + std::to_string(settings_->max_membership_changes) + " allows (last: " +
-                  change_text + ")", out);
-        return;
-      }
+  if (!change.is_null()) {
+    ++membership_changes_;
+    change_text = change["text"].get<std::string>() + " (" + change["detail"].get<std::string>() + ")";
+    if (membership_changes_ > settings_->max_membership_changes) {
+      abort_all("the job changed its nodes " + std::to_string(membership_changes_) + " times, more than "
+                "--max-membership-changes " + std::to_string(settings_->max_membership_changes) + " allows (last: " +
+                change_text + ")", out);
+      return;
     }
   }
 

@@ -121,6 +121,9 @@ class RendezvousRounds {
   void end_round(const std::string& cause, bool stop_now, const std::string& text, double now, Outbox& out);
   void try_close(double now, Outbox& out);
   void close_round(double now, Outbox& out);
+  nlohmann::json charge_failure(Outbox& out, std::optional<NodeId>* excluded);
+  std::map<NodeId, int> assign_ranks(const std::vector<NodeId>& take) const;
+  nlohmann::json describe_change(const std::vector<NodeId>& take, std::optional<NodeId> excluded) const;
   void abort_all(const std::string& text, Outbox& out);
   void send_to_connected(const nlohmann::json& message, Outbox& out) const;
   std::vector<NodeId> joined_in_order() const;

@@ -196,6 +196,11 @@ class WorkerGroup::Impl {
     }
 
     for (auto& w : workers_) w.exit.last_lines.assign(w.output->recent().begin(), w.output->recent().end());
+    return how_it_ended();
+  }
+
+  // Once every worker has ended: why the attempt did, and last_status_.
+  AttemptEnd how_it_ended() {
     if (root_cause_) {
       last_status_ = exit_status_of(workers_[*root_cause_].exit);
       return AttemptEnd::failure;
