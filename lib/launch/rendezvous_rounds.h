@@ -1,6 +1,6 @@
 // Internal to the launcher: the elastic rendezvous's decisions, as a pure state machine
 // (no sockets, no clock of its own: the server feeds it events with the time, and sends
-// what it returns). tests/launch/launch_rounds_test.cpp drives it directly.
+// what it returns). tests/launch/test_launch_rounds.cpp drives it directly.
 //
 // The job runs in rounds. A round is open while nodes join it, then closes and runs: its
 // members' launchers start their workers, with the node ranks, the master address and

@@ -2,7 +2,7 @@
 // program (no LibTorch: fast): the rendezvous served by a launcher and alone, what every
 // worker is told, a node that is asked to stop leaving after its workers checkpoint, and a
 // failing node charged until it is out of restarts while the other goes on. The elastic
-// training itself, across hosts, is in tests/multihost/elastic_test.cpp.
+// training itself, across hosts, is in tests/multihost/test_elastic.cpp.
 #include <gtest/gtest.h>
 
 #include "launch_test_support.h"
