@@ -210,6 +210,7 @@ class ElasticAgent : public AttemptHooks {
     r.min_nodes = s_.min_nodes;
     r.max_nodes = s_.max_nodes;
     r.join_timeout_s = s_.join_timeout_s;
+    r.grace_s = plan_.layout.grace_seconds;
     r.preferred_rank = s_.preferred_rank;
     r.store_port = s_.store_port > 0 ? s_.store_port : pick_free_port();
     if (r.store_port == 0) r.store_port = 29500;  // no free port found: the store says so if taken

@@ -34,7 +34,8 @@ json JoinRequest::to_json() const {
           {"run_id_given", run_id_given}, {"host", host},
           {"addr", addr},           {"nproc", nproc},
           {"min_nodes", min_nodes}, {"max_nodes", max_nodes},
-          {"join_timeout_s", join_timeout_s}, {"preferred_rank", preferred_rank},
+          {"join_timeout_s", join_timeout_s}, {"grace_s", grace_s},
+          {"preferred_rank", preferred_rank},
           {"store_port", store_port}, {"max_restarts", max_restarts},
           {"max_membership_changes", max_membership_changes}};
 }
@@ -59,11 +60,13 @@ JoinRequest JoinRequest::from_json(const json& m) {
   r.min_nodes = need("min_nodes", json::value_t::number_integer).get<int>();
   r.max_nodes = need("max_nodes", json::value_t::number_integer).get<int>();
   r.join_timeout_s = need("join_timeout_s", json::value_t::number_float).get<double>();
+  r.grace_s = need("grace_s", json::value_t::number_float).get<double>();
   r.preferred_rank = need("preferred_rank", json::value_t::number_integer).get<int>();
   r.store_port = need("store_port", json::value_t::number_integer).get<int>();
   r.max_restarts = need("max_restarts", json::value_t::number_integer).get<int>();
   r.max_membership_changes = need("max_membership_changes", json::value_t::number_integer).get<int>();
-  if (r.nproc < 1 || r.min_nodes < 1 || r.max_nodes < r.min_nodes || r.store_port < 1 || r.store_port > 65535)
+  if (r.nproc < 1 || r.min_nodes < 1 || r.max_nodes < r.min_nodes || r.store_port < 1 || r.store_port > 65535 ||
+      r.join_timeout_s < 0 || r.grace_s < 0)
     throw std::invalid_argument("the join message's numbers are out of range");
   return r;
 }
@@ -227,9 +230,19 @@ void RendezvousRounds::lost(NodeId id, const std::string& why, double now, Outbo
 
 void RendezvousRounds::tick(double now, Outbox& out) { try_close(now, out); }
 
+double RendezvousRounds::round_timeout() const {
+  double stopping = 0;
+  if (last_end_)
+    for (NodeId m : last_end_->members) {
+      const Node& n = nodes_.at(m);
+      if (n.connected && !n.joined && !n.leaving && !n.done) stopping = std::max(stopping, n.info.grace_s);
+    }
+  return settings_->join_timeout_s + stopping;
+}
+
 std::optional<double> RendezvousRounds::next_deadline() const {
   if (!opened_ || running_ || finished_ || aborted_) return std::nullopt;
-  return opened_at_ + settings_->join_timeout_s;
+  return opened_at_ + round_timeout();
 }
 
 void RendezvousRounds::end_round(const std::string& cause, bool stop_now, const std::string& text, double now,
@@ -270,7 +283,8 @@ void RendezvousRounds::try_close(double now, Outbox& out) {
   bool everyone = round_ > 0;
   for (NodeId id : expected_)
     if (!nodes_.at(id).joined) everyone = false;
-  const bool timed_out = now >= opened_at_ + settings_->join_timeout_s;
+  const double timeout = round_timeout();
+  const bool timed_out = now >= opened_at_ + timeout;
   if (n >= max || (n >= min && (everyone || timed_out))) {
     close_round(now, out);
     return;
@@ -293,8 +307,12 @@ void RendezvousRounds::try_close(double now, Outbox& out) {
   if (missing.empty() || n + static_cast<int>(missing.size()) < min)
     missing.push_back(std::to_string(min - n) + " more node(s) never came");
   abort_all("round " + std::to_string(round_) + " needs at least " + std::to_string(min) + " nodes (--nnodes " +
-                nodes_range(*settings_) + ") but " + std::to_string(n) + " joined within " +
-                seconds_text(settings_->join_timeout_s) + " s (--join-timeout): present: " +
+                nodes_range(*settings_) + ") but " + std::to_string(n) + " joined within " + seconds_text(timeout) +
+                " s (--join-timeout" +
+                (timeout > settings_->join_timeout_s
+                     ? " " + seconds_text(settings_->join_timeout_s) + " s + the --grace of the nodes stopping their workers"
+                     : std::string()) +
+                "): present: " +
                 (present.empty() ? std::string("none") : join_list(present)) + "; missing: " + join_list(missing),
             out);
 }

@@ -16,7 +16,10 @@
 //   - a later round: every node it waits for (the previous members still connected, and
 //     the nodes that arrived meanwhile) has joined, and they are at least MIN: a round
 //     after a loss does not wait T for nobody; a node that comes later is admitted at
-//     the next step boundary anyway; or MIN nodes and T has passed.
+//     the next step boundary anyway; or MIN nodes and T has passed. While a previous
+//     member is still connected but not back, T is lengthened by its --grace: it may be
+//     stopping workers stuck in a collective with the lost node (SIGTERM, SIGKILL after
+//     --grace), and a --grace longer than T must not make a survivor count as missing.
 // With fewer than MIN after T, the round aborts: every node is told who is there and who
 // is missing, and the job ends.
 //
@@ -55,6 +58,7 @@ struct JoinRequest {
   int nproc = 1;
   int min_nodes = 1, max_nodes = 1;
   double join_timeout_s = 30;
+  double grace_s = 0;       // its --grace: how long it may take to stop its workers
   int preferred_rank = -1;  // --node-rank, or -1
   int store_port = 0;       // where its rank 0 would host the workers' store
   int max_restarts = 0;
@@ -115,6 +119,9 @@ class RendezvousRounds {
   };
 
   bool settled() const { return settings_.has_value(); }
+  // The open round's join timeout: T, plus the longest --grace of a previous member still
+  // connected but not back (it is stopping its workers).
+  double round_timeout() const;
   std::string describe(NodeId id) const;  // "node 2 (h2, 10.77.0.3)"
   std::string short_name(NodeId id) const;  // "node 2, 10.77.0.3" or "10.77.0.3"
   void open_next_round(double now);

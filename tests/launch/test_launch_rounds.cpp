@@ -146,6 +146,50 @@ TEST(LaunchRounds, ALostMemberStopsTheOthersAtOnceAndTheSurvivorsGoOnWithoutWait
   EXPECT_EQ(r["failures"], 0);
 }
 
+// A survivor whose workers are stuck in a collective with the lost node takes up to its
+// --grace to stop them: the round waits the join timeout plus that grace for it, so a
+// --grace longer than --join-timeout does not make a survivor count as missing; one that
+// is still not back after both is named as such.
+TEST(LaunchRounds, ASurvivorStoppingItsWorkersIsWaitedForUpToItsGrace) {
+  for (const bool comes_back : {true, false}) {
+    RendezvousRounds rounds;
+    Outbox out;
+    for (int i = 1; i <= 3; ++i) {
+      JoinRequest r = node(i);  // join timeout 10 s
+      r.grace_s = 30;
+      rounds.join(i, r, 0.1 * i, out);
+    }
+    ASSERT_TRUE(rounds.running());
+    rounds.lost(3, "no heartbeat for 5 s", 5, out);
+    JoinRequest again = node(2);
+    again.grace_s = 30;
+    rounds.join(2, again, 6, out);
+    EXPECT_DOUBLE_EQ(*rounds.next_deadline(), 5 + 10 + 30);  // node 0 is still stopping its workers
+    out = {};
+    rounds.tick(20, out);
+    EXPECT_FALSE(rounds.aborted());
+    EXPECT_FALSE(rounds.running());
+    if (comes_back) {
+      again = node(1);
+      again.grace_s = 30;
+      rounds.join(1, again, 35, out);
+      ASSERT_TRUE(rounds.running());
+      EXPECT_EQ(round_of(out, 1)["nnodes"], 2);
+      continue;
+    }
+    rounds.tick(45, out);
+    ASSERT_TRUE(rounds.aborted());
+    const std::string text = to(out, 1, "abort")[0]["text"];
+    EXPECT_NE(text.find("but 1 joined within 40 s (--join-timeout 10 s + the --grace of the nodes stopping their "
+                        "workers)"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("node 0 of round 0 (h1, 10.0.0.2): connected but not back from stopping its workers"),
+              std::string::npos)
+        << text;
+  }
+}
+
 TEST(LaunchRounds, ANodeLostWhileTheOthersStopIsToldToThemSoTheyStopNow) {
   ThreeRunning job;
   Outbox out;
@@ -331,6 +375,7 @@ TEST(LaunchRounds, JoinRequestsRoundTripAndMalformedOnesSayWhat) {
   EXPECT_EQ(back.addr, r.addr);
   EXPECT_EQ(back.preferred_rank, 2);
   EXPECT_EQ(back.store_port, r.store_port);
+  EXPECT_DOUBLE_EQ(back.grace_s, r.grace_s);
   json bad = r.to_json();
   bad.erase("nproc");
   EXPECT_THROW(
