@@ -234,6 +234,7 @@ class ElasticAgent : public AttemptHooks {
       ::poll(fds, 2, static_cast<int>(std::clamp(ms + 1, 0LL, 1000LL)));
       for (int sig : SignalRelay::take_pending())
         if (is_stop_signal(sig)) {
+          leaving_ = true;
           channel_.send({{"op", "leave"}, {"why", signal_name(sig)}});
           channel_.flush();
           say("got " + signal_name(sig) + " between rounds: this node leaves the job");
@@ -328,6 +329,25 @@ class ElasticAgent : public AttemptHooks {
     }
   }
 
+  // This node is out of the job (it left, or ran out of restarts) but the others meet at
+  // the rendezvous its launcher serves: the launcher stays until the server ends with the
+  // job (every node done, or the job aborted), so that losing this node is like losing
+  // any other. A stop signal now ends the server, and with it the job.
+  void keep_serving() {
+    channel_.flush();
+    channel_.close_now("this node is out of the job");
+    if (!server_.running()) return;
+    say("this node is out of the job, but this launcher serves the rendezvous at " + endpoint() +
+        ": it stays until the job ends (a stop signal ends the rendezvous, and with it the others' job)");
+    while (server_.running())
+      if (int sig = wait_for_signal(std::chrono::milliseconds(200))) {
+        say("got " + signal_name(sig) + ": ending the rendezvous server; the other nodes stop");
+        server_.stop();
+        return;
+      }
+    say("the rendezvous server has ended with the job");
+  }
+
   LaunchPlan plan_for_round(const json& m) const {
     LaunchPlan p = plan_;
     p.layout.nnodes = m.value("nnodes", 1);
@@ -378,6 +398,7 @@ class ElasticAgent : public AttemptHooks {
   }
 
   int finish(int status) {
+    if (serving_ && (leaving_ || out_of_restarts_)) keep_serving();
     if (round_ >= 0)
       say("elastic job: " + std::to_string(round_ + 1) + " round(s); " + std::to_string(failures_) +
           " failure(s) counted against this node (--max-restarts " + std::to_string(plan_.layout.max_restarts) +

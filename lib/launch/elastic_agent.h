@@ -26,7 +26,9 @@
 //      waits for every node's "done", at most the join timeout, so as not to cut the
 //      others off); the server aborts the job (fewer than MIN nodes after the join
 //      timeout, too many membership changes, this node out of restarts); or the server is
-//      gone (its host was lost): every survivor says so and exits 1.
+//      gone (its host was lost): every survivor says so and exits 1. A node that leaves
+//      or runs out of restarts while its launcher serves the rendezvous is out of the
+//      job, but that launcher stays, serving, until the job ends.
 //
 // SIGINT/SIGTERM/SIGHUP to an elastic launcher: its node leaves the job (the others
 // checkpoint with it at the next step and go on without it, with at least MIN nodes); a

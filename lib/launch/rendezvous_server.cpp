@@ -212,6 +212,19 @@ bool RendezvousServerProcess::start(int listen_fd, std::string* error) {
   return true;
 }
 
+bool RendezvousServerProcess::running() {
+  if (pid_ <= 0) return false;
+  int status;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_ || (r < 0 && errno == ECHILD)) {
+    pid_ = -1;
+    if (quit_fd_ >= 0) close(quit_fd_);
+    quit_fd_ = -1;
+    return false;
+  }
+  return true;
+}
+
 void RendezvousServerProcess::stop() {
   if (quit_fd_ >= 0) close(quit_fd_);
   quit_fd_ = -1;

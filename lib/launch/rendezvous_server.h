@@ -50,10 +50,12 @@ class RendezvousServerProcess {
 
   bool start(int listen_fd, std::string* error);
   pid_t pid() const { return pid_; }
+  // Whether it still serves (reaps it once it has ended; false too when the supervisor's
+  // reaping of every child got it first).
+  bool running();
   // Ends it (the quit pipe closes; SIGKILL if it lingers) and reaps it, unless the
-  // supervisor's reaping already did (then `reaped` says so).
+  // supervisor's reaping already did.
   void stop();
-  void mark_reaped() { pid_ = -1; }
 
  private:
   pid_t pid_ = -1;

@@ -87,6 +87,37 @@ TEST(LaunchElastic, ANodeAskedToStopLeavesAfterEveryWorkerCheckpoints) {
   EXPECT_EQ(server.wait(), 0) << server.err();
 }
 
+// The node whose launcher serves the rendezvous leaves (SIGTERM): it is out of the job,
+// but its launcher stays, serving, until the other node has finished without it; the
+// other never hears that the server is gone.
+TEST(LaunchElastic, TheServingNodeLeavesAndItsLauncherServesUntilTheJobEnds) {
+  TempDir dir;
+  const int port = free_port();
+  auto node = [&](int rank, const std::string& name, const std::string& sleep) {
+    return std::make_unique<Launcher>(
+        dir,
+        std::vector<std::string>{"--nnodes", "1:2", "--rdzv-endpoint", endpoint(port), "--node-rank",
+                                 std::to_string(rank), "--join-timeout", "20", worker_binary(), "--exit-on-usr2",
+                                 "75", "--ready-file", dir / (name + "-ready-%a"), "--sleep", sleep},
+        std::map<std::string, std::string>{}, name);
+  };
+  auto a = node(0, "a", "30");
+  ASSERT_TRUE(wait_until([&] { return a->err().find("served by this launcher") != std::string::npos; })) << a->err();
+  auto b = node(1, "b", "2");
+  ASSERT_TRUE(wait_until([&] { return file_exists(dir / "a-ready-0") && file_exists(dir / "b-ready-0"); }))
+      << a->err() << b->err();
+  a->send(SIGTERM);
+  ASSERT_EQ(b->wait(), 0) << b->err();
+  ASSERT_EQ(a->wait(), 0) << a->err();
+  const std::string ea = a->err(), eb = b->err();
+  EXPECT_NE(ea.find("this node is out of the job, but this launcher serves the rendezvous"), std::string::npos) << ea;
+  EXPECT_NE(ea.find("the rendezvous server has ended with the job"), std::string::npos) << ea;
+  EXPECT_NE(eb.find("round 1: this node is node 0 of 1"), std::string::npos) << eb;
+  EXPECT_NE(eb.find("continuing on 1 of 2 nodes (left: node 0, 127.0.0.1)"), std::string::npos) << eb;
+  EXPECT_TRUE(file_exists(dir / "b-ready-1"));  // its round 1 ran
+  EXPECT_EQ(eb.find("is gone"), std::string::npos) << eb;
+}
+
 // A node whose workers keep failing is charged each time (the other is not: its workers
 // were only stopped), restarts while --max-restarts allows, then is left out with its
 // failure report (exit status: its worker's) while the other finishes alone.
