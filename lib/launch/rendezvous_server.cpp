@@ -68,7 +68,14 @@ class Server {
         if (it == channels_.end()) continue;
         if (fds[k].revents & POLLOUT) it->second.flush();
         if (fds[k].revents & (POLLIN | POLLHUP | POLLERR))
-          for (const json& message : it->second.receive()) handle(it->first, it->second, message);
+          for (const json& message : it->second.receive()) {
+            try {
+              handle(it->first, it->second, message);
+            } catch (const json::exception& e) {  // a field of the wrong type: no launcher of ours
+              it->second.close_now(std::string("the peer sent a malformed message (") + e.what() + ")");
+              break;
+            }
+          }
       }
       check_connections();
       RendezvousRounds::Outbox out;

@@ -5,6 +5,7 @@
 // training itself, across hosts, is in tests/multihost/test_elastic.cpp.
 #include <gtest/gtest.h>
 
+#include "launch/line_channel.h"
 #include "launch_test_support.h"
 
 namespace ddp_embed::launch::testing {
@@ -116,6 +117,31 @@ TEST(LaunchElastic, TheServingNodeLeavesAndItsLauncherServesUntilTheJobEnds) {
   EXPECT_NE(eb.find("continuing on 1 of 2 nodes (left: node 0, 127.0.0.1)"), std::string::npos) << eb;
   EXPECT_TRUE(file_exists(dir / "b-ready-1"));  // its round 1 ran
   EXPECT_EQ(eb.find("is gone"), std::string::npos) << eb;
+}
+
+// A peer that speaks JSON lines with a field of the wrong type is cut off; the server
+// goes on serving the job (it does not crash on it).
+TEST(LaunchElastic, AMalformedMessageCutsOffItsPeerNotTheServer) {
+  TempDir dir;
+  const int port = free_port();
+  Launcher server(dir, {"--serve-rendezvous", std::to_string(port)}, {}, "server");
+  ASSERT_TRUE(wait_until([&] { return server.err().find("serving the rendezvous") != std::string::npos; }))
+      << server.err();
+  std::string error;
+  const int fd = connect_tcp("127.0.0.1", port, std::chrono::milliseconds(2000), &error);
+  ASSERT_GE(fd, 0) << error;
+  LineChannel stranger(fd);
+  stranger.send({{"op", "leave"}, {"why", 7}});
+  ASSERT_TRUE(wait_until([&] {
+    stranger.receive();
+    return !stranger.open();
+  })) << server.err();
+  Launcher node(dir, {"--nnodes", "1:2", "--rdzv-endpoint", endpoint(port), "--join-timeout", "0.5", worker_binary(),
+                      "--say", "started"},
+                {}, "node");
+  EXPECT_EQ(node.wait(), 0) << node.err();
+  EXPECT_NE(node.out().find("started"), std::string::npos);
+  EXPECT_EQ(server.wait(), 0) << server.err();
 }
 
 // A node whose workers keep failing is charged each time (the other is not: its workers
