@@ -247,7 +247,14 @@ class ElasticAgent : public AttemptHooks {
   // means the server is gone.
   void read_server() {
     channel_.flush();
-    for (const json& m : channel_.receive()) handle(m);
+    for (const json& m : channel_.receive()) {
+      try {
+        handle(m);
+      } catch (const json::exception& e) {  // a field of the wrong type: no server of ours
+        channel_.close_now(std::string("it sent a malformed message (") + e.what() + ")");
+        break;
+      }
+    }
     const auto now = Clock::now();
     if (gone_why_.empty() && !finished_) {
       if (!channel_.open())

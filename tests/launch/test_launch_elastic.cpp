@@ -5,6 +5,7 @@
 // training itself, across hosts, is in tests/multihost/test_elastic.cpp.
 #include <gtest/gtest.h>
 
+#include "launch/launcher.h"
 #include "launch/line_channel.h"
 #include "launch_test_support.h"
 
@@ -142,6 +143,29 @@ TEST(LaunchElastic, AMalformedMessageCutsOffItsPeerNotTheServer) {
   EXPECT_EQ(node.wait(), 0) << node.err();
   EXPECT_NE(node.out().find("started"), std::string::npos);
   EXPECT_EQ(server.wait(), 0) << server.err();
+}
+
+// The other way round: a "server" (here the test) whose message has a field of the wrong
+// type is taken for gone, and the launcher says so and exits 1 (it does not crash on it).
+TEST(LaunchElastic, AMalformedMessageFromTheServerIsAClearError) {
+  TempDir dir;
+  const int port = free_port();
+  const int listening = listen_on_port(port);
+  ASSERT_GE(listening, 0) << std::strerror(errno);
+  Launcher node(dir, {"--nnodes", "1:2", "--rdzv-endpoint", endpoint(port), "--join-timeout", "20", worker_binary(),
+                      "--say", "started"},
+                {}, "node");
+  const int fd = accept(listening, nullptr, nullptr);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  LineChannel server(fd);
+  server.send({{"op", "round"}, {"round", "zero"}});
+  EXPECT_EQ(node.wait(), 1) << node.err();
+  EXPECT_NE(node.err().find("the rendezvous server at " + endpoint(port) + " is gone: its connection closed (it sent a "
+                            "malformed message"),
+            std::string::npos)
+      << node.err();
+  EXPECT_EQ(node.out().find("started"), std::string::npos);
+  close(listening);
 }
 
 // A node whose workers keep failing is charged each time (the other is not: its workers
