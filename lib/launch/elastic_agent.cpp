@@ -227,6 +227,10 @@ class ElasticAgent : public AttemptHooks {
       read_server();
       if (int status = after_server_news(); status >= 0) return status;
       if (round_message_) return -1;
+      if (finished_) {  // a node waiting for a place when the others finished
+        say("the job finished while this node waited for a place");
+        return kExitOk;
+      }
       pollfd fds[2] = {{SignalRelay::fd(), POLLIN, 0}, {channel_.fd(), channel_.poll_events(), 0}};
       const auto now = Clock::now();
       const auto until = std::min(channel_.next_beat_due(), channel_.last_heard() + kHeartbeatTimeout);

@@ -168,6 +168,34 @@ TEST(LaunchElastic, AMalformedMessageFromTheServerIsAClearError) {
   close(listening);
 }
 
+// A node that comes when the job runs on its most nodes waits for a place; when the job
+// finishes without it, it says so and exits 0 (it does not wait on).
+TEST(LaunchElastic, ANodeWaitingForAPlaceEndsWhenTheJobFinishes) {
+  TempDir dir;
+  const int port = free_port();
+  Launcher server(dir, {"--serve-rendezvous", std::to_string(port)}, {}, "server");
+  ASSERT_TRUE(wait_until([&] { return server.err().find("serving the rendezvous") != std::string::npos; }))
+      << server.err();
+  auto node = [&](const std::string& name) {
+    return std::make_unique<Launcher>(dir,
+                                      std::vector<std::string>{"--nnodes", "1:2", "--rdzv-endpoint", endpoint(port),
+                                                               "--join-timeout", "20", worker_binary(), "--ready-file",
+                                                               dir / (name + "-ready-%a"), "--sleep", "1"},
+                                      std::map<std::string, std::string>{}, name);
+  };
+  auto a = node("a"), b = node("b");
+  ASSERT_TRUE(wait_until([&] { return file_exists(dir / "a-ready-0") && file_exists(dir / "b-ready-0"); }))
+      << a->err() << b->err();
+  auto c = node("c");
+  ASSERT_EQ(a->wait(), 0) << a->err();
+  ASSERT_EQ(b->wait(), 0) << b->err();
+  EXPECT_EQ(c->wait(10), 0) << c->err();
+  EXPECT_NE(c->err().find("this node waits for a place"), std::string::npos) << c->err();
+  EXPECT_NE(c->err().find("the job finished while this node waited for a place"), std::string::npos) << c->err();
+  EXPECT_FALSE(file_exists(dir / "c-ready-0"));
+  EXPECT_EQ(server.wait(), 0) << server.err();
+}
+
 // A node whose workers keep failing is charged each time (the other is not: its workers
 // were only stopped), restarts while --max-restarts allows, then is left out with its
 // failure report (exit status: its worker's) while the other finishes alone.
