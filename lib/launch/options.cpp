@@ -389,6 +389,7 @@ ELASTIC JOBS
     - A node arriving while a round runs: the workers get SIGUSR2 (finish the step,
       checkpoint, exit 75) and the next round includes it (at MAX it waits).
     - SIGINT/SIGTERM/SIGHUP: this node leaves the same way; a second one kills.
+      A launcher that serves the rendezvous stays, serving, until the job ends.
     - Fewer than MIN nodes after --join-timeout, or more than
       --max-membership-changes changes: every launcher says who is there and who
       is missing, and exits 1. The rendezvous' machine lost: every launcher says
