@@ -173,6 +173,12 @@ std::string format_failure_report(const FailureReport& r) {
   list(WorkerExit::Fate::failed, "  also failed: ");
   list(WorkerExit::Fate::stopped, "  stopped    : ");
   list(WorkerExit::Fate::finished, "  finished   : ");
+  out += "  restarts   : " + std::to_string(r.failures) + " failure(s) on this node, --max-restarts " +
+         std::to_string(r.max_restarts);
+  if (r.membership_changes >= 0)
+    out += "; " + std::to_string(r.membership_changes) + " membership change(s) of the job, --max-membership-changes " +
+           std::to_string(r.max_membership_changes);
+  out += "\n";
   out += "ddp-launch: exit status " + std::to_string(exit_status_of(root)) + " (rank " +
          std::to_string(root.rank) + "'s)\n";
   return out;
@@ -185,6 +191,12 @@ std::string format_failure_json(const FailureReport& r) {
   out += "  \"attempt\": " + std::to_string(r.attempt) + ",\n";
   out += "  \"host\": " + json_string(r.host) + ",\n";
   out += "  \"exit_status\": " + std::to_string(exit_status_of(root)) + ",\n";
+  out += "  \"restarts\": {\"failures\": " + std::to_string(r.failures) +
+         ", \"max_restarts\": " + std::to_string(r.max_restarts);
+  if (r.membership_changes >= 0)
+    out += ", \"membership_changes\": " + std::to_string(r.membership_changes) +
+           ", \"max_membership_changes\": " + std::to_string(r.max_membership_changes);
+  out += "},\n";
   out += "  \"root_cause\": " + worker_json(root, "  ") + ",\n";
   out += "  \"workers\": [\n";
   for (size_t i = 0; i < r.workers.size(); ++i)

@@ -43,6 +43,13 @@ struct FailureReport {
   int attempt = 0;
   size_t root_cause = 0;  // index into workers: the first failure
   std::vector<WorkerExit> workers;
+  // Restart accounting: this node's failures so far (this one included) against its
+  // --max-restarts; for an elastic job also the job's membership changes so far against
+  // --max-membership-changes (-1: a job of fixed membership, not counted).
+  int failures = 1;
+  int max_restarts = 0;
+  int membership_changes = -1;
+  int max_membership_changes = -1;
 };
 
 // The multi-line stderr report.

@@ -1,10 +1,12 @@
 // run_launcher(): parse, lay out the job, find PROGRAM, check the master address and port, then hand over
-// to the supervisor. Every early error is one line on stderr.
+// to the supervisor (or, for --nnodes MIN:MAX, to the elastic agent; for --serve-rendezvous, to the
+// rendezvous server alone). Every early error is one line on stderr.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <climits>
 
+#include "launch/elastic_agent.h"
 #include "launch/launcher.h"
 #include "launch/output_mux.h"
 #include "launch/signal_relay.h"
@@ -49,6 +51,7 @@ int run_launcher(const std::vector<std::string>& args, char** envp) {
       break;
   }
   const LaunchOptions& options = parsed.options;
+  if (options.serve_rendezvous) return serve_rendezvous_alone(*options.serve_rendezvous);
 
   LaunchPlan plan;
   plan.base_env = environment_from(envp);
@@ -71,10 +74,22 @@ int run_launcher(const std::vector<std::string>& args, char** envp) {
   plan.argv.push_back(options.program);
   plan.argv.insert(plan.argv.end(), options.program_args.begin(), options.program_args.end());
 
-  // The master's address must resolve on every node (else each worker would retry its
-  // store connection for the whole timeout before saying so).
   JobLayout& job = plan.layout;
   std::string error;
+  if (options.elastic()) {
+    // The master is assigned at each rendezvous round; the endpoint is what must resolve.
+    if (!address_resolves(*options.rdzv_host, &error))
+      return fail(kExitRuntimeError, "the rendezvous endpoint " + *options.rdzv_host + " does not resolve on this node (" +
+                                         error + "); check --rdzv-endpoint");
+    for (const auto& note : job.notes) write_whole(2, "ddp-launch: " + note + "\n");
+    plan.omp_threads = default_omp_threads(plan.base_env, job.nproc, usable_cores());
+    plan.host = host_name();
+    if (!SignalRelay::install(&error)) return fail(kExitRuntimeError, error);
+    return supervise_elastic(plan, elastic_settings(options, job, plan.base_env));
+  }
+
+  // The master's address must resolve on every node (else each worker would retry its
+  // store connection for the whole timeout before saying so).
   if (!address_resolves(job.master_addr, &error))
     return fail(kExitRuntimeError, "the master address " + job.master_addr + " does not resolve on this node (" +
                                        error + "); check --master-addr" +

@@ -1,10 +1,13 @@
 // ddp-launch: starts one worker process per device, supervises them, and stops them
-// all together (README.md, "Reference", "ddp-launch": the options, the environment the
-// workers get, restarts; `ddp-launch --help` is the full manual).
+// all together (docs/cli.md, "ddp-launch": the options, the environment the workers get,
+// restarts; docs/distributed.md: several machines, elastic jobs; `ddp-launch --help` is
+// the full manual).
 //
 // What this header offers:
 //   - run_launcher(): the whole program behind `ddp-launch ARGS...` (apps/ddp_launch
-//     is a thin main around it).
+//     is a thin main around it): a job of fixed membership (supervisor.h), an elastic
+//     one, --nnodes MIN:MAX (elastic_agent.h), or the elastic rendezvous alone,
+//     --serve-rendezvous (rendezvous_server.h).
 //   - The pure pieces it is built from, each testable without starting a process:
 //     command-line parsing, the job layout (SLURM and GPU discovery folded in; SLURM's
 //     host lists are expanded by util/slurm_nodelist.h), the worker environment, the
@@ -30,6 +33,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntimeError = 1;  // port in use, fork failed, ...
 inline constexpr int kExitUsage = 2;         // bad option, PROGRAM not found
 
+// An elastic job's defaults (--nnodes MIN:MAX; docs/distributed.md).
+inline constexpr double kDefaultJoinTimeoutSeconds = 30;
+inline constexpr int kDefaultMaxMembershipChanges = 20;
+
 // ---- command line ----------------------------------------------------------------------
 
 // What the command line said. Unset optionals mean "not given": the layout step fills
@@ -37,10 +44,21 @@ inline constexpr int kExitUsage = 2;         // bad option, PROGRAM not found
 struct LaunchOptions {
   std::optional<int> nproc;          // --nproc N
   bool nproc_per_gpu = false;        // --nproc gpu
-  std::optional<int> nnodes;         // --nnodes N
-  std::optional<int> node_rank;      // --node-rank R
+  std::optional<int> nnodes;         // --nnodes N (also N:N)
+  // --nnodes MIN:MAX with --rdzv-endpoint: an elastic job (both set, MIN <= MAX).
+  std::optional<int> min_nnodes, max_nnodes;
+  std::optional<int> node_rank;      // --node-rank R (elastic: a preference)
   std::optional<std::string> master_addr;
   std::optional<int> master_port;    // 0 = pick a free port
+  // --rdzv-endpoint HOST[:PORT]: the master's address and port for a job of fixed
+  // membership (when --master-addr/--master-port do not say otherwise); for an elastic
+  // job, the rendezvous server's.
+  std::optional<std::string> rdzv_host;
+  std::optional<int> rdzv_port;
+  double join_timeout_s = kDefaultJoinTimeoutSeconds;        // --join-timeout S
+  int max_membership_changes = kDefaultMaxMembershipChanges;  // --max-membership-changes K
+  std::optional<std::string> local_addr;  // --local-addr: how other nodes reach this one
+  std::optional<int> serve_rendezvous;    // --serve-rendezvous PORT: the server alone, no PROGRAM
   int max_restarts = 0;
   std::string log_dir;               // empty = no log files
   std::vector<std::string> devices;  // --devices 0,2,3 (empty = not given)
@@ -48,8 +66,10 @@ struct LaunchOptions {
   std::optional<std::string> run_id;
   bool standalone = false;           // torchrun's --standalone: one node, free port
 
-  std::string program;               // PROGRAM as typed
+  std::string program;               // PROGRAM as typed ("" with --serve-rendezvous)
   std::vector<std::string> program_args;
+
+  bool elastic() const { return min_nnodes.has_value(); }
 };
 
 enum class ParseOutcome { run, help, version, error };
@@ -171,6 +191,10 @@ PortState probe_port(int port, std::string* error = nullptr);
 
 // A port that was free a moment ago (bind port 0, read it back, close), or 0 on error.
 int pick_free_port(std::string* error = nullptr);
+
+// A socket listening on every interface at `port` (IPv6 dual-stack, else IPv4), as rank
+// 0's store listens; close-on-exec. -1 with errno set (EADDRINUSE: someone serves it).
+int listen_on_port(int port);
 
 // ---- the program -----------------------------------------------------------------------
 

@@ -85,8 +85,11 @@ LayoutResult resolve_layout(const LaunchOptions& options, const Environment& env
   std::vector<std::string> from_slurm;  // what SLURM decided, for the note
 
   // Nodes. Inside `srun`, the step's node count is the one that matters (a step may use
-  // part of the allocation); in the batch script itself, the job's.
-  if (options.nnodes) {
+  // part of the allocation); in the batch script itself, the job's. An elastic job's count
+  // is decided at each rendezvous round: here it is MAX, the bound of a node rank.
+  if (options.elastic()) {
+    layout.nnodes = *options.max_nnodes;
+  } else if (options.nnodes) {
     layout.nnodes = *options.nnodes;
   } else if (in_slurm) {
     std::string source;
@@ -99,7 +102,7 @@ LayoutResult resolve_layout(const LaunchOptions& options, const Environment& env
 
   if (options.node_rank) {
     layout.node_rank = *options.node_rank;
-  } else if (in_slurm && layout.nnodes > 1) {
+  } else if (in_slurm && layout.nnodes > 1 && !options.elastic()) {
     std::string source;
     auto r = first_number(env, {"SLURM_NODEID"}, 0, &source);
     if (!r)
@@ -111,10 +114,14 @@ LayoutResult resolve_layout(const LaunchOptions& options, const Environment& env
   }
   if (layout.node_rank >= layout.nnodes)
     return fail("--node-rank " + std::to_string(layout.node_rank) + " must be less than --nnodes " +
-                std::to_string(layout.nnodes));
+                (options.elastic() ? "MAX " : "") + std::to_string(layout.nnodes));
 
   if (options.master_addr) {
     layout.master_addr = *options.master_addr;
+  } else if (options.rdzv_host && !options.elastic()) {
+    layout.master_addr = *options.rdzv_host;
+  } else if (options.elastic()) {
+    layout.master_addr.clear();  // node 0's, assigned at each round
   } else if (in_slurm) {
     for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
       std::string list = lookup(env, name);
@@ -131,9 +138,11 @@ LayoutResult resolve_layout(const LaunchOptions& options, const Environment& env
 
   if (options.master_port)
     layout.master_port = *options.master_port;
-  else if (options.standalone)
-    layout.master_port = 0;
-  if (layout.master_port == 0 && layout.nnodes > 1)
+  else if (options.rdzv_port && !options.elastic())
+    layout.master_port = *options.rdzv_port;
+  else if (options.standalone || options.elastic())
+    layout.master_port = 0;  // elastic: node 0's launcher picks one at each round
+  if (layout.master_port == 0 && layout.nnodes > 1 && !options.elastic())
     return fail("--master-port 0 (pick a free port) needs a single node: the other nodes "
                 "could not learn the port; give the same --master-port to every node");
 

@@ -15,7 +15,8 @@ namespace {
 
 enum class Opt {
   nproc, nnodes, node_rank, master_addr, master_port, max_restarts, log_dir, devices,
-  grace, run_id, rdzv_endpoint, standalone, help, version
+  grace, run_id, rdzv_endpoint, standalone, join_timeout, max_membership_changes, local_addr,
+  serve_rendezvous, help, version
 };
 
 struct OptionName {
@@ -49,6 +50,13 @@ constexpr OptionName kOptionNames[] = {
     {"--rdzv-endpoint", Opt::rdzv_endpoint, true},
     {"--rdzv_endpoint", Opt::rdzv_endpoint, true},
     {"--standalone", Opt::standalone, false},
+    {"--join-timeout", Opt::join_timeout, true},
+    {"--join_timeout", Opt::join_timeout, true},
+    {"--max-membership-changes", Opt::max_membership_changes, true},
+    {"--max_membership_changes", Opt::max_membership_changes, true},
+    {"--local-addr", Opt::local_addr, true},
+    {"--local_addr", Opt::local_addr, true},
+    {"--serve-rendezvous", Opt::serve_rendezvous, true},
     {"--help", Opt::help, false},
     {"-h", Opt::help, false},
     {"--version", Opt::version, false},
@@ -144,17 +152,23 @@ std::string apply_option(Opt opt, const std::string& spelled, const std::string&
       o.nproc_per_gpu = false;
       return "";
     case Opt::nnodes: {
-      // torchrun's elastic MIN:MAX form is accepted only when MIN == MAX.
-      std::string n = value;
+      // N, or torchrun's MIN:MAX (an elastic job with --rdzv-endpoint; N:N alone means N).
       size_t colon = value.find(':');
-      if (colon != std::string::npos) {
-        if (value.substr(0, colon) != value.substr(colon + 1))
-          return spelled + ": elastic ranges (MIN:MAX) are not supported, got '" + value +
-                 "'; give one number";
-        n = value.substr(0, colon);
+      if (colon == std::string::npos) {
+        if (!parse_int(value, 1, 1 << 20, &number)) return got("a positive integer or MIN:MAX");
+        o.nnodes = number;
+        o.min_nnodes.reset();
+        o.max_nnodes.reset();
+        return "";
       }
-      if (!parse_int(n, 1, 1 << 20, &number)) return got("a positive integer");
-      o.nnodes = number;
+      int low = 0, high = 0;
+      if (!parse_int(value.substr(0, colon), 1, 1 << 20, &low) ||
+          !parse_int(value.substr(colon + 1), 1, 1 << 20, &high))
+        return got("a positive integer or MIN:MAX");
+      if (low > high) return spelled + ": MIN must not exceed MAX, got '" + value + "'";
+      o.nnodes.reset();
+      o.min_nnodes = low;
+      o.max_nnodes = high;
       return "";
     }
     case Opt::node_rank:
@@ -203,13 +217,29 @@ std::string apply_option(Opt opt, const std::string& spelled, const std::string&
       else if (colon != std::string::npos && host.find(':') != std::string::npos)
         return got("HOST[:PORT], with an IPv6 address in brackets");
       if (host.empty()) return got("HOST[:PORT]");
+      o.rdzv_port.reset();
       if (colon != std::string::npos) {
         if (!parse_int(value.substr(colon + 1), 0, 65535, &number)) return got("HOST[:PORT]");
-        o.master_port = number;
+        o.rdzv_port = number;
       }
-      o.master_addr = host;
+      o.rdzv_host = host;
       return "";
     }
+    case Opt::join_timeout:
+      if (!parse_seconds(value, &o.join_timeout_s)) return got("a non-negative number of seconds");
+      return "";
+    case Opt::max_membership_changes:
+      if (!parse_int(value, 0, 1000000, &number)) return got("a non-negative integer");
+      o.max_membership_changes = number;
+      return "";
+    case Opt::local_addr:
+      if (value.empty()) return got("a host name or address");
+      o.local_addr = value;
+      return "";
+    case Opt::serve_rendezvous:
+      if (!parse_int(value, 1, 65535, &number)) return got("a port number 1-65535");
+      o.serve_rendezvous = number;
+      return "";
     case Opt::standalone:
     case Opt::help:
     case Opt::version:
@@ -271,6 +301,30 @@ ParseResult parse_command_line(const std::vector<std::string>& args) {
     if (!error.empty()) return fail(error);
   }
 
+  if (o.serve_rendezvous) {
+    if (i < args.size())
+      return fail("--serve-rendezvous runs the rendezvous server alone and takes no PROGRAM (got '" + args[i] +
+                  "'); start the training nodes with --rdzv-endpoint THIS_HOST:" + std::to_string(*o.serve_rendezvous));
+    result.outcome = ParseOutcome::run;
+    return result;
+  }
+  // The elastic form's parts that only make sense together.
+  if (o.min_nnodes && *o.min_nnodes < *o.max_nnodes && !o.rdzv_host)
+    return fail("--nnodes " + std::to_string(*o.min_nnodes) + ":" + std::to_string(*o.max_nnodes) +
+                " (an elastic job) needs --rdzv-endpoint HOST:PORT, the rendezvous server every node reaches");
+  if (o.min_nnodes && (!o.rdzv_host || (*o.min_nnodes == *o.max_nnodes && !o.rdzv_port))) {  // N:N: N, as before
+    o.nnodes = o.min_nnodes;
+    o.min_nnodes.reset();
+    o.max_nnodes.reset();
+  }
+  if (o.elastic()) {
+    if (!o.rdzv_port || *o.rdzv_port == 0)
+      return fail("--rdzv-endpoint " + *o.rdzv_host + ": an elastic job needs the port too (HOST:PORT, 1-65535)");
+    if (o.master_addr)
+      return fail("--master-addr: in an elastic job the rendezvous assigns node 0, whose address the workers "
+                  "use; leave it out (--local-addr says how other nodes reach this one)");
+    if (o.standalone) return fail("--standalone: one node alone cannot be an elastic job (--nnodes MIN:MAX)");
+  }
   if (i >= args.size())
     return fail("missing PROGRAM (usage: ddp-launch [options] [--] PROGRAM [ARGS...]; "
                 "see ddp-launch --help)");
@@ -281,12 +335,17 @@ ParseResult parse_command_line(const std::vector<std::string>& args) {
   return result;
 }
 
-std::string help_text() {
-  return R"(NAME
+namespace {
+
+// The manual, in two parts (a raw string each): what ddp-launch does, then its options,
+// environment, exit statuses and examples.
+constexpr const char kHelpDescription[] = R"(NAME
     ddp-launch - start and supervise the workers of a data-parallel job
 
 SYNOPSIS
     ddp-launch [options] [--] PROGRAM [ARGS...]
+    ddp-launch --nnodes MIN:MAX --rdzv-endpoint HOST:PORT [options] PROGRAM [ARGS...]
+    ddp-launch --serve-rendezvous PORT
 
 DESCRIPTION
     Starts --nproc copies of PROGRAM on this node, each with the environment of one
@@ -316,26 +375,67 @@ DESCRIPTION
     "--config cfg.json") always belong to PROGRAM. PROGRAM is looked up on PATH, then
     beside ddp-launch itself.
 
-OPTIONS
+ELASTIC JOBS
+    With --nnodes MIN:MAX and --rdzv-endpoint HOST:PORT, machines may come and go.
+    The launcher on the machine HOST names (the one whose bind of PORT on every
+    interface succeeds) serves a rendezvous there; every launcher keeps a connection
+    to it, with a heartbeat a second. The job runs in rounds: a round starts when MAX
+    nodes have joined, or MIN and --join-timeout seconds have passed; node ranks are
+    assigned there (--node-rank is a preference), node 0's launcher picks the port of
+    the workers' store, and RESTART_COUNT is the round.
+    - A node lost (its connection closes, or is silent for 5 s): the others stop
+      their workers at once (SIGTERM, SIGKILL after --grace) and start the next round
+      without it; the workers resume from the last checkpoint at the new world size.
+    - A node arriving while a round runs: the workers get SIGUSR2 (finish the step,
+      checkpoint, exit 75) and the next round includes it (at MAX it waits).
+    - SIGINT/SIGTERM/SIGHUP: this node leaves the same way; a second one kills.
+      A launcher that serves the rendezvous stays, serving, until the job ends.
+    - Fewer than MIN nodes after --join-timeout, or more than
+      --max-membership-changes changes: every launcher says who is there and who
+      is missing, and exits 1. The rendezvous' machine lost: every launcher says
+      the server is gone and exits 1 (ddp-launch --serve-rendezvous PORT on a
+      machine that trains nothing avoids that).
+    - --max-restarts counts the failures charged to this node (a worker crashed
+      here, no node lost); a node out of restarts leaves, the others go on.
+
+)";
+
+constexpr const char kHelpReference[] = R"(OPTIONS
     --nproc N|gpu          workers on this node; "gpu" = one per visible GPU
                            (CUDA_VISIBLE_DEVICES, else /proc/driver/nvidia/gpus).
                            Also --nproc-per-node, --nproc_per_node. Default 1.
     --nnodes N             nodes in the job. Default 1, or SLURM's node count.
+    --nnodes MIN:MAX       an elastic job (with --rdzv-endpoint HOST:PORT); N:N
+                           without an endpoint means N.
     --node-rank R          this node's index, 0..N-1. Default 0, or SLURM_NODEID.
+                           Elastic: the rank it prefers.
     --master-addr HOST     host of rank 0's rendezvous store. Default 127.0.0.1, or
                            the first host of SLURM_JOB_NODELIST.
     --master-port P        rendezvous port; 0 picks a free one (single node only).
                            Default 29500. On the master node the port must be free.
+                           Elastic: the workers' store port on node 0 (default: a
+                           free one, picked at each round).
     --max-restarts K       restart the whole worker group up to K times. Default 0.
+                           Elastic: the failures charged to this node.
     --log-dir DIR          also write each worker's output to
-                           DIR/attempt<A>/rank<R>.log.
+                           DIR/attempt<A>/rank<R>.log (elastic: A is the round).
     --devices LIST         CUDA devices this node may use, e.g. 0,2,3: local rank i
                            gets CUDA_VISIBLE_DEVICES=LIST[i] (so it sees one GPU, as
                            cuda:0). With --nproc gpu, one worker per entry.
     --grace S              seconds between SIGTERM and SIGKILL. Default 10.
     --run-id ID            RUN_ID for the workers. Default: slurm-JOBID inside SLURM,
                            else a fresh id. Also --rdzv-id.
-    --rdzv-endpoint H[:P]  torchrun's spelling of --master-addr H --master-port P.
+    --rdzv-endpoint H[:P]  fixed membership: torchrun's spelling of --master-addr H
+                           --master-port P. Elastic: the rendezvous server.
+    --join-timeout S       elastic: how long a round waits for MAX nodes once it
+                           has MIN (and for the server to answer). Default 30.
+    --max-membership-changes K
+                           elastic: end the job after K rounds whose nodes changed.
+                           Default 20.
+    --local-addr A         elastic: the address other nodes reach this one at
+                           (default: the one the rendezvous server sees).
+    --serve-rendezvous P   serve an elastic job's rendezvous on port P and nothing
+                           else, until the job ends (a machine that trains nothing).
     --standalone           one node on its own: --nnodes 1, 127.0.0.1, a free port
                            unless --master-port is given.
     -h, --help             show this text.
@@ -361,6 +461,11 @@ ENVIRONMENT
     DDP_LAUNCH_STORE_FILE   single node only: a file in a private directory (mode
                             0700, removed at exit) that workers may rendezvous
                             through instead of a TCP port (embed-train does)
+    DDP_LAUNCH_MIN_NNODES, DDP_LAUNCH_MAX_NNODES
+                            elastic only: MIN and MAX of --nnodes
+    DDP_LAUNCH_MEMBERSHIP   elastic only, after a change: JSON {"round", "nodes",
+                            "previous_nodes", "text", "detail", "lost", "left",
+                            "joined"}
 
     Read by ddp-launch inside a SLURM allocation (SLURM_JOB_ID set), unless the
     command line says otherwise: SLURM_STEP_NUM_NODES, SLURM_JOB_NUM_NODES or
@@ -371,7 +476,8 @@ EXIT STATUS
     0      every worker exited 0 (also after a forwarded SIGTERM they obeyed).
            After SIGINT/SIGTERM/SIGHUP: the first non-zero worker status, if any.
     N      the failed worker's exit code; 128+N when signal N killed it.
-    1      the launcher could not run the job (port in use, fork failed, ...).
+    1      the launcher could not run the job (port in use, fork failed, ...); an
+           elastic job ended (fewer than MIN nodes, the rendezvous gone, ...).
     2      bad command line, or PROGRAM not found.
 
 EXAMPLES
@@ -386,7 +492,13 @@ EXAMPLES
     SLURM, one launcher per node (nodes, node rank and master come from SLURM):
     #SBATCH --nodes=4 --ntasks-per-node=1 --gpus-per-node=8
     srun ddp-launch --nproc gpu embed-train --config cfg.json
+
+    Elastic, 2 to 4 nodes (the same line on each; node0's launcher serves):
+    ddp-launch --nnodes 2:4 --rdzv-endpoint node0:29400 --nproc gpu embed-train ...
 )";
-}
+
+}  // namespace
+
+std::string help_text() { return std::string(kHelpDescription) + kHelpReference; }
 
 }  // namespace ddp_embed::launch

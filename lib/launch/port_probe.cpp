@@ -94,4 +94,16 @@ int pick_free_port(std::string* error) {
   return port;
 }
 
+int listen_on_port(int port) {
+  int fd = bind_wildcard(port);
+  if (fd < 0) return -1;
+  if (listen(fd, 64) != 0) {
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace ddp_embed::launch

@@ -1,6 +1,7 @@
-// The supervisor: one poll() loop per attempt over the signal pipe and every worker's
-// stdout/stderr, reaping exits as they come. Fail fast: the first worker to fail is
-// the root cause, the others get SIGTERM, then SIGKILL after --grace.
+// The supervisor: one poll() loop per attempt over the signal pipe, every worker's
+// stdout/stderr and, for an elastic job, the rendezvous connection (AttemptHooks), reaping
+// exits as they come. Fail fast: the first worker to fail is the root cause, the others
+// get SIGTERM, then SIGKILL after --grace.
 #include "launch/supervisor.h"
 
 #include <fcntl.h>
@@ -69,56 +70,36 @@ struct Worker {
   WorkerExit exit;
 };
 
-enum class AttemptEnd { success, failure, stopped, launcher_error };
+}  // namespace
 
-class Supervisor {
+class WorkerGroup::Impl {
  public:
-  explicit Supervisor(const LaunchPlan& plan) : plan_(plan), layout_(plan.layout) {}
+  explicit Impl(const Environment& base_env) : base_env_(base_env) {}
 
-  int run() {
-    std::string error;
+  bool prepare(bool single_node, std::string* error) {
     // A single-node job rendezvouses through a file in a private directory: nothing
     // listens on the network, and no other user of the machine can join the job.
-    if (layout_.nnodes == 1 && !store_dir_.create(plan_.base_env, &error)) {
-      say(error);
-      return kExitRuntimeError;
-    }
-    if (!guard_.start(&error, store_dir_.path()))
-      say("warning: cannot start the orphan guard (" + error +
+    if (single_node && !store_dir_.create(base_env_, error)) return false;
+    std::string why;
+    if (!guard_.start(&why, store_dir_.path()))
+      say("warning: cannot start the orphan guard (" + why +
           "); if ddp-launch is killed, workers' children may survive it");
-    for (int attempt = 0;; ++attempt) {
-      for (int sig : SignalRelay::take_pending()) note_signal_between_attempts(sig);
-      if (stop_request_) {
-        say("got " + signal_name(stop_request_) + "; not starting attempt " + std::to_string(attempt));
-        return attempt == 0 ? 128 + stop_request_ : last_status_;
-      }
-      AttemptEnd end = run_attempt(attempt);
-      switch (end) {
-        case AttemptEnd::success:
-          return 0;
-        case AttemptEnd::launcher_error:
-          return kExitRuntimeError;
-        case AttemptEnd::stopped:
-          report_stop();
-          return last_status_;
-        case AttemptEnd::failure: {
-          FailureReport report = make_report(attempt);
-          if (!attempt_dir_.empty() &&
-              !write_file(attempt_dir_ + "/failure.json", format_failure_json(report)))
-            say("cannot write " + attempt_dir_ + "/failure.json: " + std::strerror(errno));
-          if (attempt < layout_.max_restarts && !stop_request_) {
-            write_whole(2, format_restart_line(report, attempt + 1, layout_.max_restarts));
-            continue;
-          }
-          write_whole(2, format_failure_report(report));
-          return last_status_;
-        }
-      }
-    }
+    return true;
   }
 
- private:
-  AttemptEnd run_attempt(int attempt) {
+  void take_signals_between_attempts() {
+    for (int sig : SignalRelay::take_pending()) note_signal_between_attempts(sig);
+  }
+  int stop_request() const { return stop_request_; }
+  int last_status() const { return last_status_; }
+  const std::string& attempt_dir() const { return attempt_dir_; }
+
+  AttemptEnd run(const LaunchPlan& plan, int attempt, AttemptHooks* hooks) {
+    plan_ = &plan;
+    layout_ = &plan.layout;
+    hooks_ = hooks;
+    ordered_ = GroupOrder::none;
+    hooks_took_signal_ = false;
     workers_.clear();
     exit_order_.clear();
     root_cause_.reset();
@@ -129,8 +110,8 @@ class Supervisor {
 
     std::string error;
     attempt_dir_.clear();
-    if (!layout_.log_dir.empty()) {
-      attempt_dir_ = layout_.log_dir + "/attempt" + std::to_string(attempt);
+    if (!layout_->log_dir.empty()) {
+      attempt_dir_ = layout_->log_dir + "/attempt" + std::to_string(attempt);
       if (!make_directories(attempt_dir_, &error)) {
         say("--log-dir: " + error);
         return AttemptEnd::launcher_error;
@@ -146,7 +127,7 @@ class Supervisor {
 
     static char buffer[64 * 1024];
     std::vector<pollfd> fds;
-    std::vector<std::pair<size_t, int>> owners;  // (worker, stream) per pollfd after the first
+    std::vector<std::pair<size_t, int>> owners;  // (worker, stream) per pollfd after the first two
     while (true) {
       bool running = any_running();
       bool streams_open = any_stream_open();
@@ -157,6 +138,8 @@ class Supervisor {
       fds.clear();
       owners.clear();
       fds.push_back({SignalRelay::fd(), POLLIN, 0});
+      // The hooks' descriptor has slot 1 always (-1 when none: poll() skips it).
+      fds.push_back({hooks_ ? hooks_->fd() : -1, hooks_ ? hooks_->events() : short(0), 0});
       for (size_t i = 0; i < workers_.size(); ++i)
         for (int s = 0; s < 2; ++s)
           if (workers_[i].fds[s] >= 0) {
@@ -164,7 +147,8 @@ class Supervisor {
             owners.emplace_back(i, s + 1);
           }
       int timeout = -1;
-      for (const auto& deadline : {kill_deadline_, drain_deadline})
+      const std::optional<Clock::time_point> hooks_deadline = hooks_ ? hooks_->deadline() : std::nullopt;
+      for (const auto& deadline : {kill_deadline_, drain_deadline, hooks_deadline})
         if (deadline) {
           auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now).count();
           int ms = left < 0 ? 0 : static_cast<int>(std::min<long long>(left + 1, 1 << 30));
@@ -183,9 +167,9 @@ class Supervisor {
       if (ready > 0) {
         if (fds[0].revents & POLLIN)
           for (int sig : SignalRelay::take_pending()) handle_signal(sig);
-        for (size_t k = 1; k < fds.size(); ++k) {
+        for (size_t k = 2; k < fds.size(); ++k) {
           if (!fds[k].revents) continue;
-          auto [index, stream] = owners[k - 1];
+          auto [index, stream] = owners[k - 2];
           Worker& w = workers_[index];
           ssize_t n = read(w.fds[stream - 1], buffer, sizeof buffer);
           if (n > 0)
@@ -195,6 +179,7 @@ class Supervisor {
         }
       }
       reap();
+      if (hooks_) obey(hooks_->poll());
 
       now = Clock::now();
       if (kill_deadline_ && now >= *kill_deadline_) {
@@ -211,6 +196,11 @@ class Supervisor {
     }
 
     for (auto& w : workers_) w.exit.last_lines.assign(w.output->recent().begin(), w.output->recent().end());
+    return how_it_ended();
+  }
+
+  // Once every worker has ended: why the attempt did, and last_status_.
+  AttemptEnd how_it_ended() {
     if (root_cause_) {
       last_status_ = exit_status_of(workers_[*root_cause_].exit);
       return AttemptEnd::failure;
@@ -225,15 +215,22 @@ class Supervisor {
       }
       return AttemptEnd::stopped;
     }
+    if (ordered_ == GroupOrder::stop_now) return AttemptEnd::ordered;  // exit 0 on SIGTERM: stopped, not done
+    if (ordered_ == GroupOrder::checkpoint_and_exit) {
+      // Workers that reached the end of training as the order came did finish it (they
+      // exit 75 when they stopped for it).
+      for (size_t i : exit_order_)
+        if (exit_status_of(workers_[i].exit) != 0) return AttemptEnd::ordered;
+    }
     return AttemptEnd::success;
   }
 
   bool start_workers(int attempt, std::string* error) {
-    workers_.resize(static_cast<size_t>(layout_.nproc));
-    for (int local = 0; local < layout_.nproc; ++local) {
+    workers_.resize(static_cast<size_t>(layout_->nproc));
+    for (int local = 0; local < layout_->nproc; ++local) {
       Worker& w = workers_[static_cast<size_t>(local)];
       w.local_rank = local;
-      w.rank = layout_.global_rank(local);
+      w.rank = layout_->global_rank(local);
       int log_fd = -1;
       if (!attempt_dir_.empty()) {
         std::string log = attempt_dir_ + "/rank" + std::to_string(w.rank) + ".log";
@@ -244,8 +241,8 @@ class Supervisor {
         }
       }
       w.output = std::make_unique<WorkerOutput>(w.rank, log_fd);
-      WorkerCommand command{plan_.program_path, plan_.argv,
-                            build_worker_env(plan_.base_env, layout_, local, attempt, plan_.omp_threads,
+      WorkerCommand command{plan_->program_path, plan_->argv,
+                            build_worker_env(plan_->base_env, *layout_, local, attempt, plan_->omp_threads,
                                              store_dir_.path().empty() ? "" : store_dir_.path() + "/store")};
       StartedWorker started;
       std::string why;
@@ -296,7 +293,8 @@ class Supervisor {
   // Sends `sig` to every running worker's process group. Stop signals are remembered
   // per worker, so its exit is reported as "stopped by ddp-launch", not as a failure.
   void signal_running(int sig) {
-    bool stop = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+    // SIGUSR2 counts as a stop when the hooks ordered it (a membership change).
+    bool stop = sig == SIGINT || sig == SIGTERM || sig == SIGHUP || (sig == SIGUSR2 && ordered_ != GroupOrder::none);
     if (stop) stop_signal_sent_ = sig;
     for (auto& w : workers_)
       if (w.running) {
@@ -315,7 +313,7 @@ class Supervisor {
 
   std::string grace_text() const {
     char text[32];
-    std::snprintf(text, sizeof text, "%g", layout_.grace_seconds);
+    std::snprintf(text, sizeof text, "%g", layout_->grace_seconds);
     return text;
   }
 
@@ -325,10 +323,38 @@ class Supervisor {
     return n;
   }
 
+  // The hooks' order: a membership change (SIGUSR2: checkpoint at the next step and exit)
+  // or a lost peer (SIGTERM now, SIGKILL after --grace). An order never weakens: a stop
+  // now during a checkpoint stop escalates, the reverse does nothing.
+  void obey(GroupOrder order) {
+    if (order == GroupOrder::none || order <= ordered_ || stop_request_ || !any_running()) return;
+    ordered_ = order;
+    if (order == GroupOrder::checkpoint_and_exit) {
+      signal_running(SIGUSR2);
+      return;
+    }
+    signal_running(SIGTERM);
+    if (!kill_deadline_)
+      kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(layout_->grace_seconds));
+  }
+
   void handle_signal(int sig) {
     if (sig == SIGCHLD) return;  // reap() runs after every wake-up
     if (sig == SIGUSR1 || sig == SIGUSR2) {
       signal_running(sig);
+      return;
+    }
+    // An elastic node leaves at the next step; a second signal kills as below.
+    if (hooks_ && !hooks_took_signal_ && !stop_request_ && hooks_->stop_signal(sig)) {
+      hooks_took_signal_ = true;
+      return;
+    }
+    if (hooks_took_signal_ && !stop_request_ && (sig == SIGINT || sig == SIGTERM)) {
+      stop_request_ = sig;
+      say("got " + signal_name(sig) + " again; killing " + std::to_string(running_count()) + " workers now");
+      kill_all_now("second stop signal");
+      kill_deadline_.reset();
       return;
     }
     if (!stop_request_) {
@@ -339,7 +365,7 @@ class Supervisor {
       signal_running(sig);
       if (!kill_deadline_)
         kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(layout_.grace_seconds));
+                                            std::chrono::duration<double>(layout_->grace_seconds));
     } else if (sig == SIGINT || sig == SIGTERM) {
       say("got " + signal_name(sig) + " again; killing " + std::to_string(running_count()) +
           " workers now");
@@ -395,18 +421,21 @@ class Supervisor {
         e.fate = WorkerExit::Fate::finished;
       } else {
         e.fate = WorkerExit::Fate::failed;
-        if (!root_cause_ && !stop_request_) {
+        if (!root_cause_ && !stop_request_ && ordered_ == GroupOrder::none) {
           root_cause_ = index;
           failed_now = true;
+        } else if (ordered_ != GroupOrder::none) {
+          e.fate = WorkerExit::Fate::stopped;  // it ended while the group was being stopped
         }
       }
     }
     // After the whole batch: a worker that died on its own at the same moment counts as
     // failed, not as stopped by us.
+    if (failed_now && hooks_) hooks_->worker_failed(workers_[*root_cause_].exit);
     if (failed_now && any_running()) {
       signal_running(SIGTERM);
       kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(layout_.grace_seconds));
+                                          std::chrono::duration<double>(layout_->grace_seconds));
     }
   }
 
@@ -417,10 +446,10 @@ class Supervisor {
     reap();
   }
 
-  FailureReport make_report(int attempt) const {
+  FailureReport report(int attempt) const {
     FailureReport report;
-    report.run_id = layout_.run_id;
-    report.host = plan_.host;
+    report.run_id = layout_->run_id;
+    report.host = plan_->host;
     report.attempt = attempt;
     report.root_cause = *root_cause_;
     for (const auto& w : workers_) report.workers.push_back(w.exit);
@@ -441,8 +470,12 @@ class Supervisor {
     say("stopped on " + signal_name(stop_request_) + "; exit status " + std::to_string(last_status_));
   }
 
-  const LaunchPlan& plan_;
-  const JobLayout& layout_;
+  const Environment& base_env_;
+  const LaunchPlan* plan_ = nullptr;  // the attempt's (run()'s argument)
+  const JobLayout* layout_ = nullptr;
+  AttemptHooks* hooks_ = nullptr;
+  GroupOrder ordered_ = GroupOrder::none;
+  bool hooks_took_signal_ = false;
   OrphanGuard guard_;
   PrivateDir store_dir_;  // single-node jobs only
   std::vector<Worker> workers_;
@@ -455,11 +488,57 @@ class Supervisor {
   int last_status_ = 0;
 };
 
-}  // namespace
+WorkerGroup::WorkerGroup(const Environment& base_env) : impl_(std::make_unique<Impl>(base_env)) {}
+WorkerGroup::~WorkerGroup() = default;
+bool WorkerGroup::prepare(bool single_node, std::string* error) { return impl_->prepare(single_node, error); }
+AttemptEnd WorkerGroup::run(const LaunchPlan& plan, int attempt, AttemptHooks* hooks) {
+  return impl_->run(plan, attempt, hooks);
+}
+int WorkerGroup::last_status() const { return impl_->last_status(); }
+FailureReport WorkerGroup::report(int attempt) const { return impl_->report(attempt); }
+const std::string& WorkerGroup::attempt_dir() const { return impl_->attempt_dir(); }
+int WorkerGroup::stop_request() const { return impl_->stop_request(); }
+void WorkerGroup::take_signals_between_attempts() { impl_->take_signals_between_attempts(); }
+void WorkerGroup::report_stop() const { impl_->report_stop(); }
 
 int supervise(const LaunchPlan& plan) {
-  Supervisor supervisor(plan);
-  return supervisor.run();
+  WorkerGroup group(plan.base_env);
+  std::string error;
+  if (!group.prepare(plan.layout.nnodes == 1, &error)) {
+    say(error);
+    return kExitRuntimeError;
+  }
+  for (int attempt = 0;; ++attempt) {
+    group.take_signals_between_attempts();
+    if (group.stop_request()) {
+      say("got " + signal_name(group.stop_request()) + "; not starting attempt " + std::to_string(attempt));
+      return attempt == 0 ? 128 + group.stop_request() : group.last_status();
+    }
+    switch (group.run(plan, attempt)) {
+      case AttemptEnd::success:
+      case AttemptEnd::ordered:  // no hooks here: never
+        return 0;
+      case AttemptEnd::launcher_error:
+        return kExitRuntimeError;
+      case AttemptEnd::stopped:
+        group.report_stop();
+        return group.last_status();
+      case AttemptEnd::failure: {
+        FailureReport report = group.report(attempt);
+        report.failures = attempt + 1;
+        report.max_restarts = plan.layout.max_restarts;
+        if (!group.attempt_dir().empty() &&
+            !write_file(group.attempt_dir() + "/failure.json", format_failure_json(report)))
+          say("cannot write " + group.attempt_dir() + "/failure.json: " + std::strerror(errno));
+        if (attempt < plan.layout.max_restarts && !group.stop_request()) {
+          write_whole(2, format_restart_line(report, attempt + 1, plan.layout.max_restarts));
+          continue;
+        }
+        write_whole(2, format_failure_report(report));
+        return group.last_status();
+      }
+    }
+  }
 }
 
 }  // namespace ddp_embed::launch

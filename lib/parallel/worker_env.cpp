@@ -88,6 +88,12 @@ void read_torchrun(const Env& env, WorkerEnv& w) {
   // A file is only shared by the ranks of one machine.
   if (auto f = env.str("DDP_LAUNCH_STORE_FILE"); f && !f->empty() && w.local_world_size == w.world_size)
     w.store_file = *f;
+  w.min_nnodes = env.integer_or("DDP_LAUNCH_MIN_NNODES", 0);
+  w.max_nnodes = env.integer_or("DDP_LAUNCH_MAX_NNODES", 0);
+  if (w.min_nnodes < 0 || w.max_nnodes < w.min_nnodes || (w.min_nnodes == 0) != (w.max_nnodes == 0))
+    throw DistError("DDP_LAUNCH_MIN_NNODES=" + std::to_string(w.min_nnodes) + " and DDP_LAUNCH_MAX_NNODES=" +
+                    std::to_string(w.max_nnodes) + " do not make a range MIN:MAX of node counts");
+  w.membership_change = env.str("DDP_LAUNCH_MEMBERSHIP").value_or("");
 }
 
 void read_slurm(const Env& env, WorkerEnv& w) {

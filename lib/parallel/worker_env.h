@@ -32,10 +32,18 @@ struct WorkerEnv {
   // DDP_LAUNCH_STORE_FILE (single-node jobs of ddp-launch): rendezvous through this file
   // instead of a TCP store, so nothing listens on the network. Empty: the TCP store.
   std::string store_file;
+  // An elastic job of ddp-launch (--nnodes MIN:MAX): the node counts it may run at
+  // (DDP_LAUNCH_MIN_NNODES, DDP_LAUNCH_MAX_NNODES; 0 when the membership is fixed), and,
+  // when this round's nodes differ from the previous round's, what changed
+  // (DDP_LAUNCH_MEMBERSHIP: a JSON object; docs/environment.md).
+  int min_nnodes = 0, max_nnodes = 0;
+  std::string membership_change;
   // "ddp-launch/torchrun", "SLURM", "OpenMPI" or "single process".
   std::string source = "single process";
 
   bool distributed() const { return world_size > 1; }
+  // Whether the job may run at other world sizes than this one (--nnodes MIN:MAX, MIN < MAX).
+  bool elastic() const { return min_nnodes > 0 && max_nnodes > min_nnodes; }
   // All ranks on one node (then the rendezvous may stay on the loopback interface).
   bool single_node() const { return local_world_size == world_size; }
 };
@@ -47,7 +55,7 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 //   RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/NODE_RANK(GROUP_RANK)/MASTER_ADDR/
 //     MASTER_PORT/RESTART_COUNT(TORCHELASTIC_RESTART_COUNT)        (ddp-launch, torchrun)
 //     and DDP_LAUNCH_STORE_FILE (ddp-launch, single node; ignored when the ranks span
-//     several nodes)
+//     several nodes), DDP_LAUNCH_MIN_NNODES/MAX_NNODES/MEMBERSHIP (an elastic job)
 //   SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID (master: MASTER_ADDR or the first
 //     host of SLURM_JOB_NODELIST; port: MASTER_PORT or 10000 + SLURM_JOB_ID % 50000)
 //   OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE (MASTER_ADDR and MASTER_PORT required)

@@ -43,6 +43,7 @@ void collect_line(const std::string& line, const std::string& name, size_t numbe
   const auto step_it = j.find("step");
   if (step_it == j.end() || !step_it->is_number()) throw line_error(name, number, "no numeric \"step\"");
   const double step = step_it->get<double>();
+  if (j.contains("event")) return;  // a record of what happened at a step (a membership change), not a series
   for (const auto& [key, value] : j.items()) {
     if (key == "step") continue;
     if (value.is_number()) out.add(key, step, value.get<double>());

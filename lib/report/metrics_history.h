@@ -2,9 +2,10 @@
 // series per key.
 //
 // Each line is a JSON object with a numeric "step"; training lines carry "loss", "lr",
-// "pairs_per_s", ..., evaluation lines "eval/<metric>" keys. A resumed run appends the
-// steps since its checkpoint again: for a key logged twice at one step, the later line
-// wins. Values that are not numbers are not series (nlohmann::json writes NaN and inf
+// "pairs_per_s", ..., evaluation lines "eval/<metric>" keys; lines with an "event" key
+// (an elastic job's membership changes) record what happened and are no series. A
+// resumed run appends the steps since its checkpoint again: for a key logged twice at
+// one step, the later line wins. Values that are not numbers are not series (nlohmann::json writes NaN and inf
 // as null: a null is kept as NaN, so that a later null still replaces an earlier value).
 #pragma once
 

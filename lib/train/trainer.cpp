@@ -43,20 +43,28 @@ namespace {
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // SIGTERM / SIGUSR1 (a preemption notice, forwarded by ddp-launch or sent by SLURM):
-// finish the step, checkpoint, exit 0. The handler only sets a flag.
+// finish the step, checkpoint, exit 0. SIGUSR2 (ddp-launch, an elastic job whose nodes
+// change): finish the step, checkpoint, exit kExitMembershipChange, to be started again at
+// the new world size. The handlers only set a flag.
+enum class Stop { none = 0, for_membership = 1, for_good = 2 };  // a stop outranks a membership change
 std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+extern "C" void on_stop_signal(int) { g_stop_signal.store(int(Stop::for_good)); }
+extern "C" void on_membership_signal(int) {
+  int none = int(Stop::none);
+  g_stop_signal.compare_exchange_strong(none, int(Stop::for_membership));
+}
 
 class StopSignal {
  public:
-  // Catches SIGTERM and SIGUSR1 from now on.
+  // Catches SIGTERM, SIGUSR1 and SIGUSR2 from now on.
   StopSignal() {
     std::signal(SIGTERM, on_stop_signal);
     std::signal(SIGUSR1, on_stop_signal);
+    std::signal(SIGUSR2, on_membership_signal);
   }
-  // Whether any rank has received one. Every rank calls it after every step (one
+  // The strongest any rank has received. Every rank calls it after every step (one
   // all-reduce), so that all stop at the same step.
-  bool received(ProcessGroup& pg) const { return pg.allreduce_max_int(g_stop_signal.load()) != 0; }
+  Stop received(ProcessGroup& pg) const { return Stop(pg.allreduce_max_int(g_stop_signal.load())); }
 };
 
 // Runs an action when its scope is left by an exception (not when left normally).
@@ -96,13 +104,17 @@ StepProfiler make_profiler(const Config& cfg, const Worker& worker, int64_t firs
 
 // ---- the end ----------------------------------------------------------------------------
 
-// A stop signal: every rank checkpoints at the same step (output.checkpoint_on_signal);
-// the run exits 0, to be resumed.
-int stop_for_signal(const Config& cfg, RunRecord& record, const TrainPosition& pos) {
-  spdlog::warn("stop signal received: checkpointing at step {} and exiting", pos.step);
-  if (cfg.output.checkpoint_on_signal) record.checkpoint(pos);
+// A stop signal: every rank checkpoints at the same step (output.checkpoint_on_signal)
+// and the run exits 0, to be resumed; for a membership change always with the checkpoint
+// (the next round resumes from it), and exit kExitMembershipChange. A checkpoint just
+// written at this step is not written again.
+int stop_for_signal(const Config& cfg, RunRecord& record, const TrainPosition& pos, Stop stop) {
+  const bool membership = stop == Stop::for_membership;
+  spdlog::warn("{}: checkpointing at step {} and exiting",
+               membership ? "the job's nodes change (SIGUSR2)" : "stop signal received", pos.step);
+  if ((membership || cfg.output.checkpoint_on_signal) && !record.should_checkpoint(pos.step)) record.checkpoint(pos);
   record.draw_figure();
-  return 0;
+  return membership ? kExitMembershipChange : 0;
 }
 
 // The last evaluation and checkpoint; rank 0 writes the model folder and the figure.
@@ -120,11 +132,12 @@ int finish_run(const Config& cfg, Worker& worker, RunRecord& record, const Train
 
 // The run: set-up, resume, the step loop, the end. The files named at the top hold the
 // details.
-int run_training(const Config& cfg) {
+int run_training(const Config& given) {
   const auto run_start = Clock::now();
-  Worker worker = set_up_worker(cfg);
-  ProcessGroup& pg = *worker.pg;
   const StopSignal stop_signal;
+  Worker worker = set_up_worker(given);
+  const Config cfg = for_this_world(given, worker);  // an elastic job's accumulation follows the world size
+  ProcessGroup& pg = *worker.pg;
   Inputs in = load_inputs(cfg, worker);
   const BatchPlan plan = make_batch_plan(cfg, in.train, pg.world_size());
   for (const std::string& line : plan.describe()) spdlog::info("{}", line);
@@ -133,6 +146,8 @@ int run_training(const Config& cfg) {
   TrainPosition pos = resume(cfg, pg, training);
   const int64_t first_step = pos.step;  // steps before it were trained by an earlier run
   RunRecord record(cfg, worker, training, in, total_steps, /*resumed_step=*/pos.step);
+  if (const nlohmann::json change = note_membership_change(worker, pos.step); !change.is_null())
+    record.write_metrics(change);
   if (pos.step == 0) record.evaluate(0);
   const double startup_s = log_startup_time(run_start);
 
@@ -176,7 +191,8 @@ int run_training(const Config& cfg) {
     }
     if (record.should_checkpoint(step)) record.checkpoint(pos);
     log.show_progress(pos.step);
-    if (stop_signal.received(pg) && step < total_steps) return stop_for_signal(cfg, record, pos);
+    if (const Stop stop = stop_signal.received(pg); stop != Stop::none && step < total_steps)
+      return stop_for_signal(cfg, record, pos, stop);
   }
   skipped_steps.require_some_trained(total_steps - first_step);  // throws when every step was skipped
   return finish_run(cfg, worker, record, pos);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <numeric>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -82,11 +83,68 @@ void prepare_output_dir(const std::string& dir, int rank) {
   fs::remove(probe);
 }
 
-// The world-size-dependent checks of the config, with the keys to change.
-void check_config_for_world(const Config& cfg, int world) {
-  split_global_batch(cfg.train.batch_size, world, cfg.train.grad_accum_steps);  // before the data is read
-  if (cfg.loss.cross_rank_negatives && world == 1)
+std::string join_numbers(const std::vector<int64_t>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + std::to_string(v[i]);
+  return out;
+}
+
+// An elastic job may run at any of the world sizes {k × nproc : MIN ≤ k ≤ MAX}, and must
+// train the same model at each. The loss sees one micro-batch at a time (its in-batch
+// negatives), so the micro-batches must stay the same: each step is cut into
+// M = train.grad_accum_steps × the largest world micro-batches, and at world w each rank
+// accumulates M / w of them. Exact at every size only when M divides by each of them and
+// train.batch_size by M; a learning rate scaled with the world, or negatives gathered from
+// every rank, would change with it. Refused up front, naming the sizes and the fix.
+int elastic_accumulation(const Config& cfg, const WorkerEnv& env) {
+  const std::string job = "this elastic job (--nnodes " + std::to_string(env.min_nnodes) + ":" +
+                          std::to_string(env.max_nnodes) + ", " + std::to_string(env.local_world_size) +
+                          " worker(s) a node)";
+  if (cfg.train.lr_scaling != LrScaling::None)
+    throw std::runtime_error("train.lr_scaling " + choice_name(cfg.train.lr_scaling) + " scales the learning rate "
+                             "with the world size, which " + job + " changes when nodes come and go, so the model "
+                             "would change too; set train.lr_scaling none");
+  if (cfg.loss.cross_rank_negatives)
+    throw std::runtime_error("loss.cross_rank_negatives makes each query's negatives the micro-batches of every rank, "
+                             "whose number " + job + " changes when nodes come and go, so the model would change "
+                             "too; set loss.cross_rank_negatives false (or run with a fixed --nnodes)");
+  std::vector<int64_t> sizes;
+  int64_t all = 1;  // their least common multiple
+  for (int k = env.min_nnodes; k <= env.max_nnodes; ++k) {
+    sizes.push_back(int64_t(k) * env.local_world_size);
+    all = std::lcm(all, sizes.back());
+  }
+  const int64_t most = sizes.back();
+  const int64_t parts = cfg.train.grad_accum_steps * most;  // micro-batches a step, at every size
+  std::vector<int64_t> uneven;
+  for (int64_t w : sizes)
+    if (parts % w != 0) uneven.push_back(w);
+  if (!uneven.empty() || cfg.train.batch_size % parts != 0) {
+    const int64_t accum = all / most;  // the fewest that every size shares evenly
+    const int64_t batch = std::max<int64_t>(1, cfg.train.batch_size / all) * all;
+    throw std::runtime_error(
+        "train.batch_size " + std::to_string(cfg.train.batch_size) + " with train.grad_accum_steps " +
+        std::to_string(cfg.train.grad_accum_steps) + " cannot train the same model at every world size of " + job +
+        ", " + join_numbers(sizes) + " workers: each step is " + std::to_string(parts) + " micro-batches (" +
+        std::to_string(cfg.train.grad_accum_steps) + " a worker at " + std::to_string(most) + " workers)" +
+        (uneven.empty() ? "" : ", which " + join_numbers(uneven) + " workers cannot share evenly") +
+        (cfg.train.batch_size % parts == 0 ? "" : ", and " + std::to_string(cfg.train.batch_size) +
+                                                      " pairs do not split into " + std::to_string(parts)) +
+        "; set train.grad_accum_steps to " + std::to_string(accum) + " (" + std::to_string(all) +
+        " micro-batches, shared evenly at every size) and train.batch_size to a multiple of " + std::to_string(all) +
+        " (e.g. " + std::to_string(batch) + ")");
+  }
+  return static_cast<int>(parts / env.world_size);
+}
+
+// The world-size-dependent checks of the config, with the keys to change; returns each
+// rank's accumulation steps (train.grad_accum_steps, but in an elastic job).
+int check_config_for_world(const Config& cfg, const WorkerEnv& env) {
+  const int accum = env.elastic() ? elastic_accumulation(cfg, env) : cfg.train.grad_accum_steps;
+  split_global_batch(cfg.train.batch_size, env.world_size, accum);  // before the data is read
+  if (cfg.loss.cross_rank_negatives && env.world_size == 1)
     spdlog::info("loss.cross_rank_negatives has no effect with one worker");
+  return accum;
 }
 
 }  // namespace
@@ -124,8 +182,35 @@ Worker set_up_worker(const Config& cfg) {
   if (w.pg->communicates())
     spdlog::info("process group: {} rank{}, {}", w.pg->world_size(), w.pg->world_size() > 1 ? "s" : "", w.pg->network());
   w.pg->check_same(config_hash(cfg), "the configuration (config file and --set overrides)");
-  check_config_for_world(cfg, w.pg->world_size());
+  WorkerEnv world = w.env;
+  world.world_size = w.pg->world_size();
+  w.grad_accum_steps = check_config_for_world(cfg, world);
+  if (w.env.elastic() && w.grad_accum_steps != cfg.train.grad_accum_steps)
+    spdlog::info("elastic job: {} accumulation steps a worker at {} workers (train.grad_accum_steps {} at {}), so "
+                 "every micro-batch keeps its size", w.grad_accum_steps, world.world_size, cfg.train.grad_accum_steps,
+                 int64_t(w.env.max_nnodes) * w.env.local_world_size);
   return w;
+}
+
+Config for_this_world(const Config& cfg, const Worker& w) {
+  Config c = cfg;
+  c.train.grad_accum_steps = w.grad_accum_steps;
+  return c;
+}
+
+nlohmann::json note_membership_change(const Worker& w, int64_t step) {
+  if (w.env.membership_change.empty() || !w.main_rank()) return nullptr;
+  const nlohmann::json change = nlohmann::json::parse(w.env.membership_change, nullptr, /*allow_exceptions=*/false);
+  if (!change.is_object()) {
+    spdlog::warn("DDP_LAUNCH_MEMBERSHIP is not a JSON object; the membership change goes unrecorded");
+    return nullptr;
+  }
+  spdlog::info("{} from step {} ({})", change.value("text", std::string("continuing")), step,
+               change.value("detail", std::string()));
+  nlohmann::json line = {{"event", "membership_change"}, {"step", step}, {"world_size", w.pg->world_size()}};
+  for (const char* key : {"round", "nodes", "previous_nodes", "lost", "left", "joined"})
+    if (change.contains(key)) line[key] = change[key];
+  return line;
 }
 
 }  // namespace ddp_embed

@@ -73,6 +73,20 @@ TEST(MetricsPlot, HistoryReadsTrainingAndEvaluationSeries) {
   EXPECT_EQ(evals[0]->steps, (std::vector<double>{0, 5, 10}));
 }
 
+// An elastic job's membership change is a line with an "event" key: a record, no series.
+TEST(MetricsPlot, HistoryHasNoSeriesOfEventLines) {
+  const MetricsHistory h = parse(
+      "{\"step\":1,\"loss\":1.0}\n"
+      "{\"event\":\"membership_change\",\"step\":1,\"round\":1,\"nodes\":2,\"previous_nodes\":3,"
+      "\"world_size\":2,\"lost\":[\"node 2, 10.0.0.3\"],\"joined\":[]}\n"
+      "{\"step\":2,\"loss\":0.5}\n");
+  EXPECT_EQ(h.training_steps, 2u);
+  EXPECT_EQ(h.find("nodes"), nullptr);
+  EXPECT_EQ(h.find("world_size"), nullptr);
+  ASSERT_NE(h.find("loss"), nullptr);
+  EXPECT_EQ(h.find("loss")->values, (std::vector<double>{1.0, 0.5}));
+}
+
 TEST(MetricsPlot, HistoryKeepsTheLaterLineOfARepeatedStep) {
   // A resumed run appends steps 2 and 3 again.
   const MetricsHistory h = parse(

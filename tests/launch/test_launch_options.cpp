@@ -70,17 +70,70 @@ TEST(LaunchOptions, TorchrunSpellingsAreAliases) {
   ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
   EXPECT_TRUE(r.options.nproc_per_gpu);
   EXPECT_TRUE(r.options.standalone);
-  EXPECT_EQ(*r.options.master_addr, "host");
-  EXPECT_EQ(*r.options.master_port, 555);
+  EXPECT_EQ(*r.options.rdzv_host, "host");
+  EXPECT_EQ(*r.options.rdzv_port, 555);
+  EXPECT_FALSE(r.options.elastic());
 
   r = parse({"--rdzv_endpoint=[::1]:29400", "p"});
   ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
-  EXPECT_EQ(*r.options.master_addr, "::1");
-  EXPECT_EQ(*r.options.master_port, 29400);
+  EXPECT_EQ(*r.options.rdzv_host, "::1");
+  EXPECT_EQ(*r.options.rdzv_port, 29400);
 
-  r = parse({"--nnodes=2:2", "p"});
+  r = parse({"--nnodes=2:2", "p"});  // N:N without an endpoint: N, a fixed membership
   ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
   EXPECT_EQ(*r.options.nnodes, 2);
+  EXPECT_FALSE(r.options.elastic());
+}
+
+// --rdzv-endpoint names the master of a job of fixed membership, as before.
+TEST(LaunchOptions, TheEndpointOfAFixedJobIsItsMaster) {
+  ParseResult r = parse({"--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "node0:555", "p"});
+  ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
+  LayoutResult layout = resolve_layout(r.options, {}, [] { return 0; });
+  ASSERT_TRUE(layout.ok) << layout.error;
+  EXPECT_EQ(layout.layout.master_addr, "node0");
+  EXPECT_EQ(layout.layout.master_port, 555);
+  EXPECT_EQ(layout.layout.nnodes, 2);
+}
+
+TEST(LaunchOptions, AnElasticJobsOptions) {
+  ParseResult r = parse({"--nnodes", "2:3", "--rdzv-endpoint", "node0:29400", "--join-timeout", "5",
+                         "--max-membership-changes=4", "--local-addr", "10.0.0.9", "--node-rank", "2", "p"});
+  ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
+  const LaunchOptions& o = r.options;
+  ASSERT_TRUE(o.elastic());
+  EXPECT_EQ(*o.min_nnodes, 2);
+  EXPECT_EQ(*o.max_nnodes, 3);
+  EXPECT_FALSE(o.nnodes);
+  EXPECT_EQ(*o.rdzv_host, "node0");
+  EXPECT_EQ(*o.rdzv_port, 29400);
+  EXPECT_DOUBLE_EQ(o.join_timeout_s, 5);
+  EXPECT_EQ(o.max_membership_changes, 4);
+  EXPECT_EQ(*o.local_addr, "10.0.0.9");
+  LayoutResult layout = resolve_layout(o, {}, [] { return 0; });
+  ASSERT_TRUE(layout.ok) << layout.error;
+  EXPECT_EQ(layout.layout.nnodes, 3);  // MAX: the bound of a node rank; each round says
+  EXPECT_EQ(layout.layout.master_port, 0);  // node 0's launcher picks one each round
+
+  // The defaults, and N:N with an endpoint: an elastic job of fixed size (a lost node
+  // may be replaced within the join timeout).
+  r = parse({"--nnodes=3:3", "--rdzv_endpoint=h:1", "p"});
+  ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
+  EXPECT_TRUE(r.options.elastic());
+  EXPECT_DOUBLE_EQ(r.options.join_timeout_s, kDefaultJoinTimeoutSeconds);
+  EXPECT_EQ(r.options.max_membership_changes, kDefaultMaxMembershipChanges);
+
+  r = parse({"--serve-rendezvous", "29400"});
+  ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
+  EXPECT_EQ(*r.options.serve_rendezvous, 29400);
+  EXPECT_TRUE(r.options.program.empty());
+
+  // --node-rank is a preference below MAX.
+  r = parse({"--nnodes", "1:2", "--rdzv-endpoint", "h:1", "--node-rank", "2", "p"});
+  ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
+  layout = resolve_layout(r.options, {}, [] { return 0; });
+  EXPECT_FALSE(layout.ok);
+  EXPECT_EQ(layout.error, "--node-rank 2 must be less than --nnodes MAX 2");
 }
 
 TEST(LaunchOptions, HelpAndVersion) {
@@ -108,7 +161,20 @@ TEST(LaunchOptions, BadOptionsGiveOneLineNamingTheOption) {
       {{"--nproc", "0", "p"}, "--nproc: expected a positive integer or 'gpu', got '0'"},
       {{"--nproc_per_node=-1", "p"}, "--nproc_per_node: expected a positive integer or 'gpu', got '-1'"},
       {{"--nnodes", "1:4", "p"},
-       "--nnodes: elastic ranges (MIN:MAX) are not supported, got '1:4'; give one number"},
+       "--nnodes 1:4 (an elastic job) needs --rdzv-endpoint HOST:PORT, the rendezvous server every node reaches"},
+      {{"--nnodes", "3:2", "p"}, "--nnodes: MIN must not exceed MAX, got '3:2'"},
+      {{"--nnodes", "1:x", "p"}, "--nnodes: expected a positive integer or MIN:MAX, got '1:x'"},
+      {{"--nnodes", "1:2", "--rdzv-endpoint", "h", "p"},
+       "--rdzv-endpoint h: an elastic job needs the port too (HOST:PORT, 1-65535)"},
+      {{"--nnodes", "1:2", "--rdzv-endpoint", "h:0", "p"},
+       "--rdzv-endpoint h: an elastic job needs the port too (HOST:PORT, 1-65535)"},
+      {{"--nnodes", "1:2", "--rdzv-endpoint", "h:1", "--master-addr", "h", "p"},
+       "--master-addr: in an elastic job the rendezvous assigns node 0, whose address the workers use; leave it "
+       "out (--local-addr says how other nodes reach this one)"},
+      {{"--join-timeout", "soon", "p"}, "--join-timeout: expected a non-negative number of seconds, got 'soon'"},
+      {{"--serve-rendezvous", "29400", "p"},
+       "--serve-rendezvous runs the rendezvous server alone and takes no PROGRAM (got 'p'); start the training "
+       "nodes with --rdzv-endpoint THIS_HOST:29400"},
       {{"--master-port", "70000", "p"}, "--master-port: expected a port number 0-65535, got '70000'"},
       {{"--grace", "soon", "p"}, "--grace: expected a non-negative number of seconds, got 'soon'"},
       {{"--devices", "0,,1", "p"},

@@ -15,12 +15,18 @@
 #include <gtest/gtest.h>
 
 #include "../torch/e2e_support.h"
+#include "jobs.h"
 #include "test_hosts.h"
 
 namespace {
 
+using multihost::Clock;
+using multihost::Job;
 using multihost::TestHosts;
-using Clock = std::chrono::steady_clock;
+using multihost::all_gone;
+using multihost::finish;
+using multihost::finish_all;
+using multihost::reached;
 
 constexpr int kPort = 29600;
 constexpr double kSlack = 15;  // seconds a busy 2-core CI machine may add to any bound
@@ -43,75 +49,12 @@ std::string launcher_on(const TestHosts& hosts, int node, const fs::path& config
          "/embed-train --config " + config.string();
 }
 
-struct Job {
-  pid_t pid = -1;
-  fs::path output;  // the launcher's stdout + stderr
-  int status = -1;  // exit status once waited
-  double seconds = -1;  // from `since` to its exit, once waited
-};
-
 Job start(const TestHosts& hosts, int node, const fs::path& dir, const fs::path& config, const std::string& extra = "",
           const std::string& name = "") {
   Job j;
   j.output = dir / ((name.empty() ? "host" + std::to_string(node) : name) + ".out");
   j.pid = e2e::spawn(launcher_on(hosts, node, config, extra), j.output);
   return j;
-}
-
-// Waits for the job's launcher up to `limit` s; false (and the launcher killed) if it is
-// still running then.
-bool finish(Job& j, Clock::time_point since, double limit) {
-  const auto end = Clock::now() + std::chrono::duration<double>(limit);
-  int status = 0;
-  while (::waitpid(j.pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > end) {
-      ::kill(-j.pid, SIGKILL);
-      ::waitpid(j.pid, &status, 0);
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  j.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  j.seconds = std::chrono::duration<double>(Clock::now() - since).count();
-  return true;
-}
-
-// Waits for several launchers at once, so that each one's time is its own.
-bool finish_all(std::vector<Job*> jobs, Clock::time_point since, double limit) {
-  const auto end = Clock::now() + std::chrono::duration<double>(limit);
-  bool all = true;
-  for (;;) {
-    bool running = false;
-    for (Job* j : jobs) {
-      int status = 0;
-      if (j->status >= 0) continue;
-      if (::waitpid(j->pid, &status, WNOHANG) == 0) {
-        running = true;
-        continue;
-      }
-      j->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      j->seconds = std::chrono::duration<double>(Clock::now() - since).count();
-    }
-    if (!running) return all;
-    if (Clock::now() > end) {
-      for (Job* j : jobs)
-        if (j->status < 0 && finish(*j, since, 0)) all = false;
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-// Seconds from `since` until no process is left on host i (at most `limit`), or -1.
-double all_gone(const TestHosts& hosts, int i, Clock::time_point since, double limit) {
-  const bool gone = e2e::wait_for([&] { return hosts.pids(i).empty(); },
-                                  std::chrono::seconds(static_cast<int>(limit)));
-  return gone ? std::chrono::duration<double>(Clock::now() - since).count() : -1;
-}
-
-// Training has reached step `step` (rank 0's metrics.jsonl).
-bool reached(const fs::path& out, size_t step) {
-  return e2e::wait_for([&] { return e2e::metric_lines(out).size() >= step; }, std::chrono::seconds(180));
 }
 
 // The pid of worker `rank` on host i (its environment says RANK=<rank>), or -1.

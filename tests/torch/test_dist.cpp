@@ -152,6 +152,30 @@ TEST(Distributed, WorkerEnvErrorsNameTheProblem) {
   EXPECT_EQ(error_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}), "");
 }
 
+// An elastic job of ddp-launch: the range of node counts, and what changed this round.
+TEST(Distributed, WorkerEnvOfAnElasticJobHasItsRangeAndMembershipChange) {
+  WorkerEnv w = read_worker_env(env_of({{"RANK", "1"},
+                                        {"WORLD_SIZE", "2"},
+                                        {"LOCAL_WORLD_SIZE", "1"},
+                                        {"DDP_LAUNCH_MIN_NNODES", "2"},
+                                        {"DDP_LAUNCH_MAX_NNODES", "3"},
+                                        {"DDP_LAUNCH_MEMBERSHIP", "{\"text\":\"continuing on 2 of 3 nodes\"}"}}));
+  EXPECT_TRUE(w.elastic());
+  EXPECT_EQ(w.min_nnodes, 2);
+  EXPECT_EQ(w.max_nnodes, 3);
+  EXPECT_EQ(w.membership_change, "{\"text\":\"continuing on 2 of 3 nodes\"}");
+  // N:N may lose and replace nodes, but never runs at another size.
+  EXPECT_FALSE(read_worker_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"DDP_LAUNCH_MIN_NNODES", "2"},
+                                       {"DDP_LAUNCH_MAX_NNODES", "2"}}))
+                   .elastic());
+  EXPECT_FALSE(read_worker_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}})).elastic());
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"DDP_LAUNCH_MIN_NNODES", "3"}, {"DDP_LAUNCH_MAX_NNODES", "2"}})
+                .find("do not make a range MIN:MAX"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"DDP_LAUNCH_MIN_NNODES", "2"}}).find("DDP_LAUNCH_MAX_NNODES=0"),
+            std::string::npos);
+}
+
 // ---- whole jobs: every task of a fake allocation, as each would see its environment ----
 
 // The variables sbatch + srun give task `local` of node `node` in a two-node allocation

@@ -3,6 +3,8 @@
 //
 //   --record-signals F     append the name of each SIGHUP/SIGINT/SIGTERM/SIGUSR1/SIGUSR2
 //                          to F; on SIGHUP/SIGINT/SIGTERM then exit 0 (unless ignored)
+//   --exit-on-usr2 C       with --record-signals: exit C on SIGUSR2 (as embed-train exits 75
+//                          after a membership change's checkpoint)
 //   --ignore-sigterm       ignore SIGTERM (recorded first with --record-signals)
 //   --ignore-sigint        ignore SIGINT (likewise)
 //   --spawn-grandchild     fork a child that just waits (to test process-group cleanup)
@@ -46,6 +48,7 @@ namespace {
 struct Settings {
   std::string record_signals, pid_file, ready_file, barrier;
   bool ignore_sigterm = false, ignore_sigint = false, spawn_grandchild = false;
+  int exit_on_usr2 = -1;
   bool print_env = false, rendezvous = false;
   std::vector<std::pair<int, std::string>> says;  // (fd, text)
   long lines = 0, long_line = 0;
@@ -100,6 +103,7 @@ bool file_exists(const std::string& path) {
 // ---- signals (handlers use only async-signal-safe calls) ----
 char g_record_path[4096];
 bool g_ignore_term = false, g_ignore_int = false;
+int g_exit_on_usr2 = -1;
 
 void on_signal(int sig) {
   const char* name = sig == SIGHUP ? "SIGHUP\n" : sig == SIGINT ? "SIGINT\n" : sig == SIGTERM ? "SIGTERM\n"
@@ -111,11 +115,13 @@ void on_signal(int sig) {
     close(fd);
   }
   if ((sig == SIGTERM && !g_ignore_term) || (sig == SIGINT && !g_ignore_int) || sig == SIGHUP) _exit(0);
+  if (sig == SIGUSR2 && g_exit_on_usr2 >= 0) _exit(g_exit_on_usr2);
 }
 
 void install_signals(const Settings& s) {
   g_ignore_term = s.ignore_sigterm;
   g_ignore_int = s.ignore_sigint;
+  g_exit_on_usr2 = s.exit_on_usr2;
   if (!s.record_signals.empty()) {
     std::snprintf(g_record_path, sizeof g_record_path, "%s", expand(s.record_signals).c_str());
     struct sigaction action{};
@@ -228,6 +234,7 @@ int main(int argc, char** argv) {
     };
     if (a == "--record-signals") s.record_signals = value();
     else if (a == "--ignore-sigterm") s.ignore_sigterm = true;
+    else if (a == "--exit-on-usr2") s.exit_on_usr2 = std::atoi(value());
     else if (a == "--ignore-sigint") s.ignore_sigint = true;
     else if (a == "--spawn-grandchild") s.spawn_grandchild = true;
     else if (a == "--pid-file") s.pid_file = value();
@@ -268,7 +275,8 @@ int main(int argc, char** argv) {
          {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "GROUP_WORLD_SIZE",
           "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "RESTART_COUNT",
           "MAX_RESTARTS", "RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-          "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"}) {
+          "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
+          "DDP_LAUNCH_MIN_NNODES", "DDP_LAUNCH_MAX_NNODES", "DDP_LAUNCH_MEMBERSHIP"}) {
       const char* v = std::getenv(name);
       std::printf("env %s=%s\n", name, v ? v : "<unset>");
     }

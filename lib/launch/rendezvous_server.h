@@ -1,0 +1,65 @@
+// Internal to the launcher: the elastic rendezvous server. It accepts the launchers'
+// connections, reads their messages (JSON lines, line_channel.h), feeds them and the
+// passing time to RendezvousRounds (rendezvous_rounds.h, where every decision is), and
+// sends what that returns. It also keeps the heartbeats: a connection silent for
+// kHeartbeatTimeout is a lost node (a cut link closes nothing).
+//
+// The protocol, one JSON object a line:
+//   launcher -> server  {"op":"join", ...JoinRequest}   at each round
+//                       {"op":"beat"}                    every second
+//                       {"op":"failed","what":"..."}     a worker crashed on its own
+//                       {"op":"leave","why":"SIGTERM"}   asked to stop: leave the job
+//                       {"op":"done"}                    every worker exited 0
+//   server -> launcher  {"op":"beat"}
+//                       {"op":"round", round, node_rank, nnodes, nproc, master_addr,
+//                        master_port, run_id, members, failures, membership_changes,
+//                        change, after_failure}         start the workers
+//                       {"op":"ended", round, cause, stop: "now"|"checkpoint", text}
+//                       {"op":"lost", text}              a node the others may wait on
+//                       {"op":"wait", text}              the job is at MAX nodes
+//                       {"op":"abort", text[, kind]}     the job (or this node) ends
+//                       {"op":"refused", text}           this node does not fit the job
+//                       {"op":"finished"}                every node's workers exited 0
+//
+// Where it runs: in a child process of the launcher whose node the endpoint names
+// (start_rendezvous_server()), so that a busy launcher never delays a heartbeat and the
+// server dies with that launcher, whatever kills it; or alone (ddp-launch
+// --serve-rendezvous PORT), where it ends with the job.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace ddp_embed::launch {
+
+// Serves on `listen_fd` (listening) until the job is finished or aborted; `quit_fd`
+// (-1: none) reading end-of-file also ends it. Its log lines go to stderr, prefixed
+// "ddp-launch: rendezvous: ". Returns 0 when the job finished, 1 when it aborted or quit.
+int serve_rendezvous(int listen_fd, int quit_fd);
+
+// Forks the server of this launcher's node: its own process group (a Ctrl-C to the
+// launcher's group does not reach it), killed when the launcher dies
+// (PR_SET_PDEATHSIG). Takes `listen_fd` (closed here). Returns its pid, or -1 with *error.
+class RendezvousServerProcess {
+ public:
+  RendezvousServerProcess() = default;
+  RendezvousServerProcess(const RendezvousServerProcess&) = delete;
+  RendezvousServerProcess& operator=(const RendezvousServerProcess&) = delete;
+  ~RendezvousServerProcess();  // stop()
+
+  bool start(int listen_fd, std::string* error);
+  pid_t pid() const { return pid_; }
+  // Whether it still serves (reaps it once it has ended; false too when the supervisor's
+  // reaping of every child got it first).
+  bool running();
+  // Ends it (the quit pipe closes; SIGKILL if it lingers) and reaps it, unless the
+  // supervisor's reaping already did.
+  void stop();
+
+ private:
+  pid_t pid_ = -1;
+  int quit_fd_ = -1;  // the write end: closing it tells the server to end
+};
+
+}  // namespace ddp_embed::launch
