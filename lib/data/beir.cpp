@@ -141,6 +141,10 @@ std::string default_beir_split(const std::string& folder) {
 BeirSet load_beir(const std::string& folder, const std::string& split, const Tokenizer& tokenizer, int max_length,
                   const std::string& query_prompt, const std::string& passage_prompt) {
   if (!is_beir_folder(folder)) throw DataError(folder + ": not a folder (" + kLayout + ")");
+  // A folder with none of BEIR's files was most likely meant as something else: say both.
+  const fs::path root(folder);
+  if (!fs::exists(root / "corpus.jsonl") && !fs::exists(root / "queries.jsonl") && !fs::exists(root / "qrels"))
+    throw DataError(folder + " is a folder, not a file of pairs (JSONL, or .gz); nor is it a BEIR folder: " + kLayout);
   BeirSet set;
   set.folder = folder;
   set.name = fs::path(folder).lexically_normal().filename().string();

@@ -1,5 +1,7 @@
 #include "model/attention.h"
 
+#include <array>
+
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -250,8 +252,21 @@ std::array<int64_t, kAttentionPaths> attention_path_counts() {
   return counts;
 }
 
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+// What autocast does to scaled_dot_product_attention (a lower-precision op on the CPU and
+// on CUDA), done here because the packed paths call kernels autocast does not see whole:
+// under autocast, q, k and v meet in its dtype — Qwen3's q and k leave their RMSNorm and
+// rotation in fp32 while v leaves its projection in bf16.
+static std::array<at::Tensor, 3> as_autocast_would(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const c10::DeviceType device = q.device().type();
+  if ((device != c10::kCPU && device != c10::kCUDA) || !at::isFloatingType(q.scalar_type())) return {q, k, v};
+  const compat::AutocastState autocast = compat::autocast_state(device);
+  if (!autocast.enabled) return {q, k, v};
+  return {q.to(autocast.dtype), k.to(autocast.dtype), v.to(autocast.dtype)};
+}
+
+at::Tensor attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const TokenLayout& layout,
                      const AttentionCall& call) {
+  const auto [q, k, v] = as_autocast_would(q_in, k_in, v_in);
   check_call(q, k, v, layout, call);
   std::string why;
   const AttentionPath path = choose_path(q, layout, call, why);

@@ -51,8 +51,10 @@ struct AttentionCall {
 
 // softmax(q kᵀ / sqrt(head_dim)) v for each sequence, with dropout on the probabilities.
 // q [N or B, q_heads, D], k and v [N, kv_heads, D] (q_heads a multiple of kv_heads: query
-// head h reads key/value head h / (q_heads / kv_heads)), same dtype and device, N =
-// layout.tokens. Returns q's shape. Differentiable in q, k and v.
+// head h reads key/value head h / (q_heads / kv_heads)), one device, N =
+// layout.tokens; one dtype, or under autocast cast to its dtype as autocast casts SDPA
+// (Qwen3: q, k in fp32 after RMSNorm and rotation, v in bf16). Returns q's shape (in that
+// dtype). Differentiable in q, k and v.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                      const AttentionCall& call);
 

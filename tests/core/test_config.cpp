@@ -207,7 +207,7 @@ TEST(Config, EnumsListTheAllowedSet) {
 // and reads the printed config again to the same values: parse -> print -> parse.
 TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
   const auto keys = choice_keys();
-  ASSERT_EQ(keys.size(), 12u) << "model.pooling, tokenizer.type, data.mixing, loss.type, train.lr_scaling, "
+  ASSERT_EQ(keys.size(), 13u) << "model.pooling, model.attention, tokenizer.type, data.mixing, loss.type, train.lr_scaling, "
                                  "train.schedule, train.device, train.precision, train.optimizer_offload, "
                                  "dist.backend, output.resume, output.report_to";
   for (const auto& [key, spellings] : keys) {
@@ -519,7 +519,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   EXPECT_EQ(j["train"]["seed"].get<uint64_t>(), 18446744073709551615ull);
   for (const char* section : {"model", "tokenizer", "data", "loss", "train", "dist", "output"})
     EXPECT_TRUE(j.contains(section)) << section;
-  EXPECT_EQ(j["model"].size(), 13u);
+  EXPECT_EQ(j["model"].size(), 14u);
   EXPECT_EQ(j["train"].size(), 19u);
   EXPECT_EQ(j["dist"].size(), 4u);
 

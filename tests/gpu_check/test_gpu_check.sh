@@ -93,7 +93,7 @@ test_rehearsal() {
     '^PASS fp32 CPU \(rehearsal\) vs CPU: steps 1-2' '^PASS fp32 CPU \(rehearsal\), optimizer offloaded vs not' \
     '^PASS bf16 \(rehearsal: fp32\) vs fp32, 3 steps' '^PASS fp16 \(rehearsal: fp32\) vs fp32, 3 steps' \
     '^NOTE batch: [0-9]+ pairs a step: the largest power of two' \
-    '^NOTE MiniLM, demo pairs: 8 pairs a step' '^ +ours +[0-9.]+ ' '^NOTE BERT-base, seq 128: 8 pairs a step' \
+    '^NOTE MiniLM, demo pairs: 8 pairs a step' '^ +ours-padded +[0-9.]+ ' '^ +ours-packed +[0-9.]+ ' '^NOTE BERT-base, seq 128: 8 pairs a step' \
     '^(PASS|NOTE) cuda tests' '^PASS checkpoint CPU \(rehearsal\) -> CPU' '^PASS checkpoint hops vs one run' \
     '^NOTE profile: '
   [ -s "$work/out/gpu-logs.tar.gz" ] || fail "rest: no \$OUT/gpu-logs.tar.gz"
