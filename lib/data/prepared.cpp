@@ -116,14 +116,14 @@ class ArrayWriter {
 std::string ids_name(bool wide) { return wide ? "ids.i32" : "ids.u16"; }
 
 json file_json(const PreparedFile& f) {
-  return {{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}, {"sample_hash", fnv1a64_hex(f.sample_hash)}};
+  return {{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}, {"sample_hash", hash_hex(f.sample_hash)}};
 }
 
 json checksums_json(const PreparedManifest& m) {
   json files = json::object();
   for (const auto& [name, hashes] : m.checksums) {
     json list = json::array();
-    for (uint64_t h : hashes) list.push_back(fnv1a64_hex(h));
+    for (uint64_t h : hashes) list.push_back(hash_hex(h));
     files[name] = list;
   }
   return {{"algorithm", kChecksumAlgorithm}, {"region_bytes", m.region_bytes}, {"files", files}};
@@ -258,7 +258,7 @@ TokenizerStamp stamp_tokenizer(const Tokenizer& tokenizer) {
     const std::vector<int32_t> ids = tokenizer.encode(probe, 64);
     h = fnv1a64(ids.data(), ids.size() * sizeof(int32_t), h);
   }
-  stamp.fingerprint = fnv1a64_hex(h);
+  stamp.fingerprint = hash_hex(h);
   return stamp;
 }
 

@@ -241,8 +241,8 @@ void verify_prepared_files(const std::string& dir, const PreparedManifest& m,
       if (got != want)
         findings.report(Findings::Checksum, region.file, int64_t(begin),
                         path + ": bytes " + std::to_string(begin) + ".." + std::to_string(end) +
-                            " do not match their checksum in manifest.json (XXH3-64 " + fnv1a64_hex(got) +
-                            ", recorded " + fnv1a64_hex(want) +
+                            " do not match their checksum in manifest.json (XXH3-64 " + hash_hex(got) +
+                            ", recorded " + hash_hex(want) +
                             "): the file was changed or damaged after it was prepared; prepare the folder again");
       file.release_range(begin, end - begin);
     }

@@ -88,7 +88,7 @@ CheckpointManifest describe_files(const std::string& dir, const std::vector<std:
     std::error_code ec;
     const auto bytes = fs::file_size(path, ec);
     if (ec) fail(path, "cannot read its size: " + ec.message());
-    manifest.files[name] = ManifestEntry{bytes, fnv1a64_hex(fnv1a64_file(path))};
+    manifest.files[name] = ManifestEntry{bytes, hash_hex(fnv1a64_file(path))};
   }
   return manifest;
 }
@@ -136,7 +136,7 @@ void verify_manifest(const std::string& dir, const std::vector<std::string>& req
     if (size != entry.bytes)
       fail(path, "size " + std::to_string(size) + " does not match the manifest (" +
                      std::to_string(entry.bytes) + " bytes)");
-    if (fnv1a64_hex(fnv1a64_file(path)) != entry.fnv1a64)
+    if (hash_hex(fnv1a64_file(path)) != entry.fnv1a64)
       fail(path, "checksum does not match the manifest (corrupt file)");
   }
 }

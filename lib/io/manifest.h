@@ -27,7 +27,7 @@ struct ManifestError : std::runtime_error {
 
 struct ManifestEntry {
   uint64_t bytes = 0;
-  std::string fnv1a64;  // 16 lower-case hex digits, as fnv1a64_hex() writes them
+  std::string fnv1a64;  // 16 lower-case hex digits, as hash_hex() writes them
 };
 
 struct CheckpointManifest {

@@ -45,8 +45,9 @@ inline uint64_t fnv1a64(std::string_view text, uint64_t hash = kFnv1a64Offset) {
   return fnv1a64(text.data(), text.size(), hash);
 }
 
-// 16 lower-case hex digits, as manifests and prepared folders write a hash.
-std::string fnv1a64_hex(uint64_t hash);
+// 16 lower-case hex digits of any 64-bit hash (FNV-1a, XXH3), as manifests and prepared
+// folders write one.
+std::string hash_hex(uint64_t hash);
 
 // XXH3-64 (seed 0) of a byte range, as `xxhsum -H3` prints it.
 uint64_t xxh3_64(const void* data, std::size_t size);

@@ -130,7 +130,7 @@ definitions_of() {
 
 claim_helpers() {
   local entry name home places others
-  for entry in fnv1a64:lib/util/hash.h fnv1a64_mix:lib/util/hash.h fnv1a64_hex:lib/util/hash.cpp \
+  for entry in fnv1a64:lib/util/hash.h fnv1a64_mix:lib/util/hash.h hash_hex:lib/util/hash.cpp \
                mix64:lib/util/hash.h json_quoted:lib/util/text.cpp ascii_lower:lib/util/text.cpp; do
     name=${entry%%:*}
     home=${entry#*:}

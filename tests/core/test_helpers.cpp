@@ -27,7 +27,7 @@ TEST(Helpers, ProjectHashesKeepTheirValues) {
   // A text hash: ASCII case and runs of white space aside, finalized by mix64.
   EXPECT_EQ(text_hash("  Hello,\tWORLD  "), 0x3b2b421a859ef1b5ULL);
   EXPECT_EQ(text_hash("hello, world"), 0x3b2b421a859ef1b5ULL);
-  EXPECT_EQ(fnv1a64_hex(0x14650fb0739d0383ULL), "14650fb0739d0383");
+  EXPECT_EQ(hash_hex(0x14650fb0739d0383ULL), "14650fb0739d0383");
 }
 
 TEST(Helpers, QuotedWritesWhatJsonWrites) {

@@ -58,8 +58,8 @@ TEST_F(Manifest, Fnv1a64KnownValues) {
   EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ULL);
   EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cULL);
   EXPECT_EQ(fnv1a64("ab", 2), fnv1a64("b", 1, fnv1a64("a", 1)));  // continues a hash
-  EXPECT_EQ(fnv1a64_hex(0xaf63dc4c8601ec8cULL), "af63dc4c8601ec8c");
-  EXPECT_EQ(fnv1a64_hex(1), "0000000000000001");
+  EXPECT_EQ(hash_hex(0xaf63dc4c8601ec8cULL), "af63dc4c8601ec8c");
+  EXPECT_EQ(hash_hex(1), "0000000000000001");
 }
 
 TEST_F(Manifest, TextRoundTrips) {
