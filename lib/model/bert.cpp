@@ -10,34 +10,29 @@
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
 #include "model/attention.h"
+#include "model/dropout.h"
 #include "model/hf_module_parts.h"
 #include "model/encoder.h"
 
 namespace ddp_embed {
-namespace {
 
-// Dropout on the CPU with a cheaper mask. LibTorch's CPU bernoulli_ draws one double per
-// element on one thread (~6 ns/element): with dropout 0.1 that was ~20% of a BERT-small
-// training step on 2 threads. Here each 31-bit draw of random_() gives two 15-bit
-// uniforms, compared with p quantized to 1/32768 (the scale uses the quantized p, so the
-// expectation stays exact); the rest is parallel elementwise work. Same seed, same masks.
-at::Tensor cpu_dropout(const at::Tensor& x, double p) {
+DropoutMask cpu_dropout_mask(at::IntArrayRef sizes, double p) {
   constexpr int64_t kLevels = int64_t{1} << 15;
   const int64_t threshold = std::llround(p * kLevels);  // drop where uniform < threshold
-  const double scale = static_cast<double>(kLevels) / static_cast<double>(kLevels - threshold);
-  const int64_t n = x.numel();
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
   const at::Tensor bits = at::empty({(n + 1) / 2}, at::TensorOptions().dtype(at::kInt)).random_();  // [0, 2^31)
   const at::Tensor uniform = at::cat({bits.bitwise_and(kLevels - 1), bits.__rshift__(16)}).narrow(0, 0, n);
-  const at::Tensor mask = at::where(uniform.ge(threshold).view(x.sizes()), at::scalar_tensor(scale, x.options()),
-                                    at::scalar_tensor(0.0, x.options()));
-  return x * mask;
+  return {uniform.lt(threshold).view(sizes), static_cast<double>(kLevels) / static_cast<double>(kLevels - threshold)};
 }
-
-}  // namespace
 
 at::Tensor fast_dropout(const at::Tensor& x, double p, bool training) {
   if (!training || p <= 0) return x;
-  return x.device().is_cpu() ? cpu_dropout(x, p) : at::dropout(x, p, /*train=*/true);  // fused on GPUs
+  if (!x.device().is_cpu()) return at::dropout(x, p, /*train=*/true);  // fused on GPUs
+  // masked_fill keeps the bool mask for backward; the scale is a scalar: x * scale
+  // exactly, as a float mask of (scale or 0) gave.
+  const DropoutMask mask = cpu_dropout_mask(x.sizes(), p);
+  return x.masked_fill(mask.dropped, 0.0).mul_(mask.scale);
 }
 
 namespace {

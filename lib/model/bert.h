@@ -25,6 +25,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "config/bert_config.h"
+#include "model/dropout.h"  // fast_dropout, which the tests call too
 #include "model/encoder.h"
 #include "model/lora.h"
 #include "model/token_layout.h"
@@ -149,10 +150,5 @@ class BertModelImpl : public TextEncoderImpl {
   bool checkpoint_layers_ = false;
 };
 TORCH_MODULE(BertModel);
-
-// Dropout as the model applies it (identity unless training and p > 0). On the CPU the
-// mask comes from 15-bit uniforms (p quantized to 1/32768, the scale from the quantized p)
-// because LibTorch's CPU bernoulli_ is serial and slow; elsewhere at::dropout.
-at::Tensor fast_dropout(const at::Tensor& x, double p, bool training);
 
 }  // namespace ddp_embed
