@@ -5,6 +5,7 @@
 
 #include <ATen/Dispatch.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/modules/container/modulelist.h>
 
 #include "compat/torch_compat.h"
@@ -208,6 +209,37 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c)
   output_norm = output->register_module("LayerNorm", layer_norm());
 }
 
+namespace {
+
+class GeluThenLinear : public torch::autograd::Function<GeluThenLinear> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& pre, const at::Tensor& weight,
+                            const at::Tensor& bias) {
+    ctx->save_for_backward({pre, weight});
+    return at::linear(at::gelu(pre), weight, bias);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &pre = saved[0], &weight = saved[1];
+    const at::Tensor grad = grad_outputs[0].reshape({-1, weight.size(0)});
+    const at::Tensor pre_rows = pre.reshape({-1, pre.size(-1)});
+    at::Tensor grad_pre, grad_weight, grad_bias;
+    if (ctx->needs_input_grad(0))
+      grad_pre = at::gelu_backward(at::matmul(grad, weight), pre_rows).view(pre.sizes());
+    if (ctx->needs_input_grad(1)) grad_weight = at::matmul(grad.t(), at::gelu(pre_rows));
+    if (ctx->needs_input_grad(2)) grad_bias = grad.sum(0);
+    return {grad_pre, grad_weight, grad_bias};
+  }
+};
+
+}  // namespace
+
+at::Tensor gelu_then_linear(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& bias) {
+  return GeluThenLinear::apply(pre, weight, bias);
+}
+
 at::Tensor BertLayerImpl::forward(const at::Tensor& x, const TokenLayout& layout, const at::Tensor& out_rows) {
   const bool first_only = out_rows.defined();
   const int64_t hidden = x.size(1);
@@ -226,8 +258,15 @@ at::Tensor BertLayerImpl::forward(const at::Tensor& x, const TokenLayout& layout
       attention(split_heads(query(rows)), split_heads(key(x)), split_heads(value(x)), layout, call)
           .view({rows.size(0), hidden});
   const at::Tensor a = attention_norm(fast_dropout(attention_dense(context), hidden_dropout_, training) + rows);
-  const at::Tensor h = at::gelu(intermediate_dense(a));  // exact erf GELU, as "gelu" in HF
-  return output_norm(fast_dropout(output_dense(h), hidden_dropout_, training) + a);
+  const at::Tensor pre = intermediate_dense(a);
+  // gelu_then_linear keeps only `pre` for backward; with an adapter, under autocast or in
+  // half precision, autograd's composition (exact erf GELU, as "gelu" in HF).
+  const bool lean = training && !output_dense->adapted() && output_dense->bias.defined() &&
+                    (pre.scalar_type() == at::kFloat || pre.scalar_type() == at::kDouble) &&
+                    !compat::autocast_state(pre.device().type()).enabled;
+  const at::Tensor out = lean ? gelu_then_linear(pre, output_dense->weight, output_dense->bias)
+                              : output_dense(at::gelu(pre));
+  return output_norm(fast_dropout(out, hidden_dropout_, training) + a);
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& c) : config_(c), encoder_config_(ddp_embed::encoder_config(c)) {
