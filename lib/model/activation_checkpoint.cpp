@@ -1,5 +1,6 @@
 #include "model/activation_checkpoint.h"
 
+#include <cmath>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "compat/torch_compat.h"
+#include "model/dropout.h"
 
 namespace ddp_embed {
 
@@ -106,45 +108,70 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   }
 };
 
-// What attention's backward needs besides q, k, v and the bias.
-struct AttentionReplay : torch::CustomClassHolder {
-  AttentionReplay(double p, c10::Device d) : dropout_p(p), device(d) {}
-  double dropout_p;
-  c10::Device device;
-  at::Tensor rng_state;
-  compat::AutocastState autocast;
-};
+// ---- the CPU's attention --------------------------------------------------------------------
+
+// fp32, or fp64 for fp64 inputs: the softmax's exponentials do not survive half precision.
+at::ScalarType attention_dtype(const at::Tensor& q) { return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+
+// q kᵀ / sqrt(D) + bias, [B, heads, Lq, Lk].
+at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& bias) {
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  if (bias.numel() > 0) scores.add_(bias.to(scores.scalar_type()));  // empty: no bias
+  return scores;
+}
+
+// A tensor whose last two dimensions are row-major as it is (a sequence's [heads, l, D]
+// slice of a [heads, N, D] buffer: the products take its stride over heads), else a copy
+// that is: the heads' views of a projection, [B, heads, L, D] over [B, L, heads, D], would
+// be copied again by each of the products below (two in forward, five in backward).
+at::Tensor rows_contiguous(const at::Tensor& t) {
+  return t.stride(-1) == 1 && t.stride(-2) == t.size(-1) ? t : t.contiguous();
+}
 
 class RecomputedAttention : public torch::autograd::Function<RecomputedAttention> {
  public:
+  // dropped: bool, broadcastable to the probabilities, or empty (no dropout); scale: what a
+  // kept probability is multiplied by.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const at::Tensor& bias, c10::intrusive_ptr<AttentionReplay> replay) {
-    replay->rng_state = generator_state(replay->device);
-    replay->autocast = compat::autocast_state(replay->device.type());
-    ctx->save_for_backward({q, k, v, bias});
-    at::Tensor out = compat::scaled_dot_product_attention(q, k, v, bias, replay->dropout_p);
-    ctx->saved_data[kRecomputeKey] = c10::IValue::make_capsule(std::move(replay));
-    return out;
+                            const at::Tensor& bias, const at::Tensor& dropped, double scale) {
+    compat::NoAutocast no_autocast;
+    const at::ScalarType dtype = attention_dtype(q);
+    const at::Tensor qc = rows_contiguous(q.to(dtype)), kc = rows_contiguous(k.to(dtype)),
+                     vc = rows_contiguous(v.to(dtype));
+    at::Tensor scores = attention_scores(qc, kc, bias);
+    const at::Tensor lse = at::logsumexp(scores, -1, /*keepdim=*/true);
+    at::Tensor probs = scores.sub_(lse).exp_();
+    if (dropped.numel() > 0) probs.masked_fill_(dropped, 0.0).mul_(scale);
+    ctx->save_for_backward({qc, kc, vc, bias, lse, dropped});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["dtypes"] = std::vector<int64_t>{int64_t(q.scalar_type()), int64_t(k.scalar_type()),
+                                                     int64_t(v.scalar_type())};
+    return at::matmul(probs, vc).to(q.scalar_type());
   }
 
-  // Gradients for q, k and v; none for the bias and the capsule.
+  // softmax's backward, through the dropout and the two products; none for the bias, the
+  // mask and the scale.
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    const auto replay = c10::static_intrusive_pointer_cast<AttentionReplay>(ctx->saved_data[kRecomputeKey].toCapsule());
-    variable_list qkv;
-    for (int i = 0; i < 3; ++i) qkv.push_back(saved[i].detach().requires_grad_(true));
-    at::Tensor out;
-    {
-      ReplayRandomness same_mask(replay->device, replay->rng_state);
-      compat::AutocastGuard same_casts(replay->device.type(), replay->autocast);
-      at::AutoGradMode record(true);
-      out = compat::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], saved[3], replay->dropout_p);
+    compat::NoAutocast no_autocast;
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &mask = saved[5];  // in the computation's dtype
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const auto dtypes = ctx->saved_data["dtypes"].toIntVector();
+    const at::Tensor grad = rows_contiguous(grad_outputs[0].to(q.scalar_type()));
+    const at::Tensor probs = attention_scores(q, k, saved[3]).sub_(saved[4]).exp_();
+    at::Tensor kept = probs, grad_probs = at::matmul(grad, v.transpose(-2, -1));
+    if (mask.numel() > 0) {
+      kept = probs.masked_fill(mask, 0.0).mul_(scale);
+      grad_probs.masked_fill_(mask, 0.0).mul_(scale);
     }
-    variable_list grads = torch::autograd::grad({out}, qkv, {grad_outputs[0]}, /*retain_graph=*/false,
-                                                /*create_graph=*/false);
-    grads.push_back(at::Tensor());  // bias: a constant of the mask
-    grads.push_back(at::Tensor());  // the capsule
-    return grads;
+    const at::Tensor grad_v = at::matmul(kept.transpose(-2, -1), grad);
+    // d scores = probs * (d probs - sum over the row of d probs * probs), and the 1/sqrt(D).
+    const at::Tensor row = (grad_probs * probs).sum(-1, /*keepdim=*/true);
+    const at::Tensor grad_scores =
+        grad_probs.sub_(row).mul_(probs).mul_(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    const auto in = [&](size_t i) { return static_cast<at::ScalarType>(dtypes[i]); };
+    return {at::matmul(grad_scores, k).to(in(0)), at::matmul(grad_scores.transpose(-2, -1), q).to(in(1)),
+            grad_v.to(in(2)), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -158,9 +185,12 @@ at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, cons
 }
 
 at::Tensor attention_recomputed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
-                                double dropout_p) {
-  auto replay = c10::make_intrusive<AttentionReplay>(dropout_p, q.device());
-  return RecomputedAttention::apply(q, k, v, bias, std::move(replay));
+                                const DropoutMask& dropout) {
+  TORCH_CHECK(q.device().is_cpu(), "attention_recomputed is the CPU's attention");
+  // Empty tensors for none: autograd's custom functions take no undefined tensor inputs.
+  const at::Tensor none = at::empty({0}, q.options());
+  return RecomputedAttention::apply(q, k, v, bias.defined() ? bias : none,
+                                    dropout.dropped.defined() ? dropout.dropped : none.to(at::kBool), dropout.scale);
 }
 
 }  // namespace ddp_embed

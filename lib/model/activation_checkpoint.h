@@ -26,6 +26,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "model/dropout.h"  // DropoutMask
+
 namespace ddp_embed {
 
 // The state of the device's default generator (where dropout draws), and setting it.
@@ -57,16 +59,25 @@ using CheckpointedBlock = std::function<at::Tensor(const at::Tensor& hidden, con
 at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, const at::Tensor& hidden,
                         const at::Tensor& bias);
 
-// Scaled dot-product attention whose probabilities are recomputed in backward instead of
-// stored. On the CPU, SDPA runs its math path, which keeps for backward the softmax output,
-// the dropout mask and the dropped-out probabilities: [B, heads, L, L] each, per layer and
-// per pass, the largest activations of a BERT step (MiniLM-L6 at 32 × 64 tokens: ~6 MB
-// each, ~230 MB a step). This keeps q, k, v and the bias only, and in backward replays the
-// generator (the same dropout mask) and runs attention again: exactly the same values and
-// gradients as compat::scaled_dot_product_attention, for one more attention forward (two
-// batched matmuls and a softmax a layer). CUDA's SDPA kernels need none of this: they do
-// not store the probabilities. Call it only when autograd records.
+// The CPU's attention with dropout, and wherever its probabilities should not be stored:
+// softmax(q kᵀ / sqrt(head_dim) + bias) v with dropout on the probabilities, q [B, heads,
+// Lq, D], k and v [B, heads, Lk, D] (or without B), bias additive and broadcastable to
+// [B, heads, Lq, Lk] (0 where a key takes part, a very negative finite value where not;
+// undefined: none), dropout a cpu_dropout_mask (model/dropout.h) of the probabilities' shape
+// drawn by the caller (undefined: none). Computed in fp32 (fp64 for fp64 inputs),
+// returned in q's dtype.
+//
+// Why not at::scaled_dot_product_attention: SDPA's CPU math path keeps for backward the
+// softmax output, a float dropout mask and the dropped probabilities, 12 bytes an element
+// of [B, heads, Lq, Lk] (MiniLM-L6 at 32 × 64 tokens: ~450 MB a step); it draws that mask
+// with bernoulli_ (a double an element, on one thread) and wraps its softmax in
+// _safe_softmax (an `all` over every row): together 8% of that step (docs/benchmarks.md).
+// Here forward keeps q, k, v, the bias, each row's log-sum-exp and the bool mask (1 byte an
+// element); backward recomputes the probabilities from them and applies softmax's backward
+// by hand — flash attention's backward in ATen ops, for one more q kᵀ product. A caller
+// with many small calls (one a sequence) draws one mask for all and passes each its slice.
+// Differentiable in q, k and v; without autograd it is just the forward.
 at::Tensor attention_recomputed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
-                                double dropout_p);
+                                const DropoutMask& dropout);
 
 }  // namespace ddp_embed

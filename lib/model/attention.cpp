@@ -15,6 +15,7 @@
 #include "compat/cuda_support.h"
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
+#include "model/dropout.h"
 #include "util/log.h"
 
 namespace ddp_embed {
@@ -31,12 +32,33 @@ void say_once(AttentionPath path, const std::string& why) {
   if (said.insert(line).second) spdlog::info("{}", line);
 }
 
+// The lowest finite value of t's dtype: exp() of it is exactly 0, and a row of it alone
+// cannot make NaN as -inf would.
+double lowest_of(const at::Tensor& t) {
+  double lowest = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "lowest", [&] {
+    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+  });
+  return lowest;
+}
+
+// [L, L], broadcast over the leading dimensions: each query sees the keys up to its own
+// position (q [..., L, D]).
+at::Tensor causal_bias(const at::Tensor& q) {
+  const int64_t length = q.size(-2);
+  return at::full({length, length}, lowest_of(q), q.options()).triu(1);
+}
+
 // ---- CPU: one scaled_dot_product_attention per sequence -------------------------------------
 
 // Each sequence's rows alone, [heads, l, D] for SDPA: split_with_sizes gives views whose
 // backward writes each gradient into its own rows of one buffer (narrow's or a slice's
 // backward would write a full-size zero-padded gradient per sequence). Grouped heads: each
 // key/value head repeated for the query heads that share it, once for the batch.
+// SDPA here even with dropout, not attention_recomputed (model/activation_checkpoint.h):
+// measured on STS-B pairs (MiniLM, 32 pairs, one thread, --profile), its extra small ops
+// per sequence (the mask's fill, the copies) cost more than SDPA's bernoulli_ (1% of the
+// step) saves; the probabilities it stores are small at real lengths (l² a sequence).
 at::Tensor cpu_sequence_loop(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                              const AttentionCall& call) {
   const int64_t group = q.size(1) / k.size(1);
@@ -88,24 +110,24 @@ at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     // A GPU takes SDPA's causal flag (its flash kernel); the CPU a bias (attention_recomputed
     // takes one).
     if (cpu) {
-      double lowest = 0;
-      AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, q.scalar_type(), "causal_bias", [&] {
-        lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
-      });
-      bias = at::full({length, length}, lowest, bias_options).triu(1).view({1, 1, length, length});
+      bias = causal_bias(queries);
     } else {
       causal_flag = true;
     }
   } else {
     bias = layout.padding_bias(bias_options);
   }
-  const bool recompute = call.recompute_padded && cpu && at::GradMode::is_enabled() &&
-                         (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  // The CPU's own attention (model/activation_checkpoint.h) where it pays: with dropout
+  // (its cheaper mask), and while autograd records (nothing [B, heads, L, L] stored).
+  const bool recording = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  const bool recompute = cpu && (call.dropout_p > 0 || (call.recompute_padded && recording));
   at::Tensor context;
   if (causal_flag)
     context = at::scaled_dot_product_attention(queries, keys, values, {}, call.dropout_p, /*is_causal=*/true);
   else if (recompute)
-    context = attention_recomputed(queries, keys, values, bias, call.dropout_p);
+    context = attention_recomputed(
+        queries, keys, values, bias,
+        call.dropout_p > 0 ? cpu_dropout_mask({batch, q_heads, queries.size(2), length}, call.dropout_p) : DropoutMask{});
   else
     context = compat::scaled_dot_product_attention(queries, keys, values, bias, call.dropout_p);
   context = context.transpose(1, 2);  // [B, Lq, q_heads, D]
@@ -205,7 +227,7 @@ AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const 
 const char* attention_path_name(AttentionPath path) {
   switch (path) {
     case AttentionPath::CpuPacked: return "CPU packed (one scaled_dot_product_attention a sequence)";
-    case AttentionPath::CpuPadded: return "CPU padded (scaled_dot_product_attention)";
+    case AttentionPath::CpuPadded: return "CPU padded (one call, the padding masked)";
     case AttentionPath::CudaFlash: return "CUDA flash attention, varlen";
     case AttentionPath::CudaEfficient: return "CUDA memory-efficient attention, varlen";
     case AttentionPath::CudaPadded: return "padded (scaled_dot_product_attention)";
@@ -231,7 +253,7 @@ std::string describe_attention_mode(AttentionMode mode, const c10::Device& devic
   if (device.is_cpu()) {
     switch (mode) {
       case AttentionMode::Packed: return head + "one scaled_dot_product_attention a sequence, for every batch";
-      case AttentionMode::Padded: return head + "padded with a mask (scaled_dot_product_attention) for every batch";
+      case AttentionMode::Padded: return head + "padded with a mask, one call, for every batch";
       case AttentionMode::Auto:
         return head + "per batch on the CPU: one scaled_dot_product_attention a sequence where the batch has "
                       "padding, one padded call where it has none";

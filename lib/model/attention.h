@@ -9,8 +9,9 @@
 //   CPU   packed   one at::scaled_dot_product_attention a sequence, on its real tokens
 //                  (split_with_sizes views: each backward writes its own rows)
 //         padded   q, k, v scattered into [B, heads, L, head_dim] with the padding masked,
-//                  at::scaled_dot_product_attention (probabilities recomputed in backward
-//                  while training: attention_recomputed, model/activation_checkpoint.h)
+//                  one call: with dropout or while autograd records, attention_recomputed
+//                  (model/activation_checkpoint.h: a cheaper dropout mask, the probabilities
+//                  recomputed in backward, not stored), else scaled_dot_product_attention
 //   CUDA  packed   flash attention's varlen kernel (bf16/fp16, sm80+, head_dim a multiple
 //                  of 8 up to 256, grouped heads as they are), else the memory-efficient
 //                  kernel's (cu_seqlens, batch 1; fp32 too; grouped heads repeated)

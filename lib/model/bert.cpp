@@ -5,39 +5,35 @@
 
 #include <ATen/Dispatch.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/modules/container/modulelist.h>
 
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
 #include "model/attention.h"
+#include "model/dropout.h"
 #include "model/hf_module_parts.h"
 #include "model/encoder.h"
 
 namespace ddp_embed {
-namespace {
 
-// Dropout on the CPU with a cheaper mask. LibTorch's CPU bernoulli_ draws one double per
-// element on one thread (~6 ns/element): with dropout 0.1 that was ~20% of a BERT-small
-// training step on 2 threads. Here each 31-bit draw of random_() gives two 15-bit
-// uniforms, compared with p quantized to 1/32768 (the scale uses the quantized p, so the
-// expectation stays exact); the rest is parallel elementwise work. Same seed, same masks.
-at::Tensor cpu_dropout(const at::Tensor& x, double p) {
+DropoutMask cpu_dropout_mask(at::IntArrayRef sizes, double p) {
   constexpr int64_t kLevels = int64_t{1} << 15;
   const int64_t threshold = std::llround(p * kLevels);  // drop where uniform < threshold
-  const double scale = static_cast<double>(kLevels) / static_cast<double>(kLevels - threshold);
-  const int64_t n = x.numel();
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
   const at::Tensor bits = at::empty({(n + 1) / 2}, at::TensorOptions().dtype(at::kInt)).random_();  // [0, 2^31)
   const at::Tensor uniform = at::cat({bits.bitwise_and(kLevels - 1), bits.__rshift__(16)}).narrow(0, 0, n);
-  const at::Tensor mask = at::where(uniform.ge(threshold).view(x.sizes()), at::scalar_tensor(scale, x.options()),
-                                    at::scalar_tensor(0.0, x.options()));
-  return x * mask;
+  return {uniform.lt(threshold).view(sizes), static_cast<double>(kLevels) / static_cast<double>(kLevels - threshold)};
 }
-
-}  // namespace
 
 at::Tensor fast_dropout(const at::Tensor& x, double p, bool training) {
   if (!training || p <= 0) return x;
-  return x.device().is_cpu() ? cpu_dropout(x, p) : at::dropout(x, p, /*train=*/true);  // fused on GPUs
+  if (!x.device().is_cpu()) return at::dropout(x, p, /*train=*/true);  // fused on GPUs
+  // masked_fill keeps the bool mask for backward; the scale is a scalar: x * scale
+  // exactly, as a float mask of (scale or 0) gave.
+  const DropoutMask mask = cpu_dropout_mask(x.sizes(), p);
+  return x.masked_fill(mask.dropped, 0.0).mul_(mask.scale);
 }
 
 namespace {
@@ -213,6 +209,37 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c)
   output_norm = output->register_module("LayerNorm", layer_norm());
 }
 
+namespace {
+
+class GeluThenLinear : public torch::autograd::Function<GeluThenLinear> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& pre, const at::Tensor& weight,
+                            const at::Tensor& bias) {
+    ctx->save_for_backward({pre, weight});
+    return at::linear(at::gelu(pre), weight, bias);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &pre = saved[0], &weight = saved[1];
+    const at::Tensor grad = grad_outputs[0].reshape({-1, weight.size(0)});
+    const at::Tensor pre_rows = pre.reshape({-1, pre.size(-1)});
+    at::Tensor grad_pre, grad_weight, grad_bias;
+    if (ctx->needs_input_grad(0))
+      grad_pre = at::gelu_backward(at::matmul(grad, weight), pre_rows).view(pre.sizes());
+    if (ctx->needs_input_grad(1)) grad_weight = at::matmul(grad.t(), at::gelu(pre_rows));
+    if (ctx->needs_input_grad(2)) grad_bias = grad.sum(0);
+    return {grad_pre, grad_weight, grad_bias};
+  }
+};
+
+}  // namespace
+
+at::Tensor gelu_then_linear(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& bias) {
+  return GeluThenLinear::apply(pre, weight, bias);
+}
+
 at::Tensor BertLayerImpl::forward(const at::Tensor& x, const TokenLayout& layout, const at::Tensor& out_rows) {
   const bool first_only = out_rows.defined();
   const int64_t hidden = x.size(1);
@@ -231,8 +258,15 @@ at::Tensor BertLayerImpl::forward(const at::Tensor& x, const TokenLayout& layout
       attention(split_heads(query(rows)), split_heads(key(x)), split_heads(value(x)), layout, call)
           .view({rows.size(0), hidden});
   const at::Tensor a = attention_norm(fast_dropout(attention_dense(context), hidden_dropout_, training) + rows);
-  const at::Tensor h = at::gelu(intermediate_dense(a));  // exact erf GELU, as "gelu" in HF
-  return output_norm(fast_dropout(output_dense(h), hidden_dropout_, training) + a);
+  const at::Tensor pre = intermediate_dense(a);
+  // gelu_then_linear keeps only `pre` for backward; with an adapter, under autocast or in
+  // half precision, autograd's composition (exact erf GELU, as "gelu" in HF).
+  const bool lean = training && !output_dense->adapted() && output_dense->bias.defined() &&
+                    (pre.scalar_type() == at::kFloat || pre.scalar_type() == at::kDouble) &&
+                    !compat::autocast_state(pre.device().type()).enabled;
+  const at::Tensor out = lean ? gelu_then_linear(pre, output_dense->weight, output_dense->bias)
+                              : output_dense(at::gelu(pre));
+  return output_norm(fast_dropout(out, hidden_dropout_, training) + a);
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& c) : config_(c), encoder_config_(ddp_embed::encoder_config(c)) {

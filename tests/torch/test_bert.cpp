@@ -494,3 +494,20 @@ TEST(Bert, EmbedderEncodeBatchIsEvalModeWithoutGradient) {
   EXPECT_EQ(a.sizes(), (std::vector<int64_t>{3, 64}));
   EXPECT_EQ(model->embedding_dim(), 64);
 }
+
+// The feed-forward block's second half keeping only its input for backward: the output and
+// the gradients of the input, the weight and the bias are autograd's composition's.
+TEST(Bert, GeluThenLinearIsLinearOfGeluWithItsGradients) {
+  at::manual_seed(3);
+  const at::Tensor pre0 = at::randn({7, 16}), weight0 = at::randn({5, 16}), bias0 = at::randn({5});
+  const at::Tensor upstream = at::randn({7, 5});
+  const auto run = [&](bool lean) {
+    at::Tensor pre = pre0.clone().requires_grad_(), weight = weight0.clone().requires_grad_(),
+               bias = bias0.clone().requires_grad_();
+    at::Tensor out = lean ? gelu_then_linear(pre, weight, bias) : at::linear(at::gelu(pre), weight, bias);
+    out.backward(upstream);
+    return std::vector<at::Tensor>{out.detach(), pre.grad(), weight.grad(), bias.grad()};
+  };
+  const auto plain = run(false), lean = run(true);
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(at::allclose(plain[i], lean[i], 1e-5, 1e-6)) << i;
+}
