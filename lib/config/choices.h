@@ -37,8 +37,17 @@ enum class AttentionMode { Auto, Packed, Padded };
 enum class TokenizerType { SentencePiece, WordPiece };
 // data.mixing: how global batches are drawn from several sources (data/batch_plan.h).
 enum class Mixing { Proportional, Weighted, RoundRobin, Mixed };
-// loss.type (model/loss.h); None: no contrastive term, distillation alone.
-enum class LossType { PairwiseSigmoid, Infonce, None };
+// loss.type (model/loss.h); None: no contrastive term, distillation alone; MarginMse:
+// sentence-transformers' MarginMSELoss alone (no contrastive term).
+enum class LossType { PairwiseSigmoid, Infonce, None, MarginMse };
+// loss.directions' entries (model/loss.h): which score blocks infonce's softmax holds,
+// as sentence-transformers 6's MultipleNegativesRankingLoss names them.
+enum class LossDirection { QueryToDoc, DocToQuery, QueryToQuery, DocToDoc };
+// loss.partition_mode: one softmax over every direction's block, or one per direction averaged.
+enum class PartitionMode { Joint, PerDirection };
+// loss.hardness_mode: which negatives get hardness_strength * their detached cosine added
+// to their logit (none: no hardness weighting).
+enum class HardnessMode { None, InBatchNegatives, HardNegatives, AllNegatives };
 // train.lr_scaling: train.lr times the world size, its square root, or as it is.
 enum class LrScaling { None, Linear, Sqrt };
 // train.schedule: after warm-up (optim/lr_schedule.h).
@@ -109,6 +118,32 @@ struct ChoiceTable<LossType> {
       {LossType::PairwiseSigmoid, "pairwise_sigmoid"},
       {LossType::Infonce, "infonce"},
       {LossType::None, "none"},
+      {LossType::MarginMse, "margin_mse"},
+  };
+};
+template <>
+struct ChoiceTable<LossDirection> {
+  static constexpr Spelling<LossDirection> spellings[] = {
+      {LossDirection::QueryToDoc, "query_to_doc"},
+      {LossDirection::DocToQuery, "doc_to_query"},
+      {LossDirection::QueryToQuery, "query_to_query"},
+      {LossDirection::DocToDoc, "doc_to_doc"},
+  };
+};
+template <>
+struct ChoiceTable<PartitionMode> {
+  static constexpr Spelling<PartitionMode> spellings[] = {
+      {PartitionMode::Joint, "joint"},
+      {PartitionMode::PerDirection, "per_direction"},
+  };
+};
+template <>
+struct ChoiceTable<HardnessMode> {
+  static constexpr Spelling<HardnessMode> spellings[] = {
+      {HardnessMode::None, "none"},
+      {HardnessMode::InBatchNegatives, "in_batch_negatives"},
+      {HardnessMode::HardNegatives, "hard_negatives"},
+      {HardnessMode::AllNegatives, "all_negatives"},
   };
 };
 template <>

@@ -90,6 +90,11 @@ void visit_fields(Config& c, Visitor& v) {
   v("loss.matryoshka_weights", l.matryoshka_weights, float32(positive()));
   v("loss.distill.weight", l.distill.weight, float32(non_negative()));
   v("loss.distill.temperature", l.distill.temperature, temperature());
+  v("loss.margin_mse.weight", l.margin_mse.weight, float32(non_negative()));
+  v("loss.directions", l.directions, any());
+  v("loss.partition_mode", l.partition_mode, any());
+  v("loss.hardness_mode", l.hardness_mode, any());
+  v("loss.hardness_strength", l.hardness_strength, float32(non_negative()));
 
   TrainConfig& tr = c.train;
   v("train.batch_size", tr.batch_size, positive());
@@ -293,6 +298,42 @@ void check_structure(const json& root, const Reader& reader, std::vector<std::st
   }
 }
 
+// loss.directions, loss.partition_mode, loss.hardness_* (infonce's, as sentence-transformers
+// 6's MultipleNegativesRankingLoss checks them) and the two spellings of MarginMSE.
+template <class OriginOf>
+void check_loss_terms(const LossConfig& l, const OriginOf& origin_of, std::vector<std::string>& errors) {
+  const auto has = [&](LossDirection d) { return std::count(l.directions.begin(), l.directions.end(), d); };
+  if (has(LossDirection::QueryToDoc) == 0)
+    errors.push_back(origin_of({"loss.directions"}) +
+                     ": loss.directions must hold \"query_to_doc\" (it holds each query's positive)");
+  for (const auto& spelling : ChoiceTable<LossDirection>::spellings)
+    if (has(spelling.value) > 1)
+      errors.push_back(origin_of({"loss.directions"}) + ": loss.directions names \"" + std::string(spelling.name) +
+                       "\" twice");
+  if (l.partition_mode == PartitionMode::PerDirection &&
+      (has(LossDirection::QueryToQuery) > 0 || has(LossDirection::DocToDoc) > 0))
+    errors.push_back(origin_of({"loss.partition_mode", "loss.directions"}) +
+                     ": loss.partition_mode \"per_direction\" needs every direction's candidates to hold the "
+                     "positive pair, and loss.directions' \"query_to_query\" and \"doc_to_doc\" hold only "
+                     "same-type similarities (each alone would be a negative, ill-defined loss): use loss.partition_mode "
+                     "\"joint\", or leave those directions out");
+  if (l.type != LossType::Infonce) {
+    const LossConfig defaults;
+    const std::string why = " to loss.type \"infonce\" only, and loss.type is \"" + choice_name(l.type) + "\"";
+    if (l.directions != defaults.directions)
+      errors.push_back(origin_of({"loss.directions", "loss.type"}) + ": loss.directions applies" + why);
+    if (l.partition_mode != defaults.partition_mode)
+      errors.push_back(origin_of({"loss.partition_mode", "loss.type"}) + ": loss.partition_mode applies" + why);
+    if (l.hardness_mode != defaults.hardness_mode || l.hardness_strength != defaults.hardness_strength)
+      errors.push_back(origin_of({"loss.hardness_mode", "loss.hardness_strength", "loss.type"}) +
+                       ": loss.hardness_mode / loss.hardness_strength apply" + why);
+  }
+  if (l.type == LossType::MarginMse && l.margin_mse.weight > 0)
+    errors.push_back(origin_of({"loss.margin_mse.weight", "loss.type"}) +
+                     ": MarginMSE is set twice: loss.type \"margin_mse\" trains on it alone, loss.margin_mse.weight "
+                     "adds it beside a contrastive loss.type: keep one");
+}
+
 // Rules that tie two keys together, each error blamed on who gave the keys: the --set
 // that gave one of them, else the file.
 void check_relations(const Config& c, const Reader& reader, std::vector<std::string>& errors) {
@@ -337,9 +378,16 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
                      "\" is not an evaluation metric: name one as metrics.jsonl does, e.g. \"eval/NAME/ndcg@10\"");
   else if (!best.empty() && c.data.eval.empty())
     errors.push_back(origin_of({"output.keep_best", "data.eval"}) + ": output.keep_best needs an evaluation set: set data.eval");
-  if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0))
+  if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0) && !(c.loss.margin_mse.weight > 0))
     errors.push_back(origin_of({"loss.type", "loss.distill.weight"}) +
                      ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
+  check_loss_terms(c.loss, origin_of, errors);
+  bool negatives = c.data.negatives_per_query > 0;
+  for (const auto& source : sources) negatives = negatives || source.negatives_per_query.value_or(0) > 0;
+  if (margin_mse_weight(c.loss) > 0 && !negatives)
+    errors.push_back(origin_of({"loss.type", "loss.margin_mse.weight", "data.negatives_per_query"}) +
+                     ": MarginMSE compares each positive with the pair's hard negatives: set "
+                     "data.negatives_per_query > 0 (and give the pairs \"neg\" with \"neg_scores\")");
 }
 
 // ---- --set ---------------------------------------------------------------------------------
@@ -541,6 +589,17 @@ uint64_t config_hash(const Config& c) {
   // FNV-1a over the compact dump; nlohmann::json keeps object keys sorted, so the text
   // depends only on the values.
   return fnv1a64(config_to_json(c).dump(), kFnv1a64ShortOffset);
+}
+
+double margin_mse_weight(const LossConfig& loss) {
+  return loss.type == LossType::MarginMse ? 1.0 : loss.margin_mse.weight;
+}
+
+std::string teacher_scores_key(const LossConfig& loss) {
+  if (loss.distill.weight > 0) return "loss.distill";
+  if (loss.type == LossType::MarginMse) return "loss.type \"margin_mse\"";
+  if (loss.margin_mse.weight > 0) return "loss.margin_mse";
+  return "";
 }
 
 }  // namespace ddp_embed

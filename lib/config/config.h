@@ -107,8 +107,14 @@ struct DistillConfig {
   double temperature = 1;
 };
 
+// loss.margin_mse: sentence-transformers' MarginMSELoss on the teacher's margins, beside
+// the contrastive term; weight 0 = off (loss.type "margin_mse" is the same term alone).
+struct MarginMseConfig {
+  double weight = 0;
+};
+
 struct LossConfig {
-  LossType type = LossType::PairwiseSigmoid;  // None: distillation alone
+  LossType type = LossType::PairwiseSigmoid;  // None: distillation alone; MarginMse: MarginMSE alone
   double temperature = 0.05;
   bool cross_rank_negatives = false;
   // Matryoshka: the loss summed over the embedding cut to each size (descending);
@@ -116,7 +122,21 @@ struct LossConfig {
   std::vector<int64_t> matryoshka_dims;
   std::vector<double> matryoshka_weights;
   DistillConfig distill;
+  MarginMseConfig margin_mse;
+  // infonce only (sentence-transformers 6's MultipleNegativesRankingLoss): the score
+  // blocks in the softmax (query_to_doc first and always), one softmax or one per
+  // direction, and hardness weighting (strength >= 0, added after 1/temperature).
+  std::vector<LossDirection> directions = {LossDirection::QueryToDoc};
+  PartitionMode partition_mode = PartitionMode::Joint;
+  HardnessMode hardness_mode = HardnessMode::None;
+  double hardness_strength = 0;
 };
+
+// The weight of the MarginMSE term: 1 for loss.type "margin_mse", else loss.margin_mse.weight.
+double margin_mse_weight(const LossConfig& loss);
+// The key that makes the loss read the pairs' teacher scores ("loss.distill.weight",
+// "loss.type \"margin_mse\"", "loss.margin_mse.weight"), or "" when none does.
+std::string teacher_scores_key(const LossConfig& loss);
 
 struct TrainConfig {
   int64_t batch_size = 64;  // global pairs per optimizer step

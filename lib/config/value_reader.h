@@ -150,9 +150,12 @@ class Reader {
                                         const Rule& rule) {
     const json list = v.is_string() ? json::array({v}) : v;
     std::vector<E> out;
-    for (const json& item : list.is_array() ? list : json::array({nullptr})) {
+    if (!list.is_array()) return fail_choice(path, choice_names<E>(), v);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& item = list[i];
       const auto value = item.is_string() ? find_choice<E>(item.get<std::string>()) : std::nullopt;
-      if (!value) return fail_choice(path, choice_names<E>(), v);
+      // The item named, so that a slip of the keyboard gets its "did you mean".
+      if (!value) return fail_choice(v.is_array() ? path + "[" + std::to_string(i) + "]" : path, choice_names<E>(), item);
       out.push_back(*value);
     }
     field = std::move(out);

@@ -107,6 +107,7 @@ struct LineResult {
 struct SourceRules {
   std::string query_prompt, passage_prompt;
   bool require_teacher_scores = false;
+  std::string teacher_scores_key;  // the loss setting that needs them, for the message
 };
 
 bool blank(const std::string& line) {
@@ -123,7 +124,7 @@ void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, 
   out.error = parse_pair_record(line.text, record);
   if (!out.error.empty()) return;
   if (rules.require_teacher_scores && record.teacher_scores.empty()) {
-    out.error = "loss.distill needs teacher scores on every pair (loss.distill.weight > 0), and this one has none: "
+    out.error = rules.teacher_scores_key + " needs teacher scores on every pair, and this one has none: "
                 "give \"pos_scores\" and \"neg_scores\" (one per positive, one per negative) or \"label\" (one per "
                 "positive, then one per negative)";
     return;
@@ -347,7 +348,8 @@ PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenize
   PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
   for (const auto& source : sources) {
     if (source.files.empty()) throw DataError("data source \"" + source.name + "\": no files given");
-    loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores});
+    loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores,
+                                    source.teacher_scores_key});
     for (const auto& file : expand_input_paths(source.files)) loader.load_file(file);
   }
   return loader.finish();
@@ -357,7 +359,8 @@ PairDataset load_piece(const SourceInput& source, const FilePiece& piece, const 
                        int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes) {
   if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
   PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
-  loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores});
+  loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores,
+                                    source.teacher_scores_key});
   if (piece.end < 0) {
     loader.load_stream(*open_input_file(piece.file), piece.file, 1, /*need_pairs=*/false);
     return loader.finish();

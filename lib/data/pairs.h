@@ -123,13 +123,15 @@ inline constexpr int64_t kDefaultMaxLineBytes = 1 << 20;
 // One source to read: its files (paths or glob patterns, plain or .gz: data/input_files.h),
 // and the prompts (their texts) put before its queries and before its positives and
 // negatives when they are tokenized.
-// require_teacher_scores (loss.distill.weight > 0): a pair without teacher scores is a
-// bad line, "FILE:LINE: loss.distill needs teacher scores ...".
+// require_teacher_scores (loss.distill, MarginMSE): a pair without teacher scores is a
+// bad line, "FILE:LINE: <teacher_scores_key> needs teacher scores ...", the key being
+// the loss setting that reads them.
 struct SourceInput {
   std::string name;
   std::vector<std::string> files;
   std::string query_prompt, passage_prompt;
   bool require_teacher_scores = false;
+  std::string teacher_scores_key = "loss.distill";
 };
 
 // Reads and tokenizes every source's files in order, into one dataset whose `sources`

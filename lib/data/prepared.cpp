@@ -516,7 +516,7 @@ std::vector<std::string> manifest_differences(const PreparedManifest& found, con
     out.push_back("tokenizer.max_length: prepared with " + std::to_string(found.max_length) + ", the run has " +
                   std::to_string(expected.max_length));
   if (expected.teacher_scores_required && !found.all_teacher_scored)
-    out.push_back("loss.distill needs teacher scores on every pair, and the folder has pairs without them");
+    out.push_back("the loss (loss.distill or MarginMSE) needs teacher scores on every pair, and the folder has pairs without them");
   if (found.sources.size() != expected.sources.size()) {
     out.push_back("data.train: " + std::to_string(expected.sources.size()) + " sources, the folder has " +
                   std::to_string(found.sources.size()));

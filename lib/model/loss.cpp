@@ -1,5 +1,6 @@
 #include "model/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -54,11 +55,16 @@ struct Candidates {
   at::Tensor hashes;              // int64 [M], or undefined
   int64_t positive_offset = 0;    // where this rank's positives start
   std::vector<int64_t> starts{0};  // every rank's first row (its positives come first)
+  at::Tensor owners;              // int64 [M]: each row's query, among every rank's (rank r's i: r * n + i)
+  at::Tensor queries;             // [W * n, D]: every rank's queries (query_to_query, doc_to_query), or undefined
+  int64_t query_offset = 0;       // where this rank's queries start among them (rank * n)
 };
 
 Candidates gather_candidates(const at::Tensor& local, const at::Tensor& hashes, const std::vector<int64_t>& rank_rows,
                              const CandidateExchange& exchange) {
-  Candidates c{local, hashes, 0, {0}};
+  Candidates c;
+  c.rows = local;
+  c.hashes = hashes;
   if (!exchange.all_gather) return c;
   c.rows = exchange.all_gather(local, rank_rows);
   const int64_t m = c.rows.dim() == 2 ? c.rows.size(0) : -1, n = local.size(0);
@@ -116,6 +122,151 @@ SameText same_text(const Candidates& c, int64_t n, bool count_pairs) {
   return out;
 }
 
+// Each local candidate's query (0..n-1), from the labels or, without them, from the layout
+// they default to: the positives, then k / n hard negatives for each query in turn.
+at::Tensor local_owners(const CandidateLabels& labels, int64_t n, int64_t rows, const at::Device& device) {
+  if (labels.owners.defined()) {
+    if (labels.owners.dim() != 1 || labels.owners.size(0) != rows)
+      throw std::invalid_argument("pair_loss: candidate owners " + sizes_text(labels.owners) + " for " +
+                                  std::to_string(rows) + " candidates");
+    return labels.owners.to(device, at::kLong);
+  }
+  const int64_t k = rows - n;
+  if (k % n != 0)
+    throw std::invalid_argument("pair_loss: " + std::to_string(k) + " hard negatives for " + std::to_string(n) +
+                                " queries need CandidateLabels::owners");
+  const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
+  const at::Tensor queries = at::arange(n, longs);
+  return k == 0 ? queries : at::cat({queries, queries.repeat_interleave(k / n)});
+}
+
+// What the directions and hardness modes need beyond the candidates: every rank's
+// queries (ranks hold as many) and each candidate's query among them (rank r's query i
+// is r * n + i).
+void gather_directions_inputs(Candidates& c, const at::Tensor& q, int64_t local_rows, const CandidateLabels& labels,
+                              const LossConfig& loss, const CandidateExchange& exchange) {
+  const auto has = [&](LossDirection d) {
+    return std::find(loss.directions.begin(), loss.directions.end(), d) != loss.directions.end();
+  };
+  const int64_t n = q.size(0);
+  const bool gathered = bool(exchange.all_gather);
+  c.query_offset = gathered ? exchange.rank * n : 0;  // the owners below are numbered so too
+  if (has(LossDirection::QueryToQuery) || has(LossDirection::DocToQuery)) {
+    c.queries = gathered ? exchange.all_gather(q, {}) : q;
+    if (c.queries.dim() != 2 || c.queries.size(0) < c.query_offset + n)
+      throw std::runtime_error("all_gather of " + std::to_string(n) + " queries returned " + sizes_text(c.queries));
+  }
+  if (!has(LossDirection::DocToDoc) && loss.hardness_mode == HardnessMode::None) return;
+  const at::Tensor own = local_owners(labels, n, local_rows, q.device()) + (gathered ? exchange.rank * n : 0);
+  if (!gathered) {
+    c.owners = own;
+    return;
+  }
+  if (!exchange.all_gather_ids) throw std::logic_error("cross-rank negatives with directions need all_gather_ids");
+  c.owners = exchange.all_gather_ids(own, labels.rank_rows);
+  if (c.owners.dim() != 1 || c.owners.size(0) != c.rows.size(0))
+    throw std::runtime_error("all_gather_ids of " + std::to_string(local_rows) + " candidate owners returned " +
+                             sizes_text(c.owners));
+}
+
+// ---- infonce's directions ------------------------------------------------------------------
+
+// One direction's block of scores, [n, M_dir], a row for each of this rank's queries: its
+// columns (query_to_doc, doc_to_doc: every candidate; query_to_query, doc_to_query: every
+// rank's queries), the entries left out of the softmax and those given the hardness
+// penalty. Built once a micro-batch; scored at each Matryoshka size.
+struct DirectionBlock {
+  LossDirection direction;
+  at::Tensor masked;    // bool [n, M_dir], or undefined: none
+  at::Tensor hardness;  // float [n, M_dir] (0 or 1), or undefined: none
+};
+
+std::vector<DirectionBlock> direction_blocks(const Candidates& c, const at::Tensor& same_text, int64_t n,
+                                             const LossConfig& loss) {
+  const auto longs = at::TensorOptions().dtype(at::kLong).device(c.rows.device());
+  const at::Tensor row = at::arange(n, longs);
+  std::vector<DirectionBlock> blocks;
+  for (const LossDirection d : loss.directions) {
+    DirectionBlock b{d, {}, {}};
+    if (d == LossDirection::QueryToDoc || d == LossDirection::DocToDoc) b.masked = same_text;
+    if (d == LossDirection::QueryToQuery) {  // a query is not its own negative
+      b.masked = at::zeros({n, c.queries.size(0)}, longs.dtype(at::kBool));
+      b.masked.scatter_(1, (row + c.query_offset).unsqueeze(1), true);
+    }
+    if (d == LossDirection::DocToDoc) {  // nor its own positive's, nor its hard negatives
+      const at::Tensor own = c.owners.unsqueeze(0) == (row + c.query_offset).unsqueeze(1);
+      b.masked = b.masked.defined() ? (b.masked | own) : own;
+    }
+    blocks.push_back(b);
+  }
+  if (loss.hardness_mode == HardnessMode::None || !(loss.hardness_strength > 0)) return blocks;
+  // query_to_doc's hardness: which negatives get strength * their detached cosine.
+  const at::Tensor own = c.owners.unsqueeze(0) == (row + c.query_offset).unsqueeze(1);  // [n, M]
+  at::Tensor positive = at::zeros_like(own);
+  positive.scatter_(1, (row + c.positive_offset).unsqueeze(1), true);
+  at::Tensor hard;
+  switch (loss.hardness_mode) {
+    case HardnessMode::InBatchNegatives: hard = ~own; break;               // other queries' candidates
+    case HardnessMode::HardNegatives: hard = own & ~positive; break;       // its own hard negatives
+    case HardnessMode::AllNegatives: hard = ~positive; break;              // every negative
+    case HardnessMode::None: break;
+  }
+  blocks.front().hardness = hard.to(c.rows.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  return blocks;
+}
+
+// The embeddings at one Matryoshka size, normalized, in the loss's dtype.
+struct Normalized {
+  at::Tensor q, candidates, positives, queries;
+};
+
+Normalized normalized_at(const at::Tensor& q, const Candidates& c, int64_t d, int64_t n) {
+  const at::ScalarType dtype = loss_dtype(q, c.rows);
+  Normalized e;
+  e.q = normalize_rows(q.narrow(1, 0, d).to(dtype));
+  e.candidates = normalize_rows(c.rows.narrow(1, 0, d).to(dtype));
+  e.positives = e.candidates.narrow(0, c.positive_offset, n);
+  if (c.queries.defined()) e.queries = normalize_rows(c.queries.narrow(1, 0, d).to(dtype));
+  return e;
+}
+
+// A block's logits: cos / temperature, + strength * the detached cosine where the
+// hardness mask says (after the scaling, unscaled, as sentence-transformers adds it), -inf
+// where masked.
+at::Tensor block_logits(const DirectionBlock& b, const Normalized& e, const LossConfig& loss) {
+  at::Tensor cos;
+  switch (b.direction) {
+    case LossDirection::QueryToDoc: cos = at::matmul(e.q, e.candidates.t()); break;
+    case LossDirection::QueryToQuery: cos = at::matmul(e.q, e.queries.t()); break;
+    case LossDirection::DocToQuery: cos = at::matmul(e.positives, e.queries.t()); break;
+    case LossDirection::DocToDoc: cos = at::matmul(e.positives, e.candidates.t()); break;
+  }
+  at::Tensor logits = cos / loss.temperature;
+  if (b.hardness.defined()) logits = logits + loss.hardness_strength * cos.detach() * b.hardness;
+  return b.masked.defined() ? logits.masked_fill(b.masked, -kInf) : logits;
+}
+
+// sentence-transformers 6's MultipleNegativesRankingLoss: the mean over this rank's
+// queries of log Z - the positive's logit, Z one softmax's denominator over every block
+// (joint) or the mean of each block's log-denominator (per_direction).
+at::Tensor infonce_directions(const std::vector<DirectionBlock>& blocks, const Normalized& e, int64_t positive_offset,
+                              const LossConfig& loss) {
+  std::vector<at::Tensor> logits;
+  for (const auto& b : blocks) logits.push_back(block_logits(b, e, loss));
+  const int64_t n = e.q.size(0);
+  const at::Tensor positives =
+      at::arange(positive_offset, positive_offset + n, at::TensorOptions().dtype(at::kLong).device(e.q.device()));
+  const at::Tensor positive = logits.front().gather(1, positives.unsqueeze(1)).squeeze(1);
+  at::Tensor log_z;
+  if (loss.partition_mode == PartitionMode::Joint) {
+    log_z = at::logsumexp(at::cat(logits, 1), 1);
+  } else {
+    for (const auto& l : logits) log_z = log_z.defined() ? log_z + at::logsumexp(l, 1) : at::logsumexp(l, 1);
+    log_z = log_z / double(logits.size());
+  }
+  return (log_z - positive).mean();
+}
+
 void check_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels) {
   if (q.dim() != 2 || pos.dim() != 2 || q.sizes() != pos.sizes() || q.size(0) == 0)
     throw std::invalid_argument("pair_loss needs queries and positives of one [n, D] shape, got " + sizes_text(q) +
@@ -133,39 +284,53 @@ void check_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tens
 PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels,
                    const LossConfig& loss, const CandidateExchange& exchange) {
   check_embeddings(q, pos, neg, labels);
-  const bool contrastive = loss.type != LossType::None, distill = loss.distill.weight > 0;
-  if (!contrastive && !distill) throw std::logic_error("pair_loss: no term (lib/config refuses loss.type none alone)");
-  if (distill && !labels.teacher_scores.defined())
-    throw std::invalid_argument("loss.distill.weight > 0 but the batch carries no teacher scores");
+  const bool contrastive = loss.type != LossType::None && loss.type != LossType::MarginMse;
+  const double distill = loss.distill.weight, margin = margin_mse_weight(loss);
+  if (!contrastive && !(distill > 0) && !(margin > 0))
+    throw std::logic_error("pair_loss: no term (lib/config refuses loss.type none alone)");
+  if ((distill > 0 || margin > 0) && !labels.teacher_scores.defined())
+    throw std::invalid_argument(teacher_scores_key(loss) + " is set but the batch carries no teacher scores");
   const auto sizes = matryoshka_sizes(loss, q.size(1));
   const int64_t n = q.size(0);
   const at::Tensor local = neg.defined() ? at::cat({pos, neg}) : pos;
 
   PairLoss out;
   out.masked = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(q.device()));
-  // The candidates and the mask are the same at every size: gathered and compared once.
+  // The candidates, the masks and the direction blocks are the same at every size:
+  // gathered and built once.
   Candidates candidates;
   SameText same;
+  std::vector<DirectionBlock> blocks;
   if (contrastive) {
     candidates = gather_candidates(local, labels.hashes, labels.rank_rows, exchange);
     if (candidates.hashes.defined()) {
       same = same_text(candidates, n, loss.type == LossType::PairwiseSigmoid);
       out.masked = same.masked.sum();
     }
+    if (loss.type == LossType::Infonce) {
+      gather_directions_inputs(candidates, q, local.size(0), labels, loss, exchange);
+      blocks = direction_blocks(candidates, same.masked, n, loss);
+    }
   }
   // Each size cuts the embeddings to their first d values; the cosines re-normalize the
   // cut (sentence-transformers' MatryoshkaLoss does the same).
   for (const auto& [d, weight] : sizes) {
-    at::Tensor term;
-    if (contrastive)
-      term = contrastive_loss(q.narrow(1, 0, d), candidates.rows.narrow(1, 0, d), candidates.positive_offset,
-                              loss.type, loss.temperature, same.masked, same.pairs);
-    if (distill) {
-      const at::Tensor kd = loss.distill.weight * distillation_loss(q.narrow(1, 0, d), local.narrow(1, 0, d),
-                                                                    labels.groups, labels.teacher_scores,
-                                                                    loss.temperature, loss.distill.temperature);
-      term = term.defined() ? term + kd : kd;
+    std::vector<at::Tensor> terms;
+    if (loss.type == LossType::Infonce) {
+      compat::NoAutocast no_autocast;
+      terms.push_back(infonce_directions(blocks, normalized_at(q, candidates, d, n), candidates.positive_offset, loss));
+    } else if (contrastive) {
+      terms.push_back(contrastive_loss(q.narrow(1, 0, d), candidates.rows.narrow(1, 0, d), candidates.positive_offset,
+                                       loss.type, loss.temperature, same.masked, same.pairs));
     }
+    if (distill > 0)
+      terms.push_back(distill * distillation_loss(q.narrow(1, 0, d), local.narrow(1, 0, d), labels.groups,
+                                                  labels.teacher_scores, loss.temperature, loss.distill.temperature));
+    if (margin > 0)
+      terms.push_back(margin * margin_mse_loss(q.narrow(1, 0, d), local.narrow(1, 0, d), labels.groups,
+                                               labels.teacher_scores));
+    at::Tensor term = terms.front();
+    for (size_t i = 1; i < terms.size(); ++i) term = term + terms[i];
     out.loss = out.loss.defined() ? out.loss + weight * term : weight * term;
   }
   return out;
@@ -246,6 +411,31 @@ at::Tensor distillation_loss(const at::Tensor& q, const at::Tensor& candidates, 
   // (0 * -inf would be NaN).
   const at::Tensor cross = at::where(valid, teacher * log_student, at::zeros({}, student.options()));
   return -cross.sum(1).mean();
+}
+
+at::Tensor margin_mse_loss(const at::Tensor& q, const at::Tensor& candidates, const at::Tensor& groups,
+                           const at::Tensor& teacher_scores) {
+  const int64_t n = q.dim() == 2 ? q.size(0) : -1;
+  if (n <= 0 || candidates.dim() != 2 || candidates.size(1) != q.size(1) || !groups.defined() || groups.dim() != 2 ||
+      groups.size(0) != n || groups.size(1) < 1 || groups.scalar_type() != at::kLong || !teacher_scores.defined() ||
+      teacher_scores.sizes() != groups.sizes())
+    throw std::invalid_argument("margin_mse_loss needs q [n, D], candidates [m, D], groups int64 [n, G] and "
+                                "teacher scores [n, G], got " + sizes_text(q) + ", " + sizes_text(candidates) + ", " +
+                                sizes_text(groups) + ", " + sizes_text(teacher_scores));
+  const int64_t g = groups.size(1);
+  if (g == 1) throw std::invalid_argument("MarginMSE needs hard negatives (data.negatives_per_query > 0)");
+  compat::NoAutocast no_autocast;
+  const at::ScalarType dtype = loss_dtype(q, candidates);
+  const at::Tensor valid = groups.narrow(1, 1, g - 1) >= 0;  // [n, G - 1]: the hard negatives that exist
+  const at::Tensor rows = groups.clamp_min(0).reshape({-1});
+  const at::Tensor c = normalize_rows(candidates.to(dtype)).index_select(0, rows).view({n, g, -1});
+  const at::Tensor student = at::matmul(c, normalize_rows(q.to(dtype)).unsqueeze(2)).squeeze(2);  // [n, G]
+  const at::Tensor predicted = student.narrow(1, 0, 1) - student.narrow(1, 1, g - 1);
+  const at::Tensor teacher = teacher_scores.to(dtype).detach();
+  const at::Tensor target = teacher.narrow(1, 0, 1) - teacher.narrow(1, 1, g - 1);
+  // A margin past a query's last hard negative is left out (its target is NaN).
+  const at::Tensor squared = at::where(valid, (predicted - target.nan_to_num(0)).pow(2), at::zeros({}, student.options()));
+  return squared.sum() / valid.sum().clamp_min(1).to(dtype);
 }
 
 }  // namespace ddp_embed

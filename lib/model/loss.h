@@ -5,7 +5,9 @@
 //                       candidates of every rank gathered, the same-text ones masked, then
 //                       the contrastive and distillation terms at each Matryoshka size
 //   contrastive_loss    each query against every candidate, its positive the right one
+//                       (pairwise_sigmoid; infonce's directions live in loss.cpp)
 //   distillation_loss   a teacher's scores over each query's own scored candidates
+//   margin_mse_loss     a teacher's margins (positive - each hard negative), MSE
 //
 // Everything here sees embeddings only: the model embeds, the data-parallel seam
 // (parallel/data_parallel.h) lends the gathers, the batch loader (train/batches.h)
@@ -32,7 +34,10 @@ namespace ddp_embed {
 // every rank; empty when all are equal) — ranks hold as many positives but may hold
 // different numbers of hard negatives (a pair with fewer than negatives_per_query). The
 // data-parallel seam provides both (parallel/data_parallel.h). This rank's positives then
-// start at the sum of the earlier ranks' rows.
+// start at the sum of the earlier ranks' rows. loss.directions' query_to_query and
+// doc_to_query gather every rank's queries through all_gather too (rows empty: ranks
+// hold as many queries), and doc_to_doc and the hardness modes every candidate's query
+// (CandidateLabels::owners, made global) through all_gather_ids.
 struct CandidateExchange {
   using Gather = std::function<at::Tensor(const at::Tensor&, const std::vector<int64_t>& rows)>;
   Gather all_gather;
@@ -57,6 +62,12 @@ struct CandidateLabels {
   // Cross-rank negatives: every rank's candidate rows this micro-batch, in rank order
   // (the batch plan tells every rank every rank's pairs); empty: all equal.
   std::vector<int64_t> rank_rows;
+  // int64 [n + k]: the query (0..n-1) each candidate belongs to: i for positive i, and
+  // for a hard negative the query it was mined for. doc_to_doc leaves a query's own
+  // candidates out of its positive's negatives, and the hardness modes tell in-batch
+  // from own hard negatives by it. Undefined: positives own themselves, and hard
+  // negatives follow in query order, negatives_per_query each (k / n).
+  at::Tensor owners;
 };
 
 struct PairLoss {
@@ -69,8 +80,31 @@ struct PairLoss {
 // weights (the whole embedding, weight 1, when there are none), each embedding cut to its
 // first d values:
 //
-//   loss = sum over (d, w) in S of  w * ( contrastive_loss(q_d, candidates_d)   (type not None)
-//                                        + distill.weight * distillation_loss(q_d, ...) )
+//   loss = sum over (d, w) in S of  w * ( contrastive term                       (pairwise_sigmoid, infonce)
+//                                        + distill.weight * distillation_loss(q_d, ...)
+//                                        + margin_mse_weight(loss) * margin_mse_loss(q_d, ...) )
+//
+// infonce is sentence-transformers 6's MultipleNegativesRankingLoss with its
+// loss.directions, partition_mode and hardness_* (scale = 1 / temperature). Each
+// direction is a block of logits [n, M_dir], a row for each of this rank's queries i,
+// with P(i) its positive, g(i) its index among every rank's queries (rank * n + i):
+//   query_to_doc    cos(q_i, c_j) over every candidate j (gathered across ranks)
+//   query_to_query  cos(q_i, q_j) over every rank's queries, j = g(i) masked
+//   doc_to_query    cos(P(i), q_j) over every rank's queries
+//   doc_to_doc      cos(P(i), c_j) over every candidate, those of query g(i) masked (its
+//                   positive and its own hard negatives: CandidateLabels::owners)
+// each divided by the temperature; the hardness modes add strength * cos(q_i, c_j),
+// detached and after the scaling, to query_to_doc's in-batch negatives (candidates of
+// other queries), own hard negatives, or both. loss = mean over i of log Z_i - the
+// query_to_doc logit of P(i), Z_i the softmax denominator over every block's row i
+// (joint) or exp of the mean of each block's log-denominator (per_direction). The
+// same-text mask below applies to query_to_doc and doc_to_doc (the blocks whose columns
+// are candidates: a candidate with P(i)'s text is P(i) again); query_to_query and
+// doc_to_query compare queries, which carry no text hash, and are not masked.
+//
+// A block is built once a micro-batch (loss.cpp's DirectionBlock: its direction, its
+// bool mask and its hardness weights) and scored at each Matryoshka size; a further mask
+// (e.g. false negatives a guide model finds) is one OR into the block's `masked`.
 //
 // candidates = this rank's [positives; hard negatives], or every rank's gathered
 // (`exchange`). The mask (labels.hashes) leaves candidate j out of query i's negatives
@@ -79,8 +113,8 @@ struct PairLoss {
 // that remain among every rank's queries (so that W ranks train what one process would
 // on the same global batch). `loss` is as lib/config validated it, and its Matryoshka
 // sizes at most D (the trainee checks them against the model); a caller that breaks that
-// gets std::logic_error. Throws std::invalid_argument for distillation without teacher
-// scores and for bad shapes.
+// gets std::logic_error. Throws std::invalid_argument for distillation or MarginMSE
+// without teacher scores and for bad shapes.
 PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels,
                    const LossConfig& loss, const CandidateExchange& exchange = {});
 
@@ -115,5 +149,16 @@ at::Tensor contrastive_loss(const at::Tensor& q /*[B, D]*/, const at::Tensor& ca
 at::Tensor distillation_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
                              const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/,
                              double temperature, double teacher_temperature);
+
+// sentence-transformers' MarginMSELoss on a model that ends in Normalize (ours do): with
+// s_ij = cos(q_i, c_groups[i][j]) (unscaled) and t_ij = teacher_scores[i][j],
+//   mean over the (i, j >= 1) with groups[i][j] >= 0 of ((s_i0 - s_ij) - (t_i0 - t_ij))^2
+// — the predicted margin of the positive (j = 0) over each hard negative against the
+// teacher's. A query with fewer hard negatives than others adds the margins it has: the
+// mean is over the margins that exist (sentence-transformers' MSELoss over equal groups is
+// the same). fp32 (fp64 for fp64 inputs), autocast off. Throws std::invalid_argument for
+// bad shapes and for groups without a hard negative column (G = 1).
+at::Tensor margin_mse_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
+                           const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/);
 
 }  // namespace ddp_embed

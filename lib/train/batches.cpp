@@ -26,8 +26,8 @@ EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequen
 
 namespace {
 
-// The loss's labels of a batch (model/loss.h CandidateLabels): the text hash of every
-// candidate, positives then negatives; with teacher scores in the data, each query's
+// The loss's labels of a batch (model/loss.h CandidateLabels): the text hash and the
+// query of every candidate, positives then negatives; with teacher scores in the data, each query's
 // group (its positive's row, then its own negatives' rows, -1 after the last) and the
 // teacher's score of each, read for the very sequences taken.
 CandidateLabels candidate_labels(const PairDataset& data, const std::vector<int64_t>& positives,
@@ -39,6 +39,13 @@ CandidateLabels candidate_labels(const PairDataset& data, const std::vector<int6
   auto* hash = labels.hashes.data_ptr<int64_t>();
   for (const auto* seqs : {&positives, &negatives})
     for (auto s : *seqs) *hash++ = static_cast<int64_t>(data.text_hashes[size_t(s)]);  // the same bits
+  // Each candidate's query: positive i is query i's; the hard negatives follow in query
+  // order, taken[i] of them each.
+  labels.owners = torch::empty({n + k}, options.dtype(torch::kInt64));
+  auto* owner = labels.owners.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) *owner++ = i;
+  for (int64_t i = 0; i < n; ++i)
+    for (int j = 0; j < taken[size_t(i)]; ++j) *owner++ = i;
   if (data.teacher_scores.empty()) return labels;
 
   const int64_t group = 1 + (taken.empty() ? 0 : *std::max_element(taken.begin(), taken.end()));
@@ -97,7 +104,7 @@ void move_to(PairBatch& batch, const c10::Device& device) {
     in->ids = in->ids.to(device, /*non_blocking=*/true);
     in->mask = in->mask.to(device, /*non_blocking=*/true);
   }
-  for (at::Tensor* t : {&batch.labels.hashes, &batch.labels.groups, &batch.labels.teacher_scores})
+  for (at::Tensor* t : {&batch.labels.hashes, &batch.labels.owners, &batch.labels.groups, &batch.labels.teacher_scores})
     if (t->defined()) *t = t->to(device, /*non_blocking=*/true);
 }
 

@@ -121,7 +121,7 @@ PreparedManifest expected_manifest(const std::vector<SourceInput>& sources, cons
   PreparedManifest m;
   m.tokenizer = stamp_tokenizer(tokenizer);
   m.max_length = cfg.tokenizer.max_length;
-  m.teacher_scores_required = cfg.loss.distill.weight > 0;
+  m.teacher_scores_required = !teacher_scores_key(cfg.loss).empty();
   for (size_t i = 0; i < sources.size(); ++i) {
     const SourceInput& s = sources[i];
     PreparedSource source{s.name, s.query_prompt, s.passage_prompt, {}, 0, 0};
@@ -247,7 +247,7 @@ PairDataset open_training_folder(const std::string& folder, const std::vector<So
     expected = found;
     expected.tokenizer = stamp_tokenizer(tokenizer);
     expected.max_length = cfg.tokenizer.max_length;
-    expected.teacher_scores_required = cfg.loss.distill.weight > 0;
+    expected.teacher_scores_required = !teacher_scores_key(cfg.loss).empty();
   } else {
     expected = expected_manifest(sources, tokenizer, cfg, &found);
   }

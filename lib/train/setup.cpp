@@ -146,7 +146,7 @@ std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std:
   std::vector<SourceInput> out;
   for (const auto& s : cfg.data.train)
     out.push_back({s.name, s.paths, prompt_text(s.query_prompt, prompts), prompt_text(s.passage_prompt, prompts),
-                   cfg.loss.distill.weight > 0});
+                   !teacher_scores_key(cfg.loss).empty(), teacher_scores_key(cfg.loss)});
   return out;
 }
 
@@ -412,6 +412,10 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
   ProcessGroup& pg = *w.pg;
   SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
   check_matryoshka_dims(cfg, model);
+  if (cfg.loss.hardness_mode != HardnessMode::None && cfg.loss.hardness_strength == 0)
+    spdlog::warn("loss.hardness_mode \"{}\" is set but loss.hardness_strength is 0, so hardness weighting has no "
+                 "effect: set loss.hardness_strength to a positive value to enable it",
+                 choice_name(cfg.loss.hardness_mode));
   model->encoder().set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->encoder().set_attention_mode(cfg.model.attention);
   spdlog::info("{}", describe_attention_mode(cfg.model.attention, w.device));

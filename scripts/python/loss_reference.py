@@ -37,6 +37,25 @@ The same-text mask (no peer has it; written from its definition):
                   left out of that query's negatives
   recipe          on one rank: sum over Matryoshka sizes of weight * (masked infonce +
                   distill_weight * kl_div), with hashes hash1 and teacher scores
+
+sentence-transformers 6's MultipleNegativesRankingLoss with directions, partitions and
+hardness, and its MarginMSELoss (inputs xq, xp, xn1, xn2: every query's second hard
+negative in xn2, as its n-tuple columns hold them):
+  dir_<set>, dir_<set>_hard
+                  the directions of DIRECTION_SETS on [q, p] and on [q, p, n1, n2]
+  hardness_<mode> the default direction with hardness_mode <mode>, strength 5, on
+                  [q, p, n1, n2]
+  xrank_<case>    CROSS_RANK's cases with gather_across_devices=True on every rank of
+                  a world of xranks (global inputs gq, gp, gn1, gn2: rank r's rows r*B..),
+                  the ranks' losses averaged as data parallelism averages them. Without
+                  a process group, the module's all_gather_with_grad and get_rank are
+                  replaced by what they return on rank r: the global rows with rank r's
+                  own (differentiable) rows in place
+  margin1, margin2
+                  MarginMSELoss on [q, p, n1] with teacher scores mteacher1 [B, 2], and
+                  on [q, p, n1, n2] with mteacher2 [B, 3], the embeddings normalized first
+                  (our models end in Normalize); margin2_matryoshka: MatryoshkaLoss around
+                  it (dims, weights)
 """
 import os
 import sys
@@ -47,8 +66,24 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_train import seeds_pairwise_sigmoid_loss  # noqa: E402
+import sentence_transformers.sentence_transformer.losses.multiple_negatives_ranking as mnrl_module  # noqa: E402
 from sentence_transformers.sentence_transformer.losses import (  # noqa: E402
-    MatryoshkaLoss, MultipleNegativesRankingLoss)
+    MarginMSELoss, MatryoshkaLoss, MultipleNegativesRankingLoss)
+
+Q2D, D2Q, Q2Q, D2D = "query_to_doc", "doc_to_query", "query_to_query", "doc_to_doc"
+DIRECTION_SETS = {
+    "q2d": ((Q2D,), "joint"),
+    "sym_per": ((Q2D, D2Q), "per_direction"),
+    "sym_joint": ((Q2D, D2Q), "joint"),
+    "gte": ((Q2D, Q2Q, D2Q, D2D), "joint"),
+}
+HARDNESS_STRENGTH = 5.0
+# name: (directions, partition, hardness mode or None)
+CROSS_RANK = {
+    "gte_hard": ((Q2D, Q2Q, D2Q, D2D), "joint", None),
+    "sym_per_all_negatives": ((Q2D, D2Q), "per_direction", "all_negatives"),
+    "q2d_in_batch_negatives": ((Q2D,), "joint", "in_batch_negatives"),
+}
 
 
 class NoModel(torch.nn.Module):
@@ -152,6 +187,62 @@ def masked_sigmoid(q, c, pos_rows, hashes, temperature):
     return F.softplus(s - s[rows, pos_rows].unsqueeze(1))[negative].mean()
 
 
+# ---- MNRL's directions and hardness, MarginMSE ---------------------------------------------
+
+def mnrl6(temperature, directions, partition, hardness=None, gather=False):
+    return MultipleNegativesRankingLoss(NoModel(), scale=1.0 / temperature, directions=directions,
+                                        partition_mode=partition, hardness_mode=hardness,
+                                        hardness_strength=HARDNESS_STRENGTH if hardness else 0.0,
+                                        gather_across_devices=gather)
+
+
+def on_rank(loss, rank, ranks, globals_):
+    """loss.compute_loss_from_embeddings as rank `rank` of `ranks` runs it with
+    gather_across_devices: its columns are its rows of the global tensors, and the gather
+    gives back the global rows with those very (differentiable) rows in place."""
+    b = globals_[0].size(0) // ranks
+    local = [g[rank * b:(rank + 1) * b] for g in globals_]
+    gathered = {id(x): torch.cat([g[:rank * b], x, g[(rank + 1) * b:]]) for x, g in zip(local, globals_)}
+    saved = mnrl_module.all_gather_with_grad, mnrl_module.get_rank
+    mnrl_module.all_gather_with_grad, mnrl_module.get_rank = (lambda x: gathered[id(x)]), (lambda: rank)
+    try:
+        return loss.compute_loss_from_embeddings(local, None)
+    finally:
+        mnrl_module.all_gather_with_grad, mnrl_module.get_rank = saved
+
+
+def directions_cases(t, temperature, out):
+    pairs = {"q": t["xq"], "p": t["xp"]}
+    hard = dict(pairs, n1=t["xn1"], n2=t["xn2"])
+    for name, (directions, partition) in DIRECTION_SETS.items():
+        loss = mnrl6(temperature, directions, partition)
+        with_grads(f"dir_{name}", lambda q, p: loss.compute_loss_from_embeddings([q, p], None), pairs, out)
+        with_grads(f"dir_{name}_hard", lambda q, p, n1, n2: loss.compute_loss_from_embeddings([q, p, n1, n2], None),
+                   hard, out)
+    for mode in ("in_batch_negatives", "hard_negatives", "all_negatives"):
+        loss = mnrl6(temperature, (Q2D,), "joint", mode)
+        with_grads(f"hardness_{mode}", lambda q, p, n1, n2: loss.compute_loss_from_embeddings([q, p, n1, n2], None),
+                   hard, out)
+    ranks = int(t["xranks"])
+    for name, (directions, partition, mode) in CROSS_RANK.items():
+        loss = mnrl6(temperature, directions, partition, mode, gather=True)
+        with_grads(f"xrank_{name}",
+                   lambda gq, gp, gn1, gn2: sum(on_rank(loss, r, ranks, [gq, gp, gn1, gn2]) for r in range(ranks)) / ranks,
+                   {"gq": t["gq"], "gp": t["gp"], "gn1": t["gn1"], "gn2": t["gn2"]}, out)
+
+    margin = MarginMSELoss(NoModel())
+    unit = lambda *xs: [F.normalize(x, dim=-1) for x in xs]  # noqa: E731
+    with_grads("margin1", lambda q, p, n1: margin.compute_loss_from_embeddings(unit(q, p, n1), t["mteacher1"]),
+               {"q": t["xq"], "p": t["xp"], "n1": t["xn1"]}, out)
+    with_grads("margin2", lambda q, p, n1, n2: margin.compute_loss_from_embeddings(unit(q, p, n1, n2), t["mteacher2"]),
+               hard, out)
+    model = FixedEmbeddings(t["xq"].size(1))
+    matryoshka = MatryoshkaLoss(model, MarginMSELoss(model), t["dims"].tolist(), t["weights"].tolist())
+    with_grads("margin2_matryoshka",
+               lambda q, p, n1, n2: matryoshka([{"embedding": x} for x in (q, p, n1, n2)], t["mteacher2"]),
+               hard, out)
+
+
 def main():
     src, dst = sys.argv[1], sys.argv[2]
     t = load_file(src)
@@ -221,6 +312,9 @@ def main():
             return total
 
         with_grads("recipe", recipe, {"q": t["q"], "p": t["p"], "n": t["n"]}, out)
+
+    if "xq" in t:
+        directions_cases(t, temperature, out)
 
     save_file({k: v.contiguous() for k, v in out.items()}, dst)
 

@@ -207,21 +207,30 @@ TEST(Config, EnumsListTheAllowedSet) {
 // and reads the printed config again to the same values: parse -> print -> parse.
 TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
   const auto keys = choice_keys();
-  ASSERT_EQ(keys.size(), 13u) << "model.pooling, model.attention, tokenizer.type, data.mixing, loss.type, train.lr_scaling, "
+  ASSERT_EQ(keys.size(), 16u) << "model.pooling, model.attention, tokenizer.type, data.mixing, loss.type, "
+                                 "loss.directions, loss.partition_mode, loss.hardness_mode, train.lr_scaling, "
                                  "train.schedule, train.device, train.precision, train.optimizer_offload, "
                                  "dist.backend, output.resume, output.report_to";
   for (const auto& [key, spellings] : keys) {
     ASSERT_FALSE(spellings.empty()) << key;
     for (const std::string& spelling : spellings) {
-      // loss.type none needs distillation; everything else is alone.
+      // loss.type none needs distillation, margin_mse hard negatives; loss.directions,
+      // partition_mode and hardness_mode need infonce, and loss.directions query_to_doc;
+      // everything else is alone.
       std::vector<std::string> sets = {key + "=" + spelling};
-      if (key == "loss.type") sets.push_back("loss.distill.weight=1");
+      json listed = json::array({spelling});
+      if (key == "loss.type") sets.insert(sets.end(), {"loss.distill.weight=1", "data.negatives_per_query=1"});
+      if (key.rfind("loss.", 0) == 0 && key != "loss.type") sets.push_back("loss.type=infonce");
+      if (key == "loss.directions" && spelling != "query_to_doc") {
+        listed = json::array({"query_to_doc", spelling});
+        sets.front() = key + "=" + listed.dump();
+      }
       const Config once = config_from_json(json::object(), "cfg.json", sets);
       const json printed = config_to_json(once);
       const auto dot = key.find('.');
       // A list of choices (output.report_to) prints a list.
       const json& shown = printed.at(key.substr(0, dot)).at(key.substr(dot + 1));
-      EXPECT_EQ(shown, shown.is_array() ? json::array({spelling}) : json(spelling)) << key;
+      EXPECT_EQ(shown, shown.is_array() ? listed : json(spelling)) << key;
       const Config twice = config_from_json(printed, "printed");
       EXPECT_EQ(config_to_json(twice), printed) << key << "=" << spelling;
       EXPECT_EQ(config_hash(twice), config_hash(once)) << key << "=" << spelling;
@@ -252,6 +261,9 @@ TEST(Config, EveryChoiceTableNamesEachValueOnce) {
   expect_table_round_trips<TokenizerType>("TokenizerType");
   expect_table_round_trips<Mixing>("Mixing");
   expect_table_round_trips<LossType>("LossType");
+  expect_table_round_trips<LossDirection>("LossDirection");
+  expect_table_round_trips<PartitionMode>("PartitionMode");
+  expect_table_round_trips<HardnessMode>("HardnessMode");
   expect_table_round_trips<LrScaling>("LrScaling");
   expect_table_round_trips<Schedule>("Schedule");
   expect_table_round_trips<TrainDevice>("TrainDevice");
@@ -293,7 +305,7 @@ TEST(Config, DocsListEveryChoiceAsTheTableSpellsIt) {
 
 TEST(Config, MistypedChoiceSaysDidYouMean) {
   EXPECT_EQ(from_json_error(R"({"loss": {"type": "infonse"}})"),
-            R"(cfg.json: loss.type: expected one of "pairwise_sigmoid", "infonce", "none", got "infonse")"
+            R"(cfg.json: loss.type: expected one of "pairwise_sigmoid", "infonce", "none", "margin_mse", got "infonse")"
             R"( (did you mean "infonce"?))");
   EXPECT_EQ(from_json_error("{}", {"train.schedule=cosin"}),
             R"(--set train.schedule: expected one of "linear", "cosine", "constant", got "cosin")"
@@ -313,7 +325,10 @@ TEST(Config, BadChoiceNamesTheKeyAndTheAllowedSet) {
     if (key == "output.resume") continue;  // any other text is a checkpoint path
     std::string allowed;
     for (const auto& s : spellings) allowed += (allowed.empty() ? "\"" : ", \"") + s + "\"";
-    EXPECT_EQ(from_json_error("{}", {key + "=[1]"}), "--set " + key + ": expected one of " + allowed + ", got [1]");
+    // A list of choices (loss.directions, output.report_to) names the bad item.
+    const bool list = key == "loss.directions" || key == "output.report_to";
+    EXPECT_EQ(from_json_error("{}", {key + "=[1]"}),
+              "--set " + key + (list ? "[0]" : "") + ": expected one of " + allowed + ", got " + (list ? "1" : "[1]"));
     EXPECT_EQ(from_json_error("{}", {key + "=zzzzzzzz"}),
               "--set " + key + ": expected one of " + allowed + ", got \"zzzzzzzz\"");
   }
@@ -568,6 +583,44 @@ TEST(Config, ReadsSourcesPromptsMatryoshkaAndDistillation) {
   const Config set = config_from_json(j, "printed", {"loss.distill.weight=2", "loss.distill={\"weight\": 3}"});
   EXPECT_EQ(set.loss.distill.weight, 3);
   EXPECT_EQ(set.loss.distill.temperature, 1);  // a --set of the whole group replaces it
+}
+
+// sentence-transformers 6's MNRL options and MarginMSE: read, and refused as it refuses them.
+TEST(Config, LossDirectionsHardnessAndMarginMseAreCheckedWhenRead) {
+  const Config c = config_from_json(json::parse(R"({"loss": {"type": "infonce",
+      "directions": ["query_to_doc", "doc_to_query"], "partition_mode": "per_direction",
+      "hardness_mode": "hard_negatives", "hardness_strength": 5}, "data": {"negatives_per_query": 1}})"), "cfg.json",
+                                    {"loss.margin_mse.weight=0.5"});
+  EXPECT_EQ(c.loss.directions, (std::vector<LossDirection>{LossDirection::QueryToDoc, LossDirection::DocToQuery}));
+  EXPECT_EQ(c.loss.partition_mode, PartitionMode::PerDirection);
+  EXPECT_EQ(c.loss.hardness_mode, HardnessMode::HardNegatives);
+  EXPECT_EQ(c.loss.hardness_strength, 5);
+  EXPECT_EQ(margin_mse_weight(c.loss), 0.5);
+  EXPECT_EQ(teacher_scores_key(c.loss), "loss.margin_mse");
+
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "directions": ["query_to_doc", "doc_to_doc"],
+                                     "partition_mode": "per_direction"}})"),
+                  "cfg.json: loss.partition_mode \"per_direction\" needs every direction's candidates to hold the "
+                  "positive pair, and loss.directions' \"query_to_query\" and \"doc_to_doc\"");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "directions": ["query_to_doc", "doc_to_dco"]}})"),
+                  R"(cfg.json: loss.directions[1]: expected one of "query_to_doc", "doc_to_query", "query_to_query", )"
+                  R"("doc_to_doc", got "doc_to_dco" (did you mean "doc_to_doc"?))");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "directions": ["doc_to_query"]}})"),
+                  "loss.directions must hold \"query_to_doc\"");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "directions": ["query_to_doc", "query_to_doc"]}})"),
+                  "loss.directions names \"query_to_doc\" twice");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"hardness_mode": "all_negatives", "hardness_strength": 1}})"),
+                  "cfg.json: loss.hardness_mode / loss.hardness_strength apply to loss.type \"infonce\" only, and "
+                  "loss.type is \"pairwise_sigmoid\"");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "hardness_strength": -1}})"),
+                  "cfg.json: loss.hardness_strength: expected a non-negative number");
+  EXPECT_CONTAINS(from_json_error("{}", {"loss.type=infonce", "loss.hardness_strength=nan"}),
+                  "loss.hardness_strength=nan: nan is not a finite number");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "margin_mse", "margin_mse": {"weight": 1}},
+                                     "data": {"negatives_per_query": 1}})"),
+                  "MarginMSE is set twice");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "margin_mse"}})"),
+                  "MarginMSE compares each positive with the pair's hard negatives: set data.negatives_per_query > 0");
 }
 
 TEST(Config, BadRecipeKeysNameTheKey) {

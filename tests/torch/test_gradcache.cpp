@@ -62,10 +62,17 @@ void add_labels(PairBatch& b, int64_t n) {
 
 // The recipe cases: Matryoshka sizes, the duplicates masked and, with hard negatives,
 // distillation, on top of `type`.
-LossConfig loss_config_of(const std::string& type, bool recipe, bool hard_negatives) {
+LossConfig loss_config_of(const std::string& type, bool recipe, bool hard_negatives, bool directions = false) {
   LossConfig s;
   s.type = parse_choice<LossType>(type, "loss.type");
   s.temperature = 0.05;
+  if (directions) {
+    s.directions = {LossDirection::QueryToDoc, LossDirection::QueryToQuery, LossDirection::DocToQuery,
+                    LossDirection::DocToDoc};
+    s.hardness_mode = HardnessMode::AllNegatives;
+    s.hardness_strength = 5;
+    s.margin_mse.weight = 0.4;
+  }
   if (!recipe) return s;
   s.matryoshka_dims = {16, 8, 4};
   s.matryoshka_weights = {1, 0.5, 0.25};
@@ -167,6 +174,7 @@ struct GradCacheCase {
   bool hard_negatives;
   int64_t chunk;
   bool recipe = false;  // Matryoshka, masks, distillation (loss_config_of)
+  bool directions = false;  // all four loss.directions, hardness, MarginMSE
 };
 
 class GradCache : public ::testing::TestWithParam<GradCacheCase> {};
@@ -176,7 +184,7 @@ TEST_P(GradCache, WithoutDropoutItIsThePlainStep) {
   SentenceEmbedder model = make_model(0.0, c.pooling);
   PairBatch b = pair_batch(10, c.hard_negatives);
   if (c.recipe) add_labels(b, 10);
-  const LossConfig loss = loss_config_of(c.loss, c.recipe, c.hard_negatives);
+  const LossConfig loss = loss_config_of(c.loss, c.recipe, c.hard_negatives, c.directions);
   const Step plain = plain_step(model, b, loss);
   const Step cached = gradcache_step(model, b, c.chunk, loss);
   expect_same_step(plain, cached, 1e-5);
@@ -188,7 +196,7 @@ TEST_P(GradCache, WithDropoutItIsTheWholeGraphOfTheSameMasks) {
   SentenceEmbedder model = make_model(0.1, c.pooling);
   PairBatch b = pair_batch(10, c.hard_negatives);
   if (c.recipe) add_labels(b, 10);
-  const LossConfig loss = loss_config_of(c.loss, c.recipe, c.hard_negatives);
+  const LossConfig loss = loss_config_of(c.loss, c.recipe, c.hard_negatives, c.directions);
   const Step truth = chunked_graph_step(model, b, c.chunk, loss);
   const Step cached = gradcache_step(model, b, c.chunk, loss);
   expect_same_step(truth, cached, 1e-5);
@@ -209,12 +217,14 @@ INSTANTIATE_TEST_SUITE_P(
                       GradCacheCase{"infonce", Pooling::Mean, true, 64},  // one chunk holds the micro-batch
                       GradCacheCase{"infonce", Pooling::Mean, true, 3, true},
                       GradCacheCase{"pairwise_sigmoid", Pooling::Cls, false, 4, true},
-                      GradCacheCase{"none", Pooling::Cls, true, 4, true}),  // distillation alone
+                      GradCacheCase{"none", Pooling::Cls, true, 4, true},  // distillation alone
+                      GradCacheCase{"infonce", Pooling::Mean, true, 3, true, true}),  // + directions, hardness, MarginMSE
     [](const auto& info) {
       const GradCacheCase& c = info.param;
       return std::string(c.loss) + "_" + (c.pooling == Pooling::Cls ? "cls" : "mean") +
              (c.hard_negatives ? "_hardneg" : "") + "_chunk" + std::to_string(c.chunk) +
-             (c.recipe ? "_matryoshka_masks" + std::string(c.hard_negatives ? "_distill" : "") : "");
+             (c.recipe ? "_matryoshka_masks" + std::string(c.hard_negatives ? "_distill" : "") : "") +
+             (c.directions ? "_directions_hardness_marginmse" : "");
     });
 
 // ---- real runs ---------------------------------------------------------------------------

@@ -5,8 +5,11 @@
 //   - Matryoshka + distillation + masks with GradCache and ZeRO-2 on 2 workers train the
 //     plain 1-worker model; evaluation reports every size, and each equals what
 //     sentence-transformers computes from the written folder with truncate_dim;
-//   - bad input (a size beyond the embedding, a pair without teacher scores) stops the
-//     run with a message that names the key or FILE:LINE.
+//   - with every rank's queries gathered too (loss.directions, all four) and hardness
+//     weighting, ranks with different numbers of hard negatives train what 1 worker
+//     trains; MarginMSE and the symmetric directions join the GradCache + ZeRO recipe;
+//   - bad input (a size beyond the embedding, a pair without teacher scores, MarginMSE
+//     without them) stops the run with a message that names the key or FILE:LINE.
 // The loss formulas themselves are checked against the peers in test_loss_reference.cpp.
 #include <algorithm>
 #include <cctype>
@@ -149,6 +152,12 @@ TEST(LossRecipes, SameTextMaskRanksWithDifferentNumbersOfHardNegativesTrainWhatO
     for (json* c : {&c1, &c2}) {
       (*c)["data"]["negatives_per_query"] = 2;
       (*c)["data"]["shuffle"] = false;
+      if (std::string(type) != "infonce") continue;
+      // Every direction (each rank's queries gathered, doc_to_doc needing each
+      // candidate's query across ranks of unequal rows) and hardness on own hard negatives.
+      (*c)["loss"]["directions"] = {"query_to_doc", "query_to_query", "doc_to_query", "doc_to_doc"};
+      (*c)["loss"]["hardness_mode"] = "all_negatives";
+      (*c)["loss"]["hardness_strength"] = 5;
     }
     RunResult r1 = train(one, c1, 1);
     ASSERT_EQ(r1.exit_code, 0) << r1.output;
@@ -181,6 +190,11 @@ json recipe_config(const fs::path& dir, const fs::path& data, const fs::path& ev
   c["loss"]["matryoshka_dims"] = kDims;
   c["loss"]["matryoshka_weights"] = {1.0, 0.5, 0.25};
   c["loss"]["distill"] = {{"weight", 0.5}, {"temperature", 0.5}};
+  c["loss"]["margin_mse"] = {{"weight", 0.3}};
+  c["loss"]["directions"] = {"query_to_doc", "doc_to_query"};
+  c["loss"]["partition_mode"] = "per_direction";
+  c["loss"]["hardness_mode"] = "hard_negatives";
+  c["loss"]["hardness_strength"] = 5;
   return c;
 }
 
@@ -230,6 +244,7 @@ TEST(LossRecipes, EachSizesEvaluationIsSentenceTransformersWithTruncateDim) {
       [](const fs::path& d) {
         json c = recipe_config(d, d / "pairs.jsonl", d / "eval.jsonl");
         c["loss"]["distill"]["weight"] = 0;
+        c["loss"]["margin_mse"]["weight"] = 0;  // both read teacher scores, which these pairs lack
         c["train"]["max_steps"] = 8;
         return c;
       },
@@ -282,6 +297,14 @@ TEST(LossRecipes, BadInputStopsTheRunWithAMessageThatNamesIt) {
          c["loss"]["distill"]["weight"] = 0.5;
        },
        {"scored.jsonl:3: loss.distill needs teacher scores", "pos_scores"}},
+      {"MarginMseWithoutTeacherScores",
+       [](const fs::path& d, json& c) {
+         std::ofstream(d / "unscored.jsonl") << R"({"query": "a", "pos": "b", "neg": "c"})" << "\n";
+         c["data"]["train"] = (d / "unscored.jsonl").string();
+         c["data"]["negatives_per_query"] = 1;
+         c["loss"]["type"] = "margin_mse";
+       },
+       {"unscored.jsonl:1: loss.type \"margin_mse\" needs teacher scores", "neg_scores"}},
       {"DistillationAloneWithoutWeight", [](const fs::path&, json& c) { c["loss"]["type"] = "none"; },
        {"loss.type", "loss.distill.weight"}},
   };

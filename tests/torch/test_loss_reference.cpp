@@ -12,6 +12,11 @@
 //     with duplicates within and across ranks: the ranks' losses, each computed as the
 //     trainer would with the other ranks' candidates gathered, average to the loss one
 //     process would compute on the whole batch; and everything at once on one rank.
+//   - sentence-transformers 6's MultipleNegativesRankingLoss with loss.directions,
+//     partition_mode and hardness_* (each direction set with and without two hard
+//     negatives a query, each hardness mode, and across two ranks with its
+//     gather_across_devices), and its MarginMSELoss (one and two hard negatives, and
+//     under MatryoshkaLoss) for loss.type margin_mse.
 // In double precision the differences are rounding: they are printed ("max |diff|").
 #include "e2e_support.h"
 #include "model/loss.h"
@@ -122,6 +127,7 @@ Duplicates duplicates() {
 // The inputs, and the peers' losses on them: Python runs once for the whole suite.
 struct Case {
   at::Tensor q, p, n, all_p, ch, teacher, rc, rgroups, rteacher, hash1;
+  at::Tensor n2, gq, gp, gn1, gn2, mteacher1, mteacher2;  // directions, hardness, MarginMSE
   Duplicates dup;
   NamedTensors theirs;
   std::string error;  // Python failed: every test fails with its output
@@ -164,6 +170,15 @@ const Case& the_case() {
     c.hash1[kBatch + 4] = 1;
     c.hash1[kBatch + 5] = 5;
     c.dup = duplicates();
+    // A second hard negative a query; two ranks' global batch; a teacher's scores of
+    // [p, n] and of [p, n, n2].
+    c.n2 = c.q + 2.5 * at::randn({kBatch, kDim}, kF64);
+    c.gq = at::randn({2 * kBatch, kDim}, kF64);
+    c.gp = c.gq + 2.0 * at::randn({2 * kBatch, kDim}, kF64);
+    c.gn1 = c.gq + 2.5 * at::randn({2 * kBatch, kDim}, kF64);
+    c.gn2 = c.gq + 2.5 * at::randn({2 * kBatch, kDim}, kF64);
+    c.mteacher1 = 0.5 * at::randn({kBatch, 2}, kF64);
+    c.mteacher2 = 0.5 * at::randn({kBatch, 3}, kF64);
 
     const fs::path dir = fresh_dir("loss-reference");
     const std::string in = (dir / "in.safetensors").string(), out = (dir / "out.safetensors").string();
@@ -175,7 +190,9 @@ const Case& the_case() {
                       {"distill_weight", at::tensor(kDistillWeight, kF64)},
                       {"rc", c.rc}, {"rgroups", c.rgroups}, {"rteacher", c.rteacher},
                       {"dq", c.dup.dq}, {"dc", c.dup.dc}, {"dhash", c.dup.dhash}, {"dpos", c.dup.dpos},
-                      {"hash1", c.hash1}});
+                      {"hash1", c.hash1}, {"xq", c.q.clone()}, {"xp", c.p.clone()}, {"xn1", c.n.clone()},
+                      {"xn2", c.n2}, {"gq", c.gq}, {"gp", c.gp}, {"gn1", c.gn1}, {"gn2", c.gn2},
+                      {"xranks", at::tensor(2.0, kF64)}, {"mteacher1", c.mteacher1}, {"mteacher2", c.mteacher2}});
     const auto r = run(std::string(DDP_EMBED_PYTHON) + " " + kSrc + "/scripts/python/loss_reference.py " + in + " " + out);
     if (r.exit_code != 0) {
       c.error = r.output;
@@ -387,4 +404,158 @@ TEST_F(PeerLosses, MatryoshkaMasksAndDistillationTogetherAreTheirSum) {
   expect_close(o.grad_q, find(theirs, "recipe.grad_q"), "recipe dloss/dq");
   expect_close(o.grad_p, find(theirs, "recipe.grad_p"), "recipe dloss/dp");
   expect_close(o.grad_n, find(theirs, "recipe.grad_n"), "recipe dloss/dn");
+}
+
+// ---- sentence-transformers 6's MNRL: directions, partitions, hardness; MarginMSE -----------
+
+namespace {
+
+LossConfig mnrl6(std::vector<LossDirection> directions, PartitionMode partition,
+                 HardnessMode hardness = HardnessMode::None) {
+  LossConfig s = settings("infonce");
+  s.directions = std::move(directions);
+  s.partition_mode = partition;
+  s.hardness_mode = hardness;
+  s.hardness_strength = hardness == HardnessMode::None ? 0.0 : 5.0;  // loss_reference.py's HARDNESS_STRENGTH
+  return s;
+}
+
+using D = LossDirection;
+const std::vector<std::pair<std::string, LossConfig>>& direction_sets() {
+  static const std::vector<std::pair<std::string, LossConfig>> sets = {
+      {"q2d", mnrl6({D::QueryToDoc}, PartitionMode::Joint)},
+      {"sym_per", mnrl6({D::QueryToDoc, D::DocToQuery}, PartitionMode::PerDirection)},
+      {"sym_joint", mnrl6({D::QueryToDoc, D::DocToQuery}, PartitionMode::Joint)},
+      {"gte", mnrl6({D::QueryToDoc, D::QueryToQuery, D::DocToQuery, D::DocToDoc}, PartitionMode::Joint)},
+  };
+  return sets;
+}
+
+// Our layout of two hard negatives a query: query-major, [q0's n1, q0's n2, q1's n1, ...]
+// (sentence-transformers' columns hold every query's n1, then every query's n2).
+at::Tensor query_major(const at::Tensor& n1, const at::Tensor& n2) {
+  return at::stack({n1, n2}, 1).reshape({-1, n1.size(1)});
+}
+
+void expect_pair_grads(const OursPair& o, const NamedTensors& theirs, const std::string& name, bool two_negatives) {
+  expect_loss(o.loss, theirs, name);
+  expect_close(o.grad_q, find(theirs, name + ".grad_q"), name + " dloss/dq");
+  expect_close(o.grad_p, find(theirs, name + ".grad_p"), name + " dloss/dp");
+  if (!o.grad_n.defined()) return;
+  if (!two_negatives) return expect_close(o.grad_n, find(theirs, name + ".grad_n1"), name + " dloss/dn1");
+  const at::Tensor g = o.grad_n.view({kBatch, 2, kDim});
+  expect_close(g.select(1, 0), find(theirs, name + ".grad_n1"), name + " dloss/dn1");
+  expect_close(g.select(1, 1), find(theirs, name + ".grad_n2"), name + " dloss/dn2");
+}
+
+}  // namespace
+
+TEST_F(PeerLosses, DirectionsAndPartitionsAreMnrl6sWithAndWithoutHardNegatives) {
+  double previous = 0;
+  for (const auto& [name, s] : direction_sets()) {
+    SCOPED_TRACE(name);
+    const OursPair o = ours_pair(q, p, {}, {}, s);
+    expect_pair_grads(o, theirs, "dir_" + name, false);
+    expect_pair_grads(ours_pair(q, p, query_major(n, c.n2), {}, s), theirs, "dir_" + name + "_hard", true);
+    EXPECT_GT(std::fabs(o.loss - previous), 0.01);  // each set is another loss
+    previous = o.loss;
+  }
+}
+
+TEST_F(PeerLosses, HardnessModesAreMnrl6sPenalties) {
+  const OursPair plain = ours_pair(q, p, query_major(n, c.n2), {}, mnrl6({D::QueryToDoc}, PartitionMode::Joint));
+  for (const HardnessMode mode : {HardnessMode::InBatchNegatives, HardnessMode::HardNegatives, HardnessMode::AllNegatives}) {
+    const std::string name = "hardness_" + choice_name(mode);
+    SCOPED_TRACE(name);
+    const OursPair o = ours_pair(q, p, query_major(n, c.n2), {}, mnrl6({D::QueryToDoc}, PartitionMode::Joint, mode));
+    expect_pair_grads(o, theirs, name, true);
+    EXPECT_GT(o.loss, plain.loss + 0.01);  // a penalty on some negative's logit raises the loss
+  }
+}
+
+// Two ranks, each computing pair_loss on its rows of the global gq, gp, gn1, gn2 with the
+// other rank's queries, candidates and candidate owners "gathered" from them, averaged as
+// data parallelism averages: the gradients land on the global tensors as all-gather's
+// backward sends them.
+TEST_F(PeerLosses, DirectionsAcrossRanksAreMnrl6GatheredAcrossDevices) {
+  const std::vector<std::pair<std::string, LossConfig>> cases = {
+      {"gte_hard", mnrl6({D::QueryToDoc, D::QueryToQuery, D::DocToQuery, D::DocToDoc}, PartitionMode::Joint)},
+      {"sym_per_all_negatives",
+       mnrl6({D::QueryToDoc, D::DocToQuery}, PartitionMode::PerDirection, HardnessMode::AllNegatives)},
+      {"q2d_in_batch_negatives", mnrl6({D::QueryToDoc}, PartitionMode::Joint, HardnessMode::InBatchNegatives)},
+  };
+  constexpr int64_t kWorld = 2;
+  for (const auto& [name, s] : cases) {
+    SCOPED_TRACE(name);
+    at::Tensor gq = c.gq.clone().requires_grad_(true), gp = c.gp.clone().requires_grad_(true),
+               gn1 = c.gn1.clone().requires_grad_(true), gn2 = c.gn2.clone().requires_grad_(true);
+    const auto block = [&](const at::Tensor& g, int64_t r) { return g.narrow(0, r * kBatch, kBatch); };
+    const auto candidates = [&](int64_t r) {
+      return at::cat({block(gp, r), query_major(block(gn1, r), block(gn2, r))});
+    };
+    double loss = 0;
+    for (int64_t r = 0; r < kWorld; ++r) {
+      const at::Tensor lq = block(gq, r);
+      CandidateExchange exchange{[&](const at::Tensor& local, const std::vector<int64_t>&) {
+                                   std::vector<at::Tensor> parts;
+                                   const bool queries = local.data_ptr() == lq.data_ptr();
+                                   for (int64_t other = 0; other < kWorld; ++other)
+                                     parts.push_back(other == r ? local : queries ? block(gq, other) : candidates(other));
+                                   return at::cat(parts);
+                                 },
+                                 [&](const at::Tensor& ids, const std::vector<int64_t>&) {
+                                   std::vector<at::Tensor> parts;  // each rank's owners: its queries' numbers
+                                   for (int64_t other = 0; other < kWorld; ++other)
+                                     parts.push_back(ids + (other - r) * kBatch);
+                                   return at::cat(parts);
+                                 },
+                                 r};
+      const PairLoss l = pair_loss(lq, block(gp, r), query_major(block(gn1, r), block(gn2, r)), {}, s, exchange);
+      (l.loss / double(kWorld)).backward();
+      loss += l.loss.item<double>() / double(kWorld);
+    }
+    const std::string ref = "xrank_" + name;
+    expect_loss(loss, theirs, ref);
+    expect_close(gq.grad(), find(theirs, ref + ".grad_gq"), ref + " dloss/d(queries)");
+    expect_close(gp.grad(), find(theirs, ref + ".grad_gp"), ref + " dloss/d(positives)");
+    expect_close(gn1.grad(), find(theirs, ref + ".grad_gn1"), ref + " dloss/d(first negatives)");
+    expect_close(gn2.grad(), find(theirs, ref + ".grad_gn2"), ref + " dloss/d(second negatives)");
+  }
+}
+
+TEST_F(PeerLosses, MarginMseIsSentenceTransformersMarginMseLoss) {
+  const at::Tensor rows = at::arange(kBatch, at::kLong);
+  CandidateLabels one;  // [p_i, n_i]: rows i and B + i
+  one.groups = at::stack({rows, rows + kBatch}, 1);
+  one.teacher_scores = c.mteacher1;
+  LossConfig s = settings("margin_mse");
+  expect_pair_grads(ours_pair(q, p, n, one, s), theirs, "margin1", false);
+
+  CandidateLabels two;  // [p_i, n1_i, n2_i]: rows i, B + 2i, B + 2i + 1
+  two.groups = at::stack({rows, rows * 2 + kBatch, rows * 2 + kBatch + 1}, 1);
+  two.teacher_scores = c.mteacher2;
+  expect_pair_grads(ours_pair(q, p, query_major(n, c.n2), two, s), theirs, "margin2", true);
+  s.matryoshka_dims = kDims;
+  s.matryoshka_weights = kWeights;
+  expect_pair_grads(ours_pair(q, p, query_major(n, c.n2), two, s), theirs, "margin2_matryoshka", true);
+
+  // Beside infonce (loss.margin_mse.weight): the sum of the two terms.
+  LossConfig beside = settings("infonce");
+  beside.margin_mse.weight = 0.5;
+  const OursPair sum = ours_pair(q, p, n, one, beside);
+  EXPECT_NEAR(sum.loss, find(theirs, "mnrl_hard.loss").item<double>() + 0.5 * find(theirs, "margin1.loss").item<double>(),
+              1e-12);
+
+  // A ragged group (query 0 without its second negative): the mean over the 2B - 1
+  // margins that exist, i.e. the 2B margins' sum less query 0's second, over 2B - 1.
+  CandidateLabels ragged = two;
+  ragged.groups = two.groups.clone();
+  ragged.groups[0][2] = -1;
+  const at::Tensor cc = at::cat({p, query_major(n, c.n2)});
+  const double all = margin_mse_loss(q, cc, two.groups, c.mteacher2).item<double>() * double(2 * kBatch);
+  const at::Tensor second = at::tensor({int64_t{0}, kBatch + 1}, at::kLong).view({1, 2});
+  const at::Tensor teacher = at::stack({c.mteacher2[0][0], c.mteacher2[0][2]}).view({1, 2});
+  const double dropped = margin_mse_loss(q.narrow(0, 0, 1), cc, second, teacher).item<double>();
+  EXPECT_NEAR(ours_pair(q, p, query_major(n, c.n2), ragged, settings("margin_mse")).loss,
+              (all - dropped) / double(2 * kBatch - 1), 1e-12);
 }
