@@ -39,6 +39,11 @@ enum class TokenizerType { SentencePiece, WordPiece };
 enum class Mixing { Proportional, Weighted, RoundRobin, Mixed };
 // loss.type (model/loss.h); None: no contrastive term, distillation alone.
 enum class LossType { PairwiseSigmoid, Infonce, None };
+// loss.guide.margin_strategy: how the guide's query-positive similarity is lowered before a
+// candidate that the guide rates above it is masked (model/guide_mask.h): by the margin
+// (Absolute), or by |similarity| times the margin (Relative); sentence-transformers'
+// GISTEmbedLoss's two strategies.
+enum class GuideMargin { Absolute, Relative };
 // train.lr_scaling: train.lr times the world size, its square root, or as it is.
 enum class LrScaling { None, Linear, Sqrt };
 // train.schedule: after warm-up (optim/lr_schedule.h).
@@ -109,6 +114,13 @@ struct ChoiceTable<LossType> {
       {LossType::PairwiseSigmoid, "pairwise_sigmoid"},
       {LossType::Infonce, "infonce"},
       {LossType::None, "none"},
+  };
+};
+template <>
+struct ChoiceTable<GuideMargin> {
+  static constexpr Spelling<GuideMargin> spellings[] = {
+      {GuideMargin::Absolute, "absolute"},
+      {GuideMargin::Relative, "relative"},
   };
 };
 template <>

@@ -90,6 +90,9 @@ void visit_fields(Config& c, Visitor& v) {
   v("loss.matryoshka_weights", l.matryoshka_weights, float32(positive()));
   v("loss.distill.weight", l.distill.weight, float32(non_negative()));
   v("loss.distill.temperature", l.distill.temperature, temperature());
+  v("loss.guide.model", l.guide.model, non_empty());
+  v("loss.guide.margin_strategy", l.guide.margin_strategy, any());
+  v("loss.guide.margin", l.guide.margin, float32(any()));
 
   TrainConfig& tr = c.train;
   v("train.batch_size", tr.batch_size, positive());
@@ -340,6 +343,10 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
   if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0))
     errors.push_back(origin_of({"loss.type", "loss.distill.weight"}) +
                      ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
+  if (c.loss.guide.model && c.loss.type == LossType::None)
+    errors.push_back(origin_of({"loss.guide.model", "loss.type"}) +
+                     ": loss.guide masks the contrastive loss's negatives, and loss.type \"none\" has none: "
+                     "set loss.type, or remove loss.guide");
 }
 
 // ---- --set ---------------------------------------------------------------------------------

@@ -107,6 +107,16 @@ struct DistillConfig {
   double temperature = 1;
 };
 
+// loss.guide: sentence-transformers' GISTEmbedLoss. A frozen guide encoder embeds each
+// batch without gradients; a negative the guide rates as close to the query as the query's
+// positive (less the margin) is masked (model/guide_mask.h, train/guide.h). model unset: no
+// guide.
+struct GuideConfig {
+  std::optional<std::string> model;  // a model folder embed-train reads (model.init's kind)
+  GuideMargin margin_strategy = GuideMargin::Absolute;
+  double margin = 0;
+};
+
 struct LossConfig {
   LossType type = LossType::PairwiseSigmoid;  // None: distillation alone
   double temperature = 0.05;
@@ -116,6 +126,7 @@ struct LossConfig {
   std::vector<int64_t> matryoshka_dims;
   std::vector<double> matryoshka_weights;
   DistillConfig distill;
+  GuideConfig guide;
 };
 
 struct TrainConfig {

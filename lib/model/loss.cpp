@@ -116,6 +116,44 @@ SameText same_text(const Candidates& c, int64_t n, bool count_pairs) {
   return out;
 }
 
+// Guided negatives (loss.guide): the pairs of this rank's queries that the guide masks
+// (false_negative_mask) and that the same-text mask did not, and pairwise_sigmoid's divisor
+// with both masks: the unmasked pairs of every rank's queries / ranks, from each rank's count
+// of its own (exchanged through all_gather_ids, as the texts' hashes are).
+struct Guided {
+  at::Tensor masked;  // bool [n, M]: the guide's alone (not same-text)
+  at::Tensor pairs;   // undefined: contrastive_loss's local mean is right (one rank)
+};
+
+Guided guided(const CandidateLabels& labels, const Candidates& c, const SameText& same, const LossConfig& loss,
+              const CandidateExchange& exchange, int64_t n) {
+  const at::Tensor& guide_q = labels.guide_queries;
+  if (guide_q.dim() != 2 || guide_q.size(0) != n || !labels.guide_candidates.defined() ||
+      labels.guide_candidates.dim() != 2 || labels.guide_candidates.size(1) != guide_q.size(1))
+    throw std::invalid_argument("pair_loss: guide embeddings " + sizes_text(guide_q) + " and " +
+                                sizes_text(labels.guide_candidates) + " for " + std::to_string(n) + " queries");
+  at::NoGradGuard no_grad;
+  // The guide's candidates exactly as the model's: every rank's block in rank order.
+  const at::Tensor guide_c = exchange.all_gather ? exchange.all_gather(labels.guide_candidates.detach(), labels.rank_rows)
+                                                 : labels.guide_candidates;
+  if (guide_c.size(0) != c.rows.size(0))
+    throw std::runtime_error("all_gather of the guide's candidates returned " + sizes_text(guide_c) + " for " +
+                             std::to_string(c.rows.size(0)) + " candidates");
+  const at::Tensor own = at::arange(c.positive_offset, c.positive_offset + n,
+                                    at::TensorOptions().dtype(at::kLong).device(guide_q.device()));
+  const at::Tensor guide = false_negative_mask(guide_q, guide_c, {}, loss.guide.margin_strategy, loss.guide.margin, own);
+  Guided out;
+  out.masked = same.masked.defined() ? guide & ~same.masked : guide;
+  if (loss.type != LossType::PairwiseSigmoid || !exchange.all_gather) return out;
+  const at::Tensor both = same.masked.defined() ? (guide | same.masked) : guide;
+  at::Tensor masked_everywhere = both.sum().reshape({1});
+  if (!exchange.all_gather_ids) throw std::logic_error("cross-rank negatives with a guide need all_gather_ids");
+  masked_everywhere = exchange.all_gather_ids(masked_everywhere, {}).sum();
+  const int64_t ranks = int64_t(c.starts.size()), m = c.rows.size(0);
+  out.pairs = (double(ranks * n * (m - 1)) - masked_everywhere.to(at::kDouble)) / double(ranks);
+  return out;
+}
+
 void check_embeddings(const at::Tensor& q, const at::Tensor& pos, const at::Tensor& neg, const CandidateLabels& labels) {
   if (q.dim() != 2 || pos.dim() != 2 || q.sizes() != pos.sizes() || q.size(0) == 0)
     throw std::invalid_argument("pair_loss needs queries and positives of one [n, D] shape, got " + sizes_text(q) +
@@ -143,6 +181,7 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
 
   PairLoss out;
   out.masked = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(q.device()));
+  out.guided = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(q.device()));
   // The candidates and the mask are the same at every size: gathered and compared once.
   Candidates candidates;
   SameText same;
@@ -151,6 +190,12 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
     if (candidates.hashes.defined()) {
       same = same_text(candidates, n, loss.type == LossType::PairwiseSigmoid);
       out.masked = same.masked.sum();
+    }
+    if (labels.guide_queries.defined()) {  // loss.guide: its mask OR-ed into the same-text one
+      const Guided guide = guided(labels, candidates, same, loss, exchange, n);
+      out.guided = guide.masked.sum();
+      same.masked = same.masked.defined() ? same.masked | guide.masked : guide.masked;
+      same.pairs = guide.pairs;  // pairwise_sigmoid's divisor over both masks (undefined: the local mean)
     }
   }
   // Each size cuts the embeddings to their first d values; the cosines re-normalize the
@@ -246,6 +291,39 @@ at::Tensor distillation_loss(const at::Tensor& q, const at::Tensor& candidates, 
   // (0 * -inf would be NaN).
   const at::Tensor cross = at::where(valid, teacher * log_student, at::zeros({}, student.options()));
   return -cross.sum(1).mean();
+}
+
+at::Tensor false_negative_mask(const at::Tensor& guide_rows, const at::Tensor& guide_candidates,
+                               const at::Tensor& guide_positive_sim, GuideMargin strategy, double margin,
+                               const at::Tensor& positive_columns) {
+  if (guide_rows.dim() != 2 || guide_candidates.dim() != 2 || guide_rows.size(1) != guide_candidates.size(1))
+    throw std::invalid_argument("false_negative_mask needs guide rows [n, G] and candidates [M, G], got " +
+                                sizes_text(guide_rows) + " and " + sizes_text(guide_candidates));
+  const int64_t n = guide_rows.size(0);
+  if (positive_columns.defined() && (positive_columns.dim() != 1 || positive_columns.size(0) != n))
+    throw std::invalid_argument("false_negative_mask: positive columns " + sizes_text(positive_columns) + " for " +
+                                std::to_string(n) + " rows");
+  if (!guide_positive_sim.defined() && !positive_columns.defined())
+    throw std::invalid_argument("false_negative_mask needs the positives' similarities or their columns");
+  if (guide_positive_sim.defined() && (guide_positive_sim.dim() != 1 || guide_positive_sim.size(0) != n))
+    throw std::invalid_argument("false_negative_mask: positive similarities " + sizes_text(guide_positive_sim) +
+                                " for " + std::to_string(n) + " rows");
+  if (!std::isfinite(margin)) throw std::invalid_argument("loss.guide.margin must be finite");
+
+  at::NoGradGuard no_grad;
+  compat::NoAutocast no_autocast;
+  const at::ScalarType dtype = loss_dtype(guide_rows, guide_candidates);
+  const at::Tensor g = at::matmul(normalize_rows(guide_rows.detach().to(dtype)),
+                                  normalize_rows(guide_candidates.detach().to(dtype)).t());  // [n, M]
+  // The positive's similarity from the same matrix when it is among the candidates: a
+  // candidate rated exactly as the positive is then not above it by rounding.
+  const at::Tensor positive = guide_positive_sim.defined() ? guide_positive_sim.detach().to(dtype).unsqueeze(1)
+                                                           : g.gather(1, positive_columns.unsqueeze(1));  // [n, 1]
+  const at::Tensor threshold =
+      strategy == GuideMargin::Absolute ? positive - margin : positive - positive.abs() * margin;
+  at::Tensor mask = g > threshold;
+  if (positive_columns.defined()) mask.scatter_(1, positive_columns.unsqueeze(1), false);  // never the positive
+  return mask;
 }
 
 }  // namespace ddp_embed

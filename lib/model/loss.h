@@ -57,11 +57,17 @@ struct CandidateLabels {
   // Cross-rank negatives: every rank's candidate rows this micro-batch, in rank order
   // (the batch plan tells every rank every rank's pairs); empty: all equal.
   std::vector<int64_t> rank_rows;
+  // Guided negatives (loss.guide): the frozen guide's embeddings, without gradient, of
+  // the queries [n, G] and of the candidates [n + k, G] (positives, then hard negatives),
+  // G the guide's own size (train/guide.h). Undefined: no guide.
+  at::Tensor guide_queries;
+  at::Tensor guide_candidates;
 };
 
 struct PairLoss {
   at::Tensor loss;    // scalar, fp32 (fp64 for fp64 embeddings)
-  at::Tensor masked;  // int64 scalar: (query, candidate) pairs of this rank's queries masked
+  at::Tensor masked;  // int64 scalar: (query, candidate) pairs of this rank's queries masked for their text
+  at::Tensor guided;  // int64 scalar: those the guide masked besides (0 without a guide)
 };
 
 // The training loss of embedded queries q [n, D], positives [n, D] and hard negatives
@@ -75,7 +81,10 @@ struct PairLoss {
 // candidates = this rank's [positives; hard negatives], or every rank's gathered
 // (`exchange`). The mask (labels.hashes) leaves candidate j out of query i's negatives
 // when j has the text of i's positive P(i), j != P(i): another pair's positive, or a hard
-// negative, with the same normalized text. pairwise_sigmoid's mean is over the pairs
+// negative, with the same normalized text. With a guide (labels.guide_*, loss.guide), the
+// guide's candidate embeddings are gathered as the candidates are and
+// false_negative_mask() is OR-ed into that mask, the same at every Matryoshka size (the
+// guide's embeddings are never cut). pairwise_sigmoid's mean is over the pairs
 // that remain among every rank's queries (so that W ranks train what one process would
 // on the same global batch). `loss` is as lib/config validated it, and its Matryoshka
 // sizes at most D (the trainee checks them against the model); a caller that breaks that
@@ -115,5 +124,21 @@ at::Tensor contrastive_loss(const at::Tensor& q /*[B, D]*/, const at::Tensor& ca
 at::Tensor distillation_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
                              const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/,
                              double temperature, double teacher_temperature);
+
+// Guided negatives, sentence-transformers' GISTEmbedLoss mask_false_negatives: with
+// g_ij = cos(guide_rows_i, guide_candidates_j) (as nn.CosineSimilarity; a zero row gives
+// 0) and p_i = guide_positive_sim_i (the guide's cosine of row i and its positive, from
+// the same matrix when the positive is among the candidates), entry (i, j) is true —
+// candidate j left out of row i's negatives — when
+//   absolute:  g_ij > p_i - margin
+//   relative:  g_ij > p_i - |p_i| * margin
+// `positive_columns` (int64 [n], optional): each row's own positive column, never masked.
+// Rows are any direction's anchors (queries) and candidates any block of that direction,
+// so the same function serves every direction's block. Runs without gradient, in fp32
+// (fp64 for fp64 inputs). Returns bool [n, M] on the inputs' device. Throws
+// std::invalid_argument for mismatched shapes or a non-finite margin.
+at::Tensor false_negative_mask(const at::Tensor& guide_rows /*[n, G]*/, const at::Tensor& guide_candidates /*[M, G]*/,
+                               const at::Tensor& guide_positive_sim /*[n]*/, GuideMargin strategy, double margin,
+                               const at::Tensor& positive_columns = {} /*int64 [n]*/);
 
 }  // namespace ddp_embed

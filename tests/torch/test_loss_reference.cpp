@@ -8,6 +8,9 @@
 //     negatives and across ranks;
 //   - FlagEmbedding's kl_div distillation (its formula, transcribed function by function)
 //     for loss.distill, with and without the contrastive term, with ragged groups;
+//   - sentence-transformers' GISTEmbedLoss (its class, on given embeddings and guide
+//     embeddings; query-to-document only) for loss.guide: both margin strategies, margin
+//     0 and above, with and without hard negatives, and across ranks;
 //   - the same-text mask written from its definition, on a global batch of three ranks
 //     with duplicates within and across ranks: the ranks' losses, each computed as the
 //     trainer would with the other ranks' candidates gathered, average to the loss one
@@ -22,7 +25,8 @@ using namespace ddp_embed;
 
 namespace {
 
-constexpr int64_t kBatch = 6, kDim = 12, kRanks = 3, kRank = 1;
+constexpr int64_t kBatch = 6, kDim = 12, kRanks = 3, kRank = 1, kGuideDim = 8;
+constexpr double kGuideMargin = 0.3;
 constexpr double kTemperature = 0.05, kTeacherTemperature = 2.0, kDistillWeight = 0.3;
 const std::vector<int64_t> kDims = {12, 6, 3};
 const std::vector<double> kWeights = {1.0, 0.5, 0.25};
@@ -122,6 +126,7 @@ Duplicates duplicates() {
 // The inputs, and the peers' losses on them: Python runs once for the whole suite.
 struct Case {
   at::Tensor q, p, n, all_p, ch, teacher, rc, rgroups, rteacher, hash1;
+  at::Tensor gq, gp, gn, all_gp;  // the guide's embeddings of q, p, n and of every rank's positives
   Duplicates dup;
   NamedTensors theirs;
   std::string error;  // Python failed: every test fails with its output
@@ -164,6 +169,13 @@ const Case& the_case() {
     c.hash1[kBatch + 4] = 1;
     c.hash1[kBatch + 5] = 5;
     c.dup = duplicates();
+    // The guide's view, of another size: positives far enough from their queries that
+    // some other candidates are rated closer (masked), most not.
+    c.gq = at::randn({kBatch, kGuideDim}, kF64);
+    c.gp = c.gq + 1.5 * at::randn({kBatch, kGuideDim}, kF64);
+    c.gn = c.gq + 1.5 * at::randn({kBatch, kGuideDim}, kF64);
+    c.all_gp = at::randn({kRanks * kBatch, kGuideDim}, kF64);
+    c.all_gp.narrow(0, kRank * kBatch, kBatch).copy_(c.gp);
 
     const fs::path dir = fresh_dir("loss-reference");
     const std::string in = (dir / "in.safetensors").string(), out = (dir / "out.safetensors").string();
@@ -175,7 +187,8 @@ const Case& the_case() {
                       {"distill_weight", at::tensor(kDistillWeight, kF64)},
                       {"rc", c.rc}, {"rgroups", c.rgroups}, {"rteacher", c.rteacher},
                       {"dq", c.dup.dq}, {"dc", c.dup.dc}, {"dhash", c.dup.dhash}, {"dpos", c.dup.dpos},
-                      {"hash1", c.hash1}});
+                      {"hash1", c.hash1}, {"gq", c.gq}, {"gp", c.gp}, {"gn", c.gn}, {"gc", c.all_gp},
+                      {"guide_margin", at::tensor(kGuideMargin, kF64)}});
     const auto r = run(std::string(DDP_EMBED_PYTHON) + " " + kSrc + "/scripts/python/loss_reference.py " + in + " " + out);
     if (r.exit_code != 0) {
       c.error = r.output;
@@ -272,6 +285,75 @@ TEST_F(PeerLosses, MatryoshkaAcrossRanksIsMatryoshkaLossOnTheGatheredCandidates)
   at::Tensor grad_ch = ch.grad().clone();
   grad_ch.narrow(0, kRank * block, block).copy_(at::cat({lp.grad(), ln.grad()}));
   expect_close(grad_ch, find(theirs, "matryoshka_gathered.grad_ch"), "matryoshka_gathered dloss/d(all candidates)");
+}
+
+// ---- guided negatives: sentence-transformers' GISTEmbedLoss -------------------------------
+
+namespace {
+
+LossConfig guided(GuideMargin strategy, double margin) {
+  LossConfig s = settings("infonce");
+  s.guide.model = "guide";  // the loss reads the strategy and margin only
+  s.guide.margin_strategy = strategy;
+  s.guide.margin = margin;
+  return s;
+}
+
+}  // namespace
+
+TEST_F(PeerLosses, GuidedNegativesAreGistEmbedLoss) {
+  int64_t masked_somewhere = 0;
+  for (const GuideMargin strategy : {GuideMargin::Absolute, GuideMargin::Relative})
+    for (const double margin : {0.0, kGuideMargin})
+      for (const bool hard : {false, true}) {
+        const std::string name = "gist_" + choice_name(strategy) + (margin > 0 ? "_m" : "_m0") + (hard ? "_hard" : "");
+        SCOPED_TRACE(name);
+        CandidateLabels labels;
+        labels.guide_queries = c.gq;
+        labels.guide_candidates = hard ? at::cat({c.gp, c.gn}) : c.gp;
+        at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true),
+                   ln = hard ? n.clone().requires_grad_(true) : at::Tensor();
+        const PairLoss l = pair_loss(lq, lp, ln, labels, guided(strategy, margin));
+        l.loss.backward();
+        expect_loss(l.loss.item<double>(), theirs, name);
+        expect_close(lq.grad(), find(theirs, name + ".grad_q"), name + " dloss/dq");
+        expect_close(lp.grad(), find(theirs, name + ".grad_p"), name + " dloss/dp");
+        if (hard) expect_close(ln.grad(), find(theirs, name + ".grad_n"), name + " dloss/dn");
+        EXPECT_EQ(l.masked.item<int64_t>(), 0);  // no text hashes: all the guide's
+        masked_somewhere += l.guided.item<int64_t>();
+        // The guide's mask is the function's, counted as the loss counts it.
+        const at::Tensor own = at::arange(kBatch, at::kLong);
+        EXPECT_EQ(l.guided.item<int64_t>(),
+                  false_negative_mask(c.gq, labels.guide_candidates, {}, strategy, margin, own).sum().item<int64_t>());
+      }
+  // The cases mask pairs (else they would not tell the guide from plain MNRL).
+  EXPECT_GT(masked_somewhere, 4);
+  EXPECT_GT(std::fabs(find(theirs, "gist_absolute_m_hard.loss").item<double>() -
+                      find(theirs, "mnrl_hard.loss").item<double>()), 0.01);
+}
+
+TEST_F(PeerLosses, GuidedCrossRankNegativesAreGistGatheredAcrossDevices) {
+  // Rank kRank of kRanks: the other ranks' positives from all_p, their guide embeddings
+  // from all_gp (the exchange tells them apart by their width).
+  at::Tensor all = all_p.clone().requires_grad_(true);
+  at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true);
+  CandidateExchange exchange{[&](const at::Tensor& local, const std::vector<int64_t>&) {
+                               const at::Tensor& global = local.size(1) == kGuideDim ? c.all_gp : all;
+                               return at::cat({global.narrow(0, 0, kRank * kBatch), local,
+                                               global.narrow(0, (kRank + 1) * kBatch, (kRanks - kRank - 1) * kBatch)});
+                             },
+                             {}, kRank};
+  CandidateLabels labels;
+  labels.guide_queries = c.gq;
+  labels.guide_candidates = c.gp;
+  const PairLoss l = pair_loss(lq, lp, {}, labels, guided(GuideMargin::Absolute, kGuideMargin), exchange);
+  l.loss.backward();
+  expect_loss(l.loss.item<double>(), theirs, "gist_gathered");
+  expect_close(lq.grad(), find(theirs, "gist_gathered.grad_q"), "gist_gathered dloss/dq");
+  at::Tensor grad_all = all.grad().clone();
+  grad_all.narrow(0, kRank * kBatch, kBatch).copy_(lp.grad());
+  expect_close(grad_all, find(theirs, "gist_gathered.grad_c"), "gist_gathered dloss/d(all p)");
+  EXPECT_GT(l.guided.item<int64_t>(), 0);
 }
 
 // ---- distillation: FlagEmbedding's kl_div --------------------------------------------------
