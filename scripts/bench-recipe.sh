@@ -12,13 +12,22 @@
 #   + Matryoshka      the loss also at 128 and 64 dimensions
 #   + distillation    + 0.2 × KL to the pretrained model's scores of each query's positive
 #                     and negative (mine --output-scores): configs/recipe.json itself
+# and, each on top of the whole recipe (ONLY="distill guided bidirectional guided-bidir"):
+#   guided            + loss.guide: the pretrained model as a frozen guide masks the
+#                     negatives it rates as close to the query as its positive (GISTEmbedLoss)
+#   bidirectional     + loss.directions query_to_doc and doc_to_query, per_direction
+#                     (sentence-transformers 6's symmetric MultipleNegativesRankingLoss)
+#   guided-bidir      both
 #
 # Judge: sentence-transformers loads each final folder (scripts/python/heldout_eval.py,
 # with the folder's prompts when it was trained with them): retrieval nDCG@10 and
 # recall@10 of the 1,000 held-out definitions (data/demo/eval.jsonl) against their words,
 # at 384, 128 and 64 dimensions (truncate_dim), and STS-B dev Spearman.
 #
-#   scripts/bench-recipe.sh            # ~40 min on 2 cores
+# Then the cost of each: the median ms a step over the steps after the first five, and the
+# guide's share of it (metrics.jsonl's step_ms, guide_step_share).
+#
+#   scripts/bench-recipe.sh            # ~60 min on 2 cores
 # Env: STEPS (150), SEED (42), OUT (runs/bench-recipe), ONLY ("demo examples ..." to run
 # a subset). 2 workers × 1 thread. Not a test: numbers only; nothing else should run.
 set -euo pipefail
@@ -29,7 +38,7 @@ steps=${STEPS:-150} seed=${SEED:-42}
 out=${OUT:-$root/runs/bench-recipe}
 sts=$root/data/stsb_en/sts-dev.csv
 heldout=$root/data/demo/eval.jsonl
-variants=${ONLY:-demo examples prompts mined matryoshka distill}
+variants=${ONLY:-demo examples prompts mined matryoshka distill guided bidirectional guided-bidir}
 
 cd "$root"
 [ -x "$py" ] || { echo "bench-recipe: no $py; run scripts/setup.sh" >&2; exit 1; }
@@ -60,6 +69,7 @@ sources() {  # definitions examples prompts(0|1): data.train as JSON
 plain_defs=data/demo/train.jsonl plain_ex=data/demo/examples.jsonl
 mined_defs=$out/train-mined.jsonl mined_ex=$out/examples-mined.jsonl
 no_extras=(--set 'loss.matryoshka_dims=[]' --set loss.distill.weight=0)
+bidir=(--set 'loss.directions=["query_to_doc", "doc_to_query"]' --set loss.partition_mode=per_direction)
 
 train() {  # name, then --set arguments
   local name=$1; shift
@@ -83,6 +93,10 @@ for v in $variants; do
     mined) train mined --set "data.train=$(sources $mined_defs $mined_ex 1)" "${no_extras[@]}" ;;
     matryoshka) train matryoshka --set "data.train=$(sources $mined_defs $mined_ex 1)" --set loss.distill.weight=0 ;;
     distill) train distill --set "data.train=$(sources $mined_defs $mined_ex 1)" ;;
+    guided) train guided --set "data.train=$(sources $mined_defs $mined_ex 1)" --set loss.guide.model="$model" ;;
+    bidirectional) train bidirectional --set "data.train=$(sources $mined_defs $mined_ex 1)" "${bidir[@]}" ;;
+    guided-bidir) train guided-bidir --set "data.train=$(sources $mined_defs $mined_ex 1)" \
+                    --set loss.guide.model="$model" "${bidir[@]}" ;;
     *) echo "bench-recipe: unknown variant $v" >&2; exit 2 ;;
   esac
 done
@@ -104,4 +118,18 @@ print(f"{'model':<12} {'nDCG@10':>8} {'R@10':>6} {'nDCG@10/128':>12} {'nDCG@10/6
 for name, d in by.items():
     print(f"{name:<12} {d[384]['ndcg@10']:8.4f} {d[384]['recall@10']:6.3f} {d[128]['ndcg@10']:12.4f} "
           f"{d[64]['ndcg@10']:11.4f} {d[384]['sts_spearman']:8.4f}")
+PY
+
+# What each costs: step time and the guide's share, from each run's metrics.jsonl.
+"$py" - "$out" $variants <<'PY'
+import json, os, statistics, sys
+out, variants = sys.argv[1], sys.argv[2:]
+print(f"{'model':<14} {'ms/step':>8} {'guide %':>8}")
+for v in variants:
+    rows = [json.loads(l) for l in open(os.path.join(out, v, "metrics.jsonl")) if '"step_ms"' in l]
+    rows = rows[5:] or rows
+    ms = statistics.median(r["step_ms"] for r in rows)
+    share = [r["guide_step_share"] for r in rows if "guide_step_share" in r]
+    guide = f"{100 * statistics.median(share):8.1f}" if share else f"{'-':>8}"
+    print(f"{v:<14} {ms:8.0f} {guide}")
 PY

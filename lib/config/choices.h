@@ -48,6 +48,11 @@ enum class PartitionMode { Joint, PerDirection };
 // loss.hardness_mode: which negatives get hardness_strength * their detached cosine added
 // to their logit (none: no hardness weighting).
 enum class HardnessMode { None, InBatchNegatives, HardNegatives, AllNegatives };
+// loss.guide.margin_strategy: how the guide's query-positive similarity is lowered before a
+// candidate that the guide rates above it is masked (model/loss.h: false_negative_mask): by the margin
+// (Absolute), or by |similarity| times the margin (Relative); sentence-transformers'
+// GISTEmbedLoss's two strategies.
+enum class GuideMargin { Absolute, Relative };
 // train.lr_scaling: train.lr times the world size, its square root, or as it is.
 enum class LrScaling { None, Linear, Sqrt };
 // train.schedule: after warm-up (optim/lr_schedule.h).
@@ -144,6 +149,13 @@ struct ChoiceTable<HardnessMode> {
       {HardnessMode::InBatchNegatives, "in_batch_negatives"},
       {HardnessMode::HardNegatives, "hard_negatives"},
       {HardnessMode::AllNegatives, "all_negatives"},
+  };
+};
+template <>
+struct ChoiceTable<GuideMargin> {
+  static constexpr Spelling<GuideMargin> spellings[] = {
+      {GuideMargin::Absolute, "absolute"},
+      {GuideMargin::Relative, "relative"},
   };
 };
 template <>

@@ -95,6 +95,9 @@ void visit_fields(Config& c, Visitor& v) {
   v("loss.partition_mode", l.partition_mode, any());
   v("loss.hardness_mode", l.hardness_mode, any());
   v("loss.hardness_strength", l.hardness_strength, float32(non_negative()));
+  v("loss.guide.model", l.guide.model, non_empty());
+  v("loss.guide.margin_strategy", l.guide.margin_strategy, any());
+  v("loss.guide.margin", l.guide.margin, float32(any()));
 
   TrainConfig& tr = c.train;
   v("train.batch_size", tr.batch_size, positive());
@@ -388,6 +391,10 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
     errors.push_back(origin_of({"loss.type", "loss.margin_mse.weight", "data.negatives_per_query"}) +
                      ": MarginMSE compares each positive with the pair's hard negatives: set "
                      "data.negatives_per_query > 0 (and give the pairs \"neg\" with \"neg_scores\")");
+  if (c.loss.guide.model && (c.loss.type == LossType::None || c.loss.type == LossType::MarginMse))
+    errors.push_back(origin_of({"loss.guide.model", "loss.type"}) +
+                     ": loss.guide masks the contrastive loss's negatives, and loss.type \"" +
+                     choice_name(c.loss.type) + "\" has none: set loss.type, or remove loss.guide");
 }
 
 // ---- --set ---------------------------------------------------------------------------------

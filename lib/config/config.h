@@ -113,6 +113,16 @@ struct MarginMseConfig {
   double weight = 0;
 };
 
+// loss.guide: sentence-transformers' GISTEmbedLoss. A frozen guide encoder embeds each
+// batch without gradients; a negative the guide rates as close to the query as the query's
+// positive (less the margin) is masked (model/loss.h false_negative_mask, train/guide.h).
+// model unset: no guide.
+struct GuideConfig {
+  std::optional<std::string> model;  // a model folder embed-train reads (model.init's kind)
+  GuideMargin margin_strategy = GuideMargin::Absolute;
+  double margin = 0;
+};
+
 struct LossConfig {
   LossType type = LossType::PairwiseSigmoid;  // None: distillation alone; MarginMse: MarginMSE alone
   double temperature = 0.05;
@@ -130,6 +140,7 @@ struct LossConfig {
   PartitionMode partition_mode = PartitionMode::Joint;
   HardnessMode hardness_mode = HardnessMode::None;
   double hardness_strength = 0;
+  GuideConfig guide;
 };
 
 // The weight of the MarginMSE term: 1 for loss.type "margin_mse", else loss.margin_mse.weight.

@@ -92,6 +92,10 @@ struct SourceRange {
 
 struct PairDataset {
   TokenStore tokens;
+  // loss.guide with a tokenizer of its own (train/guide.h): every sequence of `tokens`
+  // again, tokenized by the guide's tokenizer to its max length, under the same sequence
+  // numbers. Empty (no sequences): the guide reads `tokens`.
+  TokenStore guide_tokens;
   Column<PairIndex> pairs;
   std::vector<SourceRange> sources;  // in data.train's order, covering every pair
   // Per sequence: text_hash() of its text (the prompt left out), so that the same text

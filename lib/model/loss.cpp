@@ -169,6 +169,71 @@ void gather_directions_inputs(Candidates& c, const at::Tensor& q, int64_t local_
                              sizes_text(c.owners));
 }
 
+// Guided negatives (loss.guide): the pairs of this rank's queries that the guide masks
+// (false_negative_mask) and that the same-text mask did not, and pairwise_sigmoid's divisor
+// with both masks: the unmasked pairs of every rank's queries / ranks, from each rank's count
+// of its own (exchanged through all_gather_ids, as the texts' hashes are).
+// The guide's embeddings as the direction blocks read them (no gradient).
+struct GuideView {
+  at::Tensor queries;       // [n, G]: this rank's
+  at::Tensor all_queries;   // [W n, G]: every rank's (query_to_query, doc_to_query), or undefined
+  at::Tensor candidates;    // [M, G]: every rank's, in Candidates::rows' order
+  at::Tensor positive_sim;  // [n]: the guide's cosine of each query and its positive
+};
+
+struct Guided {
+  at::Tensor masked;  // bool [n, M]: query_to_doc's pairs the guide masks and the same-text mask does not
+  at::Tensor pairs;   // undefined: contrastive_loss's local mean is right (one rank)
+  GuideView view;
+};
+
+Guided guided(const CandidateLabels& labels, const Candidates& c, const SameText& same, const LossConfig& loss,
+              const CandidateExchange& exchange, int64_t n) {
+  const at::Tensor& guide_q = labels.guide_queries;
+  if (guide_q.dim() != 2 || guide_q.size(0) != n || !labels.guide_candidates.defined() ||
+      labels.guide_candidates.dim() != 2 || labels.guide_candidates.size(1) != guide_q.size(1))
+    throw std::invalid_argument("pair_loss: guide embeddings " + sizes_text(guide_q) + " and " +
+                                sizes_text(labels.guide_candidates) + " for " + std::to_string(n) + " queries");
+  at::NoGradGuard no_grad;
+  // The guide's candidates exactly as the model's: every rank's block in rank order.
+  const at::Tensor guide_c = exchange.all_gather ? exchange.all_gather(labels.guide_candidates.detach(), labels.rank_rows)
+                                                 : labels.guide_candidates;
+  if (guide_c.size(0) != c.rows.size(0))
+    throw std::runtime_error("all_gather of the guide's candidates returned " + sizes_text(guide_c) + " for " +
+                             std::to_string(c.rows.size(0)) + " candidates");
+  const at::Tensor own = at::arange(c.positive_offset, c.positive_offset + n,
+                                    at::TensorOptions().dtype(at::kLong).device(guide_q.device()));
+  const at::Tensor guide = false_negative_mask(guide_q, guide_c, {}, loss.guide.margin_strategy, loss.guide.margin, own);
+  Guided out;
+  // Each query's guided similarity to its positive, the threshold of every direction's mask:
+  // the same products false_negative_mask takes it from.
+  compat::NoAutocast no_autocast;
+  const at::ScalarType dtype = loss_dtype(guide_q, guide_c);
+  out.view = {guide_q.detach(), {}, guide_c.detach(), {}};
+  out.view.positive_sim = at::matmul(normalize_rows(guide_q.detach().to(dtype)), normalize_rows(guide_c.detach().to(dtype)).t())
+                              .gather(1, own.unsqueeze(1))
+                              .squeeze(1);
+  out.masked = same.masked.defined() ? guide & ~same.masked : guide;
+  if (loss.type != LossType::PairwiseSigmoid || !exchange.all_gather) return out;
+  const at::Tensor both = same.masked.defined() ? (guide | same.masked) : guide;
+  at::Tensor masked_everywhere = both.sum().reshape({1});
+  if (!exchange.all_gather_ids) throw std::logic_error("cross-rank negatives with a guide need all_gather_ids");
+  masked_everywhere = exchange.all_gather_ids(masked_everywhere, {}).sum();
+  const int64_t ranks = int64_t(c.starts.size()), m = c.rows.size(0);
+  out.pairs = (double(ranks * n * (m - 1)) - masked_everywhere.to(at::kDouble)) / double(ranks);
+  return out;
+}
+
+// Every rank's guide query embeddings, where a direction compares with queries.
+void gather_guide_queries(GuideView& view, const LossConfig& loss, const CandidateExchange& exchange) {
+  const auto& dirs = loss.directions;
+  if (std::find(dirs.begin(), dirs.end(), LossDirection::QueryToQuery) == dirs.end() &&
+      std::find(dirs.begin(), dirs.end(), LossDirection::DocToQuery) == dirs.end())
+    return;
+  at::NoGradGuard no_grad;
+  view.all_queries = exchange.all_gather ? exchange.all_gather(view.queries, {}) : view.queries;
+}
+
 // ---- infonce's directions ------------------------------------------------------------------
 
 // One direction's block of scores, [n, M_dir], a row for each of this rank's queries: its
@@ -181,8 +246,27 @@ struct DirectionBlock {
   at::Tensor hardness;  // float [n, M_dir] (0 or 1), or undefined: none
 };
 
-std::vector<DirectionBlock> direction_blocks(const Candidates& c, const at::Tensor& same_text, int64_t n,
-                                             const LossConfig& loss) {
+// The guide's false negatives in one direction's block (GISTEmbedLoss's mask_false_negatives
+// on that block's guide similarities, each row's threshold its query's guided similarity to
+// its positive); a row's own positive (query_to_doc) or own query (doc_to_query) never.
+at::Tensor guide_block_mask(LossDirection d, const GuideView& g, const Candidates& c, const at::Tensor& row,
+                            const LossConfig& loss) {
+  const int64_t n = row.size(0);
+  const at::Tensor guide_positives = g.candidates.narrow(0, c.positive_offset, n);
+  const auto mask = [&](const at::Tensor& rows, const at::Tensor& columns, const at::Tensor& protect) {
+    return false_negative_mask(rows, columns, g.positive_sim, loss.guide.margin_strategy, loss.guide.margin, protect);
+  };
+  switch (d) {
+    case LossDirection::QueryToDoc: return mask(g.queries, g.candidates, row + c.positive_offset);
+    case LossDirection::QueryToQuery: return mask(g.queries, g.all_queries, {});
+    case LossDirection::DocToQuery: return mask(guide_positives, g.all_queries, row + c.query_offset);
+    case LossDirection::DocToDoc: return mask(guide_positives, g.candidates, {});
+  }
+  return {};
+}
+
+std::vector<DirectionBlock> direction_blocks(const Candidates& c, const at::Tensor& same_text, const GuideView& guide,
+                                             int64_t n, const LossConfig& loss) {
   const auto longs = at::TensorOptions().dtype(at::kLong).device(c.rows.device());
   const at::Tensor row = at::arange(n, longs);
   std::vector<DirectionBlock> blocks;
@@ -196,6 +280,10 @@ std::vector<DirectionBlock> direction_blocks(const Candidates& c, const at::Tens
     if (d == LossDirection::DocToDoc) {  // nor its own positive's, nor its hard negatives
       const at::Tensor own = c.owners.unsqueeze(0) == (row + c.query_offset).unsqueeze(1);
       b.masked = b.masked.defined() ? (b.masked | own) : own;
+    }
+    if (guide.candidates.defined()) {
+      const at::Tensor guided = guide_block_mask(d, guide, c, row, loss);
+      b.masked = b.masked.defined() ? (b.masked | guided) : guided;
     }
     blocks.push_back(b);
   }
@@ -296,10 +384,12 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
 
   PairLoss out;
   out.masked = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(q.device()));
+  out.guided = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(q.device()));
   // The candidates, the masks and the direction blocks are the same at every size:
   // gathered and built once.
   Candidates candidates;
   SameText same;
+  Guided guide;
   std::vector<DirectionBlock> blocks;
   if (contrastive) {
     candidates = gather_candidates(local, labels.hashes, labels.rank_rows, exchange);
@@ -307,9 +397,17 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
       same = same_text(candidates, n, loss.type == LossType::PairwiseSigmoid);
       out.masked = same.masked.sum();
     }
+    if (labels.guide_queries.defined()) {  // loss.guide: the guide's false negatives
+      guide = guided(labels, candidates, same, loss, exchange, n);
+      out.guided = guide.masked.sum();
+    }
     if (loss.type == LossType::Infonce) {
       gather_directions_inputs(candidates, q, local.size(0), labels, loss, exchange);
-      blocks = direction_blocks(candidates, same.masked, n, loss);
+      if (guide.view.candidates.defined()) gather_guide_queries(guide.view, loss, exchange);
+      blocks = direction_blocks(candidates, same.masked, guide.view, n, loss);
+    } else if (guide.masked.defined()) {  // pairwise_sigmoid: one mask, its divisor over both
+      same.masked = same.masked.defined() ? same.masked | guide.masked : guide.masked;
+      same.pairs = guide.pairs;
     }
   }
   // Each size cuts the embeddings to their first d values; the cosines re-normalize the
@@ -436,6 +534,39 @@ at::Tensor margin_mse_loss(const at::Tensor& q, const at::Tensor& candidates, co
   // A margin past a query's last hard negative is left out (its target is NaN).
   const at::Tensor squared = at::where(valid, (predicted - target.nan_to_num(0)).pow(2), at::zeros({}, student.options()));
   return squared.sum() / valid.sum().clamp_min(1).to(dtype);
+}
+
+at::Tensor false_negative_mask(const at::Tensor& guide_rows, const at::Tensor& guide_candidates,
+                               const at::Tensor& guide_positive_sim, GuideMargin strategy, double margin,
+                               const at::Tensor& positive_columns) {
+  if (guide_rows.dim() != 2 || guide_candidates.dim() != 2 || guide_rows.size(1) != guide_candidates.size(1))
+    throw std::invalid_argument("false_negative_mask needs guide rows [n, G] and candidates [M, G], got " +
+                                sizes_text(guide_rows) + " and " + sizes_text(guide_candidates));
+  const int64_t n = guide_rows.size(0);
+  if (positive_columns.defined() && (positive_columns.dim() != 1 || positive_columns.size(0) != n))
+    throw std::invalid_argument("false_negative_mask: positive columns " + sizes_text(positive_columns) + " for " +
+                                std::to_string(n) + " rows");
+  if (!guide_positive_sim.defined() && !positive_columns.defined())
+    throw std::invalid_argument("false_negative_mask needs the positives' similarities or their columns");
+  if (guide_positive_sim.defined() && (guide_positive_sim.dim() != 1 || guide_positive_sim.size(0) != n))
+    throw std::invalid_argument("false_negative_mask: positive similarities " + sizes_text(guide_positive_sim) +
+                                " for " + std::to_string(n) + " rows");
+  if (!std::isfinite(margin)) throw std::invalid_argument("loss.guide.margin must be finite");
+
+  at::NoGradGuard no_grad;
+  compat::NoAutocast no_autocast;
+  const at::ScalarType dtype = loss_dtype(guide_rows, guide_candidates);
+  const at::Tensor g = at::matmul(normalize_rows(guide_rows.detach().to(dtype)),
+                                  normalize_rows(guide_candidates.detach().to(dtype)).t());  // [n, M]
+  // The positive's similarity from the same matrix when it is among the candidates: a
+  // candidate rated exactly as the positive is then not above it by rounding.
+  const at::Tensor positive = guide_positive_sim.defined() ? guide_positive_sim.detach().to(dtype).unsqueeze(1)
+                                                           : g.gather(1, positive_columns.unsqueeze(1));  // [n, 1]
+  const at::Tensor threshold =
+      strategy == GuideMargin::Absolute ? positive - margin : positive - positive.abs() * margin;
+  at::Tensor mask = g > threshold;
+  if (positive_columns.defined()) mask.scatter_(1, positive_columns.unsqueeze(1), false);  // never the positive
+  return mask;
 }
 
 }  // namespace ddp_embed

@@ -68,11 +68,17 @@ struct CandidateLabels {
   // from own hard negatives by it. Undefined: positives own themselves, and hard
   // negatives follow in query order, negatives_per_query each (k / n).
   at::Tensor owners;
+  // Guided negatives (loss.guide): the frozen guide's embeddings, without gradient, of
+  // the queries [n, G] and of the candidates [n + k, G] (positives, then hard negatives),
+  // G the guide's own size (train/guide.h). Undefined: no guide.
+  at::Tensor guide_queries;
+  at::Tensor guide_candidates;
 };
 
 struct PairLoss {
   at::Tensor loss;    // scalar, fp32 (fp64 for fp64 embeddings)
-  at::Tensor masked;  // int64 scalar: (query, candidate) pairs of this rank's queries masked
+  at::Tensor masked;  // int64 scalar: (query, candidate) pairs of this rank's queries masked for their text
+  at::Tensor guided;  // int64 scalar: those the guide masked besides (0 without a guide)
 };
 
 // The training loss of embedded queries q [n, D], positives [n, D] and hard negatives
@@ -103,13 +109,26 @@ struct PairLoss {
 // doc_to_query compare queries, which carry no text hash, and are not masked.
 //
 // A block is built once a micro-batch (loss.cpp's DirectionBlock: its direction, its
-// bool mask and its hardness weights) and scored at each Matryoshka size; a further mask
-// (e.g. false negatives a guide model finds) is one OR into the block's `masked`.
+// bool mask and its hardness weights) and scored at each Matryoshka size.
+//
+// Guided negatives (labels.guide_*, loss.guide; GISTEmbedLoss): the guide's embeddings are
+// gathered as the candidates (and queries) are, and each block ORs in false_negative_mask()
+// on the guide's similarities of its own rows and columns (query_to_doc: the queries and
+// candidates; query_to_query: the queries and every rank's queries; doc_to_query: the
+// positives and every rank's queries; doc_to_doc: the positives and the candidates), each
+// row's threshold its query's guided similarity to its positive, the same at every
+// Matryoshka size (the guide's embeddings are never cut); a row's own positive
+// (query_to_doc) and own query (doc_to_query) never. GISTEmbedLoss's contrast_anchors and
+// contrast_positives are query_to_query and doc_to_doc, on pairs; with hard negatives its
+// positive-positive block leaves them out where doc_to_doc takes every rank's (not the
+// row's own). PairLoss::guided counts query_to_doc's pairs the guide masks besides the
+// same-text ones.
 //
 // candidates = this rank's [positives; hard negatives], or every rank's gathered
 // (`exchange`). The mask (labels.hashes) leaves candidate j out of query i's negatives
 // when j has the text of i's positive P(i), j != P(i): another pair's positive, or a hard
-// negative, with the same normalized text. pairwise_sigmoid's mean is over the pairs
+// negative, with the same normalized text. pairwise_sigmoid has query_to_doc only; the
+// guide's mask is OR-ed into the same-text one there. pairwise_sigmoid's mean is over the pairs
 // that remain among every rank's queries (so that W ranks train what one process would
 // on the same global batch). `loss` is as lib/config validated it, and its Matryoshka
 // sizes at most D (the trainee checks them against the model); a caller that breaks that
@@ -160,5 +179,20 @@ at::Tensor distillation_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& c
 // bad shapes and for groups without a hard negative column (G = 1).
 at::Tensor margin_mse_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
                            const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/);
+// Guided negatives, sentence-transformers' GISTEmbedLoss mask_false_negatives: with
+// g_ij = cos(guide_rows_i, guide_candidates_j) (as nn.CosineSimilarity; a zero row gives
+// 0) and p_i = guide_positive_sim_i (the guide's cosine of row i and its positive, from
+// the same matrix when the positive is among the candidates), entry (i, j) is true —
+// candidate j left out of row i's negatives — when
+//   absolute:  g_ij > p_i - margin
+//   relative:  g_ij > p_i - |p_i| * margin
+// `positive_columns` (int64 [n], optional): each row's own positive column, never masked.
+// Rows are any direction's anchors (queries) and candidates any block of that direction,
+// so the same function serves every direction's block. Runs without gradient, in fp32
+// (fp64 for fp64 inputs). Returns bool [n, M] on the inputs' device. Throws
+// std::invalid_argument for mismatched shapes or a non-finite margin.
+at::Tensor false_negative_mask(const at::Tensor& guide_rows /*[n, G]*/, const at::Tensor& guide_candidates /*[M, G]*/,
+                               const at::Tensor& guide_positive_sim /*[n]*/, GuideMargin strategy, double margin,
+                               const at::Tensor& positive_columns = {} /*int64 [n]*/);
 
 }  // namespace ddp_embed

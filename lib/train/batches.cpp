@@ -92,6 +92,11 @@ PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& i
   batch.query = collate(data.tokens, queries, pin);
   batch.pos = collate(data.tokens, positives, pin);
   if (!negatives.empty()) batch.neg = collate(data.tokens, negatives, pin);
+  if (data.guide_tokens.num_sequences() > 0) {  // loss.guide with a tokenizer of its own
+    batch.guide_query = collate(data.guide_tokens, queries, pin);
+    batch.guide_pos = collate(data.guide_tokens, positives, pin);
+    if (!negatives.empty()) batch.guide_neg = collate(data.guide_tokens, negatives, pin);
+  }
   batch.labels = candidate_labels(data, positives, negatives, taken, pin);
   for (const auto* seqs : {&queries, &positives, &negatives})
     for (auto s : *seqs) batch.real_tokens += data.tokens.length(s);
@@ -99,7 +104,7 @@ PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& i
 }
 
 void move_to(PairBatch& batch, const c10::Device& device) {
-  for (EncoderInput* in : {&batch.query, &batch.pos, &batch.neg}) {
+  for (EncoderInput* in : {&batch.query, &batch.pos, &batch.neg, &batch.guide_query, &batch.guide_pos, &batch.guide_neg}) {
     if (!in->defined()) continue;
     in->ids = in->ids.to(device, /*non_blocking=*/true);
     in->mask = in->mask.to(device, /*non_blocking=*/true);

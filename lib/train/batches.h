@@ -30,6 +30,9 @@ EncoderInput collate(const TokenStore& store, const std::vector<int64_t>& sequen
 
 struct PairBatch {
   EncoderInput query, pos, neg;  // neg undefined without hard negatives
+  // The same sequences in the guide's tokens (PairDataset::guide_tokens); undefined when
+  // the guide reads the model's (train/guide.h).
+  EncoderInput guide_query, guide_pos, guide_neg;
   // The candidates' text hashes (always) and, when the data has them, the teacher's
   // scores of each query's positive and hard negatives, aligned with the texts taken
   // (model/loss.h says how the loss reads them).

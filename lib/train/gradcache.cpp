@@ -29,7 +29,8 @@ struct Chunk {
 at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& batch, const GradCacheSettings& settings,
                                       const LossConfig& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
-                                      const LossScaler& scaler, DataParallel* dp, at::Tensor* masked) {
+                                      const LossScaler& scaler, DataParallel* dp, at::Tensor* masked,
+                                      at::Tensor* guided) {
   std::vector<const EncoderInput*> parts = {&batch.query, &batch.pos};
   if (batch.neg.defined()) parts.push_back(&batch.neg);
 
@@ -60,6 +61,7 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
         embedded[0], embedded[1], embedded.size() > 2 ? embedded[2] : at::Tensor(), loss, exchange, batch.labels);
     prepared = prepare_loss(pair.loss);
     if (masked) *masked += pair.masked;
+    if (guided) *guided += pair.guided;
   }
   scaler.scale_loss(prepared).backward();
 

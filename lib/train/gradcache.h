@@ -39,10 +39,13 @@ struct GradCacheSettings {
 // micro-batch's loss to the one whose gradient is accumulated (the trainer divides by the
 // accumulation steps there); `scaler` scales it for backward (fp16). `dp` may be null
 // (no gradient sync). Returns the prepared loss, detached; adds the number of masked
-// same-text candidates (PairLoss::masked) to `*masked` when given.
+// same-text candidates (PairLoss::masked) to `*masked` and of those the guide masked
+// besides (PairLoss::guided) to `*guided` when given. The guide's embeddings, when there
+// is one, are in batch.labels already (train/guide.h embeds them chunk by chunk too).
 at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& batch, const GradCacheSettings& settings,
                                       const LossConfig& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
-                                      const LossScaler& scaler, DataParallel* dp, at::Tensor* masked = nullptr);
+                                      const LossScaler& scaler, DataParallel* dp, at::Tensor* masked = nullptr,
+                                      at::Tensor* guided = nullptr);
 
 }  // namespace ddp_embed

@@ -197,11 +197,14 @@ void RunRecord::draw_figure() const {
 
 LogWindow::LogWindow(const c10::Device& device)
     : loss_(at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device))),
-      masked_(at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device))) {}
+      masked_(at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device))),
+      guided_(at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device))) {}
 
 void LogWindow::add(const StepOutcome& outcome) {
   loss_ += outcome.loss;
   if (outcome.masked.defined()) masked_ += outcome.masked;
+  if (outcome.guided.defined()) guided_ += outcome.guided;
+  guide_ms_ += outcome.guide_ms;
   tokens_ += outcome.real_tokens;
   wait_ms_ += outcome.comm_wait_ms;
   ++steps_;
@@ -211,7 +214,8 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
   // One all-reduce for everything the line sums over the ranks. Each rank counted the
   // masked candidates of its own queries: the sum is the global batch's.
   at::Tensor sums =
-      at::tensor({loss_.item<double>(), tokens_, double(masked_.item<int64_t>())}, at::kDouble).to(pg.device());
+      at::tensor({loss_.item<double>(), tokens_, double(masked_.item<int64_t>()), double(guided_.item<int64_t>())},
+                 at::kDouble).to(pg.device());
   pg.allreduce_sum_(sums);
   sums = sums.cpu();
   const double seconds = seconds_since(start_);
@@ -221,9 +225,15 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
                          {"step_ms", 1000 * seconds / double(steps_)},
                          {"comm_wait_ms", wait_ms_ / double(steps_)},
                          {"masked_negatives", sums[2].item<double>() / double(steps_)}};
+  if (guide_ms_ > 0) {  // loss.guide: the pairs it masked besides, and its share of the step (this rank's)
+    line["guide_masked_negatives"] = sums[3].item<double>() / double(steps_);
+    line["guide_ms"] = guide_ms_ / double(steps_);
+    line["guide_step_share"] = guide_ms_ / (1000 * seconds);
+  }
   loss_.zero_();
   masked_.zero_();
-  tokens_ = wait_ms_ = 0;
+  guided_.zero_();
+  tokens_ = wait_ms_ = guide_ms_ = 0;
   steps_ = 0;
   restart_clock();
   return line;
@@ -247,9 +257,15 @@ void StepLog::after_step(const TrainPosition& pos, const StepBatches& batches, c
   // With several sources the line names the source of its step.
   const std::string source =
       plan_.sources().size() > 1 && batches.source >= 0 ? " [" + batches.source_name + "]" : "";
-  spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} masked {:g} | {:.1f} pairs/s {:.0f} tok/s "
+  // With a guide: the pairs it masked besides the same-text ones, and its time a step.
+  const std::string guide =
+      line.contains("guide_ms")
+          ? fmt::format(" guide_masked {:g} (guide {:.0f} ms, {:.0f}% of the step)", double(line["guide_masked_negatives"]),
+                        double(line["guide_ms"]), 100 * double(line["guide_step_share"]))
+          : "";
+  spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} masked {:g}{} | {:.1f} pairs/s {:.0f} tok/s "
                "{:.0f} ms/step | ETA {}", pos.step, total_steps_, source, logged_loss_, lr, outcome.update.grad_norm,
-               double(line["masked_negatives"]), double(line["pairs_per_s"]), double(line["tokens_per_s"]),
+               double(line["masked_negatives"]), guide, double(line["pairs_per_s"]), double(line["tokens_per_s"]),
                double(line["step_ms"]), format_duration(step_times_.eta_seconds(total_steps_ - pos.step)));
 }
 

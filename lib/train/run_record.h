@@ -116,8 +116,8 @@ class LogWindow {
   nlohmann::json close(ProcessGroup& pg, int64_t global_batch);
 
  private:
-  at::Tensor loss_, masked_;  // on the device: read on log steps only
-  double tokens_ = 0, wait_ms_ = 0;
+  at::Tensor loss_, masked_, guided_;  // on the device: read on log steps only
+  double tokens_ = 0, wait_ms_ = 0, guide_ms_ = 0;
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };

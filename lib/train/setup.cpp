@@ -9,6 +9,7 @@
 #include "model/attention.h"
 #include "model/lora.h"
 #include "model/weights.h"
+#include "train/guide.h"
 #include "train/prepare.h"
 #include "util/log.h"
 #include "util/text.h"
@@ -308,6 +309,21 @@ PairDataset load_training_pairs(const Config& cfg, const Worker& w, const Source
 
 namespace {
 
+// loss.guide with a tokenizer of its own: data.train's texts again, in its tokens
+// (train/guide.h). A prepared folder holds the model's tokens only, not the texts.
+void add_guide_tokens(const Config& cfg, const Worker& w, const SourceSetup& s, PairDataset& train) {
+  if (train.mapped())
+    throw std::runtime_error("loss.guide.model " + *cfg.loss.guide.model +
+                             " tokenizes differently from the model, and a prepared folder holds the model's tokens "
+                             "only: name data.train's JSONL files (without data.prepared), or use model.init's folder "
+                             "(with a tokenizer.max_length within its own) as the guide");
+  const auto start = Clock::now();
+  train.guide_tokens = guide_token_store(cfg, s.sources, train.tokens, w.threads);
+  spdlog::info("data: data.train tokenized again by the guide's tokenizer ({}) in {:.1f}s ({:.1f} MB)",
+               *cfg.loss.guide.model, std::chrono::duration<double>(Clock::now() - start).count(),
+               double(train.guide_tokens.memory_bytes()) / 1e6);
+}
+
 // data.eval's sets, embedded as the first source's texts are: with its prompts. A set is
 // named after its folder or its file's stem; a single pair file is unnamed (eval/recall@10).
 std::vector<EvalSet> load_eval_sets(const Config& cfg, const Worker& w, SourceInput first_source,
@@ -355,10 +371,13 @@ std::string evaluation_size(const std::vector<EvalSet>& sets) {
 
 Inputs load_inputs(const Config& cfg, const Worker& w) {
   Inputs in;
+  // loss.guide: a folder that is no model is said now, before the data is read.
+  const bool guide_tokens = cfg.loss.guide.model && !guide_reads_model_tokens(cfg);
   SourceSetup setup = set_up_sources(cfg, *w.pg);
   in.init_folder = std::move(setup.init_folder);
   const auto t_data = Clock::now();
   in.train = load_training_pairs(cfg, w, setup);
+  if (guide_tokens) add_guide_tokens(cfg, w, setup, in.train);
   in.prompts = std::move(setup.prompts);
   in.tokenizer = std::move(setup.tokenizer);
   in.eval = load_eval_sets(cfg, w, training_sources(cfg, in.prompts).front(), *in.tokenizer);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "train/gradcache.h"
+#include "train/guide.h"
 #include "util/log.h"
 
 namespace ddp_embed {
@@ -23,15 +24,18 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
   StepOutcome out;
   out.loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(worker.device));
   out.masked = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(worker.device));
+  out.guided = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(worker.device));
   for (int micro_step = 0; micro_step < accum; ++micro_step) {
     PairBatch& micro = batches.micro[size_t(micro_step)];
     move_to(micro, worker.device);
     const auto hold = dp.prepare_micro_step(micro_step, accum);  // only accumulate, or sync as backward runs
+    // loss.guide: the frozen guide's embeddings of the batch, in its labels, before the loss.
+    if (context.guide) out.guide_ms += context.guide->embed_into(micro, cfg.train.gradcache_chunk);
     at::Tensor loss;  // this micro-batch's share of the step's loss
     if (cfg.train.gradcache_chunk > 0) {
       loss = gradcache_forward_backward(training.model, micro, {cfg.train.gradcache_chunk, worker.precision, worker.device},
                                         cfg.loss, context.exchange, context.loss_share, training.loss_scaler, &dp,
-                                        &out.masked);
+                                        &out.masked, &out.guided);
     } else {
       {
         AutocastScope autocast(worker.precision, worker.device);  // the forward only; backward runs outside it
@@ -39,6 +43,7 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
             training.model->forward(micro.query, micro.pos, micro.neg, cfg.loss, context.exchange, micro.labels);
         loss = context.loss_share(pair.loss);
         out.masked += pair.masked;
+        out.guided += pair.guided;
       }
       training.loss_scaler.scale_loss(loss).backward();
     }

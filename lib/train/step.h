@@ -23,6 +23,8 @@
 
 namespace ddp_embed {
 
+class GuideEncoder;  // train/guide.h
+
 // What a step needs besides its batches, fixed for the run.
 struct StepContext {
   const Config& config;
@@ -33,6 +35,7 @@ struct StepContext {
   // step's (÷ train.grad_accum_steps), as torchtitan's rescale_accumulated_loss. Set once
   // for the run; the tests' fault injection wraps it (train/fault_injection.h).
   std::function<at::Tensor(const at::Tensor& micro_batch_loss)> loss_share;
+  GuideEncoder* guide = nullptr;  // loss.guide's frozen encoder (train/guide.h); null without one
 };
 
 // The loss share of train.grad_accum_steps micro-batches a step: loss / accum_steps.
@@ -41,6 +44,8 @@ std::function<at::Tensor(const at::Tensor&)> accumulation_share(int accum_steps)
 struct StepOutcome {
   at::Tensor loss;  // the step's loss on this rank, summed on the device (double)
   at::Tensor masked;  // same-text candidates masked out of this rank's queries' negatives (int64, device)
+  at::Tensor guided;  // those the guide masked besides (int64, device)
+  double guide_ms = 0;  // the guide's share of the step: embedding the batch (train/guide.h)
   UpdateOutcome update;
   double real_tokens = 0;
   double comm_wait_ms = 0;

@@ -26,6 +26,7 @@
 #include "optim/lr_schedule.h"
 #include "train/batches.h"
 #include "train/fault_injection.h"
+#include "train/guide.h"
 #include "train/run_record.h"
 #include "train/step.h"
 #include "train/step_profiler.h"
@@ -144,6 +145,12 @@ int run_training(const Config& given) {
   const int64_t total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : plan.steps_per_epoch() * cfg.train.epochs;
   ModelUnderTraining training = build_model_under_training(cfg, worker, in, total_steps, plan.micro_batch_size());
   TrainPosition pos = resume(cfg, pg, training);
+  // loss.guide: the frozen guide, beside the model and no part of it.
+  std::unique_ptr<GuideEncoder> guide;
+  if (cfg.loss.guide.model) {
+    guide = std::make_unique<GuideEncoder>(cfg.loss.guide, worker.device, worker.precision);
+    spdlog::info("{}", guide->describe());
+  }
   const int64_t first_step = pos.step;  // steps before it were trained by an earlier run
   RunRecord record(cfg, worker, training, in, total_steps, /*resumed_step=*/pos.step);
   if (const nlohmann::json change = note_membership_change(worker, pos.step); !change.is_null())
@@ -153,7 +160,7 @@ int run_training(const Config& given) {
 
   StepContext step_context{cfg, worker, training,
                            training.data_parallel->candidate_exchange(cfg.loss.cross_rank_negatives),
-                           accumulation_share(cfg.train.grad_accum_steps)};
+                           accumulation_share(cfg.train.grad_accum_steps), guide.get()};
   const StepFunction train = with_test_faults(
       [&step_context](StepBatches& batches, int64_t step, double lr) {
         return train_step(step_context, batches, step, lr);

@@ -29,6 +29,16 @@ function by function, from AbsEmbedderModel and BiEncoderOnlyEmbedderModel):
   flag_kd         kl_div alone, teacher scores divided by teacher_temperature first
   ragged_kd       the same formula query by query, each over its own number of candidates
 
+sentence-transformers' GISTEmbedLoss (its class; contrast_anchors=False,
+contrast_positives=False: the query-to-document loss), on fixed embeddings and fixed guide
+embeddings (gq, gp, gn; its module's embed_columns is patched to hand them over):
+  gist_<strategy>_<margin>[_hard]
+                  strategy absolute | relative, margin "m0" (0) or "m" (guide_margin),
+                  on [q, p] or on [q, p, n]
+  gist_gathered   gather_across_devices=True on rank `rank`: q against every rank's
+                  positives c, guided by gc (all_gather_with_grad and get_rank patched
+                  in its module to hand over the other ranks' rows)
+
 The same-text mask (no peer has it; written from its definition):
   masked_infonce, masked_sigmoid
                   every rank's queries dq against every rank's candidates dc (rows dpos
@@ -68,7 +78,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_train import seeds_pairwise_sigmoid_loss  # noqa: E402
 import sentence_transformers.sentence_transformer.losses.multiple_negatives_ranking as mnrl_module  # noqa: E402
 from sentence_transformers.sentence_transformer.losses import (  # noqa: E402
-    MarginMSELoss, MatryoshkaLoss, MultipleNegativesRankingLoss)
+    GISTEmbedLoss, MarginMSELoss, MatryoshkaLoss, MultipleNegativesRankingLoss)
+from sentence_transformers.sentence_transformer.losses import gist_embed  # noqa: E402
 
 Q2D, D2Q, Q2Q, D2D = "query_to_doc", "doc_to_query", "query_to_query", "doc_to_doc"
 DIRECTION_SETS = {
@@ -112,6 +123,65 @@ def with_grads(name, fn, inputs, out):
     out[f"{name}.loss"] = loss.detach().reshape(1)
     for k, v in leaves.items():
         out[f"{name}.grad_{k}"] = v.grad if v.grad is not None else torch.zeros_like(v)
+
+
+# ---- sentence-transformers' GISTEmbedLoss -------------------------------------------------
+
+class TokenizedStub(torch.nn.Module):
+    """GISTEmbedLoss asks its model and guide for a transformers tokenizer (to decide
+    whether the guide must retokenize); one tiny in-memory tokenizer serves both, so it
+    does not. The embeddings themselves come from the features (embed_columns below)."""
+
+    def __init__(self, tokenizer):
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.max_seq_length = 64
+
+
+def gist_losses(t, temperature, out):
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
+    model, guide = TokenizedStub(tokenizer), TokenizedStub(tokenizer)
+    # Each feature dict holds a column's embedding and its guide embedding.
+    gist_embed.embed_columns = lambda m, features: [f["guide" if m is guide else "embedding"] for f in features]
+    margin = float(t["guide_margin"])
+
+    def gist(strategy, m, gather=False, contrast=False):
+        return GISTEmbedLoss(model, guide, temperature=temperature, margin_strategy=strategy, margin=m,
+                             contrast_anchors=contrast, contrast_positives=contrast, gather_across_devices=gather)
+
+    for strategy in ("absolute", "relative"):
+        for tag, m in (("m0", 0.0), ("m", margin)):
+            loss = gist(strategy, m)
+            name = f"gist_{strategy}_{tag}"
+            with_grads(name, lambda q, p: loss([{"embedding": q, "guide": t["guide_q"]}, {"embedding": p, "guide": t["guide_p"]}],
+                                               None), {"q": t["q"], "p": t["p"]}, out)
+            with_grads(name + "_hard",
+                       lambda q, p, n: loss([{"embedding": q, "guide": t["guide_q"]}, {"embedding": p, "guide": t["guide_p"]},
+                                             {"embedding": n, "guide": t["guide_n"]}], None),
+                       {"q": t["q"], "p": t["p"], "n": t["n"]}, out)
+
+    # GISTEmbedLoss's default, anchors and positives contrasted too: on pairs, our
+    # query_to_doc + query_to_query + doc_to_doc, joint.
+    for strategy in ("absolute", "relative"):
+        loss = gist(strategy, margin, contrast=True)
+        with_grads(f"gist_{strategy}_contrast",
+                   lambda q, p: loss([{"embedding": q, "guide": t["guide_q"]}, {"embedding": p, "guide": t["guide_p"]}],
+                                     None), {"q": t["q"], "p": t["p"]}, out)
+
+    rank, b = int(t["rank"]), t["q"].size(0)
+
+    def gathered(q, c):
+        # The gather hands back every rank's rows: c for the model's positives, guide_c for the guide's.
+        everything = [c, t["guide_c"]]
+        gist_embed.all_gather_with_grad = lambda local: everything.pop(0)
+        gist_embed.get_rank = lambda: rank
+        local = c[rank * b:(rank + 1) * b]
+        return gist("absolute", margin, gather=True)(
+            [{"embedding": q, "guide": t["guide_q"]}, {"embedding": local, "guide": t["guide_c"][rank * b:(rank + 1) * b]}], None)
+
+    with_grads("gist_gathered", gathered, {"q": t["q"], "c": t["c"]}, out)
 
 
 # ---- FlagEmbedding's distillation -------------------------------------------------------
@@ -291,6 +361,9 @@ def main():
         with_grads("ragged_kd",
                    lambda q, c: w * ragged_kd(q, c, t["rgroups"], t["rteacher"], temperature, tt),
                    {"q": t["q"], "c": t["rc"]}, out)
+
+    if "guide_q" in t:
+        gist_losses(t, temperature, out)
 
     if "dq" in t:
         for name, fn in (("masked_infonce", masked_infonce), ("masked_sigmoid", masked_sigmoid)):

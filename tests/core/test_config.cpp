@@ -207,8 +207,9 @@ TEST(Config, EnumsListTheAllowedSet) {
 // and reads the printed config again to the same values: parse -> print -> parse.
 TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
   const auto keys = choice_keys();
-  ASSERT_EQ(keys.size(), 16u) << "model.pooling, model.attention, tokenizer.type, data.mixing, loss.type, "
-                                 "loss.directions, loss.partition_mode, loss.hardness_mode, train.lr_scaling, "
+  ASSERT_EQ(keys.size(), 17u) << "model.pooling, model.attention, tokenizer.type, data.mixing, loss.type, "
+                                 "loss.directions, loss.partition_mode, loss.hardness_mode, "
+                                 "loss.guide.margin_strategy, train.lr_scaling, "
                                  "train.schedule, train.device, train.precision, train.optimizer_offload, "
                                  "dist.backend, output.resume, output.report_to";
   for (const auto& [key, spellings] : keys) {
@@ -227,9 +228,13 @@ TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
       }
       const Config once = config_from_json(json::object(), "cfg.json", sets);
       const json printed = config_to_json(once);
-      const auto dot = key.find('.');
-      // A list of choices (output.report_to) prints a list.
-      const json& shown = printed.at(key.substr(0, dot)).at(key.substr(dot + 1));
+      // A list of choices (output.report_to) prints a list; loss.guide.margin_strategy is a level deeper.
+      const json* at = &printed;
+      for (size_t start = 0, dot = 0; dot != std::string::npos; start = dot + 1) {
+        dot = key.find('.', start);
+        at = &at->at(key.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+      }
+      const json& shown = *at;
       EXPECT_EQ(shown, shown.is_array() ? listed : json(spelling)) << key;
       const Config twice = config_from_json(printed, "printed");
       EXPECT_EQ(config_to_json(twice), printed) << key << "=" << spelling;
@@ -264,6 +269,7 @@ TEST(Config, EveryChoiceTableNamesEachValueOnce) {
   expect_table_round_trips<LossDirection>("LossDirection");
   expect_table_round_trips<PartitionMode>("PartitionMode");
   expect_table_round_trips<HardnessMode>("HardnessMode");
+  expect_table_round_trips<GuideMargin>("GuideMargin");
   expect_table_round_trips<LrScaling>("LrScaling");
   expect_table_round_trips<Schedule>("Schedule");
   expect_table_round_trips<TrainDevice>("TrainDevice");
@@ -313,6 +319,9 @@ TEST(Config, MistypedChoiceSaysDidYouMean) {
   EXPECT_CONTAINS(from_json_error(R"({"data": {"mixing": "Round-Robin"}})"), R"(did you mean "round_robin"?)");
   EXPECT_CONTAINS(from_json_error(R"({"train": {"precision": "BF16"}})"), R"(did you mean "bf16"?)");
   EXPECT_CONTAINS(from_json_error(R"({"model": {"pooling": "lastoken"}})"), R"(did you mean "lasttoken"?)");
+  EXPECT_EQ(from_json_error(R"({"loss": {"guide": {"model": "m", "margin_strategy": "relativ"}}})"),
+            R"(cfg.json: loss.guide.margin_strategy: expected one of "absolute", "relative", got "relativ")"
+            R"( (did you mean "relative"?))");
   // Nothing close, or a short word that differs in more than case: no guess.
   EXPECT_EQ(from_json_error(R"({"train": {"device": "gpu"}})").find("did you mean"), std::string::npos);
   EXPECT_EQ(from_json_error(R"({"loss": {"type": "triplet"}})").find("did you mean"), std::string::npos);

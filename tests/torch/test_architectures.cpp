@@ -9,7 +9,10 @@
 //    (scripts/python/parity.py: every entry within 1e-5, every id equal), on the parity
 //    sentences and the WordNet test texts, with Qwen3-Embedding's query instruction too;
 //  - fine-tuning runs on 2 workers as on 1 (the same weights), with GradCache as without,
-//    and the folder it writes loads in sentence-transformers with our embeddings.
+//    and the folder it writes loads in sentence-transformers with our embeddings; with a
+//    guide (loss.guide) too: the starting model itself for XLM-R, an XLM-R (another
+//    tokenizer) for Qwen3, masking the same pairs on 2 workers (cross-rank) as on 1.
+#include <numeric>
 #include <set>
 
 #include "e2e_support.h"
@@ -49,9 +52,9 @@ class Architectures : public ::testing::Test {
 };
 
 // A few fine-tuning steps of a fixture model on the WordNet test pairs, deterministic (no
-// dropout, one thread): `chunk` > 0 is GradCache.
-json finetune_config(const fs::path& out, const fs::path& init, int64_t chunk = 0) {
-  return {{"model", {{"init", init.string()}, {"dropout", 0.0}, {"projection_dim", 16}}},
+// dropout, one thread): `chunk` > 0 is GradCache; `guide` non-empty: loss.guide.model.
+json finetune_config(const fs::path& out, const fs::path& init, int64_t chunk = 0, const fs::path& guide = {}) {
+  json c = {{"model", {{"init", init.string()}, {"dropout", 0.0}, {"projection_dim", 16}}},
           {"tokenizer", {{"max_length", 24}}},
           {"data", {{"train", kBin + "/test-data/train.jsonl"}, {"eval", nullptr}}},
           {"loss", {{"type", "infonce"}, {"temperature", 0.05}, {"cross_rank_negatives", true}}},
@@ -60,19 +63,36 @@ json finetune_config(const fs::path& out, const fs::path& init, int64_t chunk = 
           {"dist", {{"timeout_s", 120}}},
           {"output", {{"dir", out.string()}, {"log_every", 1}, {"save_every", 0}, {"eval_every", 0},
                       {"resume", "never"}}}};
+  if (!guide.empty()) c["loss"]["guide"] = {{"model", guide.string()}, {"margin", 0.01}};
+  return c;
 }
 
 // 1 worker, 2 workers and 2 workers with GradCache train the same model; the 2-worker
-// folder loads in sentence-transformers with our embeddings.
-void expect_training_agrees(const fs::path& init, const std::string& name) {
+// folder loads in sentence-transformers with our embeddings. With a guide, each run
+// reports it and the runs mask the same pairs, some.
+void expect_training_agrees(const fs::path& init, const std::string& name, const fs::path& guide = {}) {
   const fs::path one = fresh_dir(name + "-1"), two = fresh_dir(name + "-2"), cached = fresh_dir(name + "-gc");
-  RunResult r = train(one, finetune_config(one / "out", init), 1);
+  RunResult r = train(one, finetune_config(one / "out", init, 0, guide), 1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = train(two, finetune_config(two / "out", init), 2);
+  r = train(two, finetune_config(two / "out", init, 0, guide), 2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = train(cached, finetune_config(cached / "out", init, 8), 2);
+  const std::string two_output = r.output;
+  r = train(cached, finetune_config(cached / "out", init, 8, guide), 2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("GradCache chunks of 8 sequences"), std::string::npos) << r.output;
+  if (!guide.empty()) {
+    EXPECT_NE(two_output.find("guide: " + guide.string()), std::string::npos) << two_output;
+    EXPECT_NE(two_output.find("MB of parameters on cpu), frozen"), std::string::npos) << two_output;
+    EXPECT_NE(two_output.find(" guide_masked "), std::string::npos) << two_output;
+    const auto masked = series(one / "out", "guide_masked_negatives");
+    EXPECT_GT(std::accumulate(masked.begin(), masked.end(), 0.0), 0);
+    for (const fs::path& other : {two, cached})
+      EXPECT_EQ(series(other / "out", "guide_masked_negatives"), masked) << other;
+    EXPECT_EQ(series(one / "out", "guide_ms").size(), masked.size());
+    // A guide of another tokenizer reads the texts in its own tokens; the starting model, the model's.
+    EXPECT_EQ(two_output.find("tokenized again by the guide's tokenizer") != std::string::npos, guide != init)
+        << two_output;
+  }
   for (const fs::path& other : {two, cached}) {
     expect_same_series(series(one / "out", "loss"), series(other / "out", "loss"), 1e-5, "loss " + other.string());
     expect_same_series(series(one / "out", "grad_norm"), series(other / "out", "grad_norm"), 1e-4,
@@ -157,11 +177,11 @@ TEST_F(Architectures, Qwen3CausalLmAndShardedFoldersLoadTheSameEncoder) {
 }
 
 TEST_F(Architectures, XlmRobertaFineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
-  expect_training_agrees(fixture("xlmr-cls"), "arch-xlmr");
+  expect_training_agrees(fixture("xlmr-cls"), "arch-xlmr", /*guide=*/fixture("xlmr-cls"));
 }
 
 TEST_F(Architectures, Qwen3FineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
-  expect_training_agrees(fixture("qwen3"), "arch-qwen3");
+  expect_training_agrees(fixture("qwen3"), "arch-qwen3", /*guide=*/fixture("xlmr-cls"));
 }
 
 // LoRA on Qwen3 (model.lora_rank): 1 worker, and 2 workers with GradCache and activation

@@ -227,6 +227,34 @@ INSTANTIATE_TEST_SUITE_P(
              (c.directions ? "_directions_hardness_marginmse" : "");
     });
 
+// loss.guide: the guide's embeddings ride in the labels (train/guide.h puts them there
+// before either step), so GradCache's loss pass masks what the plain forward masks.
+TEST(GradCache, WithAGuideItIsThePlainStep) {
+  SentenceEmbedder model = make_model(0.0, Pooling::Mean);
+  PairBatch b = pair_batch(10, true);
+  add_labels(b, 10);
+  at::manual_seed(5);
+  b.labels.guide_queries = at::randn({10, 8});
+  b.labels.guide_candidates = b.labels.guide_queries.repeat({2, 1}) + 1.5 * at::randn({20, 8});
+  LossConfig loss = loss_config_of("infonce", true, true);
+  loss.guide.model = "guide";
+  loss.guide.margin = 0.1;
+  const Step plain = plain_step(model, b, loss);
+  at::Tensor masked = at::zeros({}, at::kLong), guided = at::zeros({}, at::kLong);
+  model->zero_grad();
+  at::manual_seed(99);
+  const at::Tensor l = gradcache_forward_backward(model, b, {3, Precision::Fp32, kCpu}, loss, {},
+                                                  [](const at::Tensor& x) { return x; }, LossScaler(), nullptr,
+                                                  &masked, &guided);
+  expect_same_step(plain, result(model, l), 1e-5);
+  EXPECT_EQ(masked.item<int64_t>(), 3);  // add_labels' duplicates: queries 0 and 3 each other's, 5 a negative
+  EXPECT_GT(guided.item<int64_t>(), 0);  // and the guide's, besides
+  // The guide's mask changes the loss.
+  loss.guide.model.reset();
+  b.labels.guide_queries = b.labels.guide_candidates = at::Tensor();
+  EXPECT_GT(std::fabs(plain_step(model, b, loss).loss - plain.loss), 1e-4);
+}
+
 // ---- real runs ---------------------------------------------------------------------------
 
 namespace {

@@ -563,6 +563,13 @@ const std::vector<Case>& catalogue() {
          return train_cmd(d, c);
        },
        {"empty-init: not a model folder"}},
+      {"GuideNotAModelFolder",
+       [](const fs::path& d, json& c) {
+         write_text(d / "guide" / "README.md", "# a model card without a model\n");
+         c["loss"]["guide"] = {{"model", (d / "guide").string()}};
+         return train_cmd(d, c);
+       },
+       {"loss.guide.model: " , "/guide is not a model folder embed-train reads", "modules.json"}},
       {"ModelInitStPoolingModeNotImplemented",
        [](const fs::path& d, json& c) {
          const fs::path st = st_folder(d / "st");

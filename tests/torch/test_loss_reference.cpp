@@ -8,6 +8,11 @@
 //     negatives and across ranks;
 //   - FlagEmbedding's kl_div distillation (its formula, transcribed function by function)
 //     for loss.distill, with and without the contrastive term, with ragged groups;
+//   - sentence-transformers' GISTEmbedLoss (its class, on given embeddings and guide
+//     embeddings) for loss.guide: query-to-document only (contrast_anchors and
+//     contrast_positives off) with both margin strategies, margin 0 and above, with and
+//     without hard negatives, and across ranks; and its default (anchors and positives
+//     contrasted) as query_to_doc + query_to_query + doc_to_doc on pairs;
 //   - the same-text mask written from its definition, on a global batch of three ranks
 //     with duplicates within and across ranks: the ranks' losses, each computed as the
 //     trainer would with the other ranks' candidates gathered, average to the loss one
@@ -18,16 +23,21 @@
 //     gather_across_devices), and its MarginMSELoss (one and two hard negatives, and
 //     under MatryoshkaLoss) for loss.type margin_mse.
 // In double precision the differences are rounding: they are printed ("max |diff|").
+#include <fstream>
+#include <iterator>
+
 #include "e2e_support.h"
 #include "model/loss.h"
 #include "model/weights.h"
+#include "util/hash.h"
 
 using namespace e2e;
 using namespace ddp_embed;
 
 namespace {
 
-constexpr int64_t kBatch = 6, kDim = 12, kRanks = 3, kRank = 1;
+constexpr int64_t kBatch = 6, kDim = 12, kRanks = 3, kRank = 1, kGuideDim = 8;
+constexpr double kGuideMargin = 0.3;
 constexpr double kTemperature = 0.05, kTeacherTemperature = 2.0, kDistillWeight = 0.3;
 const std::vector<int64_t> kDims = {12, 6, 3};
 const std::vector<double> kWeights = {1.0, 0.5, 0.25};
@@ -128,6 +138,7 @@ Duplicates duplicates() {
 struct Case {
   at::Tensor q, p, n, all_p, ch, teacher, rc, rgroups, rteacher, hash1;
   at::Tensor n2, gq, gp, gn1, gn2, mteacher1, mteacher2;  // directions, hardness, MarginMSE
+  at::Tensor guide_q, guide_p, guide_n, guide_all_p;  // the guide's embeddings of q, p, n and of every rank's positives
   Duplicates dup;
   NamedTensors theirs;
   std::string error;  // Python failed: every test fails with its output
@@ -179,6 +190,13 @@ const Case& the_case() {
     c.gn2 = c.gq + 2.5 * at::randn({2 * kBatch, kDim}, kF64);
     c.mteacher1 = 0.5 * at::randn({kBatch, 2}, kF64);
     c.mteacher2 = 0.5 * at::randn({kBatch, 3}, kF64);
+    // The guide's view, of another size: positives far enough from their queries that
+    // some other candidates are rated closer (masked), most not.
+    c.guide_q = at::randn({kBatch, kGuideDim}, kF64);
+    c.guide_p = c.guide_q + 1.5 * at::randn({kBatch, kGuideDim}, kF64);
+    c.guide_n = c.guide_q + 1.5 * at::randn({kBatch, kGuideDim}, kF64);
+    c.guide_all_p = at::randn({kRanks * kBatch, kGuideDim}, kF64);
+    c.guide_all_p.narrow(0, kRank * kBatch, kBatch).copy_(c.guide_p);
 
     const fs::path dir = fresh_dir("loss-reference");
     const std::string in = (dir / "in.safetensors").string(), out = (dir / "out.safetensors").string();
@@ -192,13 +210,29 @@ const Case& the_case() {
                       {"dq", c.dup.dq}, {"dc", c.dup.dc}, {"dhash", c.dup.dhash}, {"dpos", c.dup.dpos},
                       {"hash1", c.hash1}, {"xq", c.q.clone()}, {"xp", c.p.clone()}, {"xn1", c.n.clone()},
                       {"xn2", c.n2}, {"gq", c.gq}, {"gp", c.gp}, {"gn1", c.gn1}, {"gn2", c.gn2},
-                      {"xranks", at::tensor(2.0, kF64)}, {"mteacher1", c.mteacher1}, {"mteacher2", c.mteacher2}});
-    const auto r = run(std::string(DDP_EMBED_PYTHON) + " " + kSrc + "/scripts/python/loss_reference.py " + in + " " + out);
-    if (r.exit_code != 0) {
-      c.error = r.output;
-    } else {
-      c.theirs = load_tensors(out);
+                      {"xranks", at::tensor(2.0, kF64)}, {"mteacher1", c.mteacher1}, {"mteacher2", c.mteacher2},
+                      {"guide_q", c.guide_q}, {"guide_p", c.guide_p}, {"guide_n", c.guide_n}, {"guide_c", c.guide_all_p},
+                      {"guide_margin", at::tensor(kGuideMargin, kF64)}});
+    // ctest runs each test in its own process: the peers' numbers are computed once for
+    // these inputs and this script, and the other processes read them (a rename publishes
+    // them whole).
+    const auto bytes = [](const std::string& path) {
+      std::ifstream f(path, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(f), {});
+    };
+    const std::string script = kSrc + "/scripts/python/loss_reference.py";
+    const fs::path cache = fs::path(kBin) / "test-runs" / "loss-reference-cache" /
+                           (hash_hex(fnv1a64(bytes(script), fnv1a64(bytes(in)))) + ".safetensors");
+    if (!fs::exists(cache)) {
+      const auto r = run(std::string(DDP_EMBED_PYTHON) + " " + script + " " + in + " " + out);
+      if (r.exit_code != 0) {
+        c.error = r.output;
+        return c;
+      }
+      fs::create_directories(cache.parent_path());
+      fs::rename(out, cache);
     }
+    c.theirs = load_tensors(cache.string());
     return c;
   }();
   return c;
@@ -289,6 +323,99 @@ TEST_F(PeerLosses, MatryoshkaAcrossRanksIsMatryoshkaLossOnTheGatheredCandidates)
   at::Tensor grad_ch = ch.grad().clone();
   grad_ch.narrow(0, kRank * block, block).copy_(at::cat({lp.grad(), ln.grad()}));
   expect_close(grad_ch, find(theirs, "matryoshka_gathered.grad_ch"), "matryoshka_gathered dloss/d(all candidates)");
+}
+
+// ---- guided negatives: sentence-transformers' GISTEmbedLoss -------------------------------
+
+namespace {
+
+LossConfig guided(GuideMargin strategy, double margin) {
+  LossConfig s = settings("infonce");
+  s.guide.model = "guide";  // the loss reads the strategy and margin only
+  s.guide.margin_strategy = strategy;
+  s.guide.margin = margin;
+  return s;
+}
+
+}  // namespace
+
+TEST_F(PeerLosses, GuidedNegativesAreGistEmbedLoss) {
+  int64_t masked_somewhere = 0;
+  for (const GuideMargin strategy : {GuideMargin::Absolute, GuideMargin::Relative})
+    for (const double margin : {0.0, kGuideMargin})
+      for (const bool hard : {false, true}) {
+        const std::string name = "gist_" + choice_name(strategy) + (margin > 0 ? "_m" : "_m0") + (hard ? "_hard" : "");
+        SCOPED_TRACE(name);
+        CandidateLabels labels;
+        labels.guide_queries = c.guide_q;
+        labels.guide_candidates = hard ? at::cat({c.guide_p, c.guide_n}) : c.guide_p;
+        at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true),
+                   ln = hard ? n.clone().requires_grad_(true) : at::Tensor();
+        const PairLoss l = pair_loss(lq, lp, ln, labels, guided(strategy, margin));
+        l.loss.backward();
+        expect_loss(l.loss.item<double>(), theirs, name);
+        expect_close(lq.grad(), find(theirs, name + ".grad_q"), name + " dloss/dq");
+        expect_close(lp.grad(), find(theirs, name + ".grad_p"), name + " dloss/dp");
+        if (hard) expect_close(ln.grad(), find(theirs, name + ".grad_n"), name + " dloss/dn");
+        EXPECT_EQ(l.masked.item<int64_t>(), 0);  // no text hashes: all the guide's
+        masked_somewhere += l.guided.item<int64_t>();
+        // The guide's mask is the function's, counted as the loss counts it.
+        const at::Tensor own = at::arange(kBatch, at::kLong);
+        EXPECT_EQ(l.guided.item<int64_t>(),
+                  false_negative_mask(c.guide_q, labels.guide_candidates, {}, strategy, margin, own).sum().item<int64_t>());
+      }
+  // The cases mask pairs (else they would not tell the guide from plain MNRL).
+  EXPECT_GT(masked_somewhere, 4);
+  EXPECT_GT(std::fabs(find(theirs, "gist_absolute_m_hard.loss").item<double>() -
+                      find(theirs, "mnrl_hard.loss").item<double>()), 0.01);
+}
+
+TEST_F(PeerLosses, GuidedCrossRankNegativesAreGistGatheredAcrossDevices) {
+  // Rank kRank of kRanks: the other ranks' positives from all_p, their guide embeddings
+  // from guide_all_p (the exchange tells them apart by their width).
+  at::Tensor all = all_p.clone().requires_grad_(true);
+  at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true);
+  CandidateExchange exchange{[&](const at::Tensor& local, const std::vector<int64_t>&) {
+                               const at::Tensor& global = local.size(1) == kGuideDim ? c.guide_all_p : all;
+                               return at::cat({global.narrow(0, 0, kRank * kBatch), local,
+                                               global.narrow(0, (kRank + 1) * kBatch, (kRanks - kRank - 1) * kBatch)});
+                             },
+                             {}, kRank};
+  CandidateLabels labels;
+  labels.guide_queries = c.guide_q;
+  labels.guide_candidates = c.guide_p;
+  const PairLoss l = pair_loss(lq, lp, {}, labels, guided(GuideMargin::Absolute, kGuideMargin), exchange);
+  l.loss.backward();
+  expect_loss(l.loss.item<double>(), theirs, "gist_gathered");
+  expect_close(lq.grad(), find(theirs, "gist_gathered.grad_q"), "gist_gathered dloss/dq");
+  at::Tensor grad_all = all.grad().clone();
+  grad_all.narrow(0, kRank * kBatch, kBatch).copy_(lp.grad());
+  expect_close(grad_all, find(theirs, "gist_gathered.grad_c"), "gist_gathered dloss/d(all p)");
+  EXPECT_GT(l.guided.item<int64_t>(), 0);
+}
+
+// GISTEmbedLoss's default contrasts anchors with anchors and positives with positives too:
+// on pairs, our query_to_doc + query_to_query + doc_to_doc in one softmax, the guide's mask
+// in each block.
+TEST_F(PeerLosses, GuidedAllDirectionsAreGistEmbedLossContrastingAnchorsAndPositives) {
+  for (const GuideMargin strategy : {GuideMargin::Absolute, GuideMargin::Relative}) {
+    const std::string name = "gist_" + choice_name(strategy) + "_contrast";
+    SCOPED_TRACE(name);
+    LossConfig s = guided(strategy, kGuideMargin);
+    s.directions = {LossDirection::QueryToDoc, LossDirection::QueryToQuery, LossDirection::DocToDoc};
+    CandidateLabels labels;
+    labels.guide_queries = c.guide_q;
+    labels.guide_candidates = c.guide_p;
+    at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true);
+    const PairLoss l = pair_loss(lq, lp, {}, labels, s);
+    l.loss.backward();
+    expect_loss(l.loss.item<double>(), theirs, name);
+    expect_close(lq.grad(), find(theirs, name + ".grad_q"), name + " dloss/dq");
+    expect_close(lp.grad(), find(theirs, name + ".grad_p"), name + " dloss/dp");
+  }
+  // With teeth: the other blocks change the loss.
+  EXPECT_GT(std::fabs(find(theirs, "gist_absolute_contrast.loss").item<double>() -
+                      find(theirs, "gist_absolute_m.loss").item<double>()), 1e-3);
 }
 
 // ---- distillation: FlagEmbedding's kl_div --------------------------------------------------

@@ -411,6 +411,7 @@ fs::path make_sandbox() {
   copy_head(kBin + "/test-data/eval.jsonl", sandbox / "data/demo/eval.jsonl", 100);
   copy_head(kBin + "/test-data/examples.jsonl", sandbox / "data/demo/examples.jsonl", 1000);
   copy_head(kBin + "/test-data/train.jsonl", sandbox / "my-pairs.jsonl", 200);
+  fs::create_directory_symlink(kSrc + "/data/trecqa_beir", sandbox / "data/trecqa_beir");
 
   const fs::path bert = sandbox / "models/bert-base-uncased";
   fs::create_directories(bert);
