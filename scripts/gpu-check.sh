@@ -620,7 +620,9 @@ peak=${PEAK_TFLOPS:-800}
 
 # start_run NAME SECONDS [--nproc N] --set...: one embed-train (under ddp-launch --nproc N) in the
 # background, in runs/gpu-check/check/NAME with its log beside. wait_runs waits for every run
-# started, says FAIL for each that failed, and returns 1 if any did.
+# started, says FAIL for each that failed, and returns 1 if any did. A run's final model is
+# removed once it ends: the checks read logs and metrics, and fifteen 90 MB folders fill a
+# small disk.
 declare -A run_pid=() run_rc=()
 start_run() {
   local name=$1 cap=$2 launcher=()
@@ -638,6 +640,7 @@ wait_runs() {
   for name in $(printf '%s\n' "${!run_pid[@]}" | sort); do
     wait "${run_pid[$name]}"
     run_rc[$name]=$?
+    rm -rf "${checks:?}/$name/final"
     if [ "${run_rc[$name]}" -ne 0 ]; then
       bad=1
       [ -f "$cut_flag" ] || run_failed "$name" "$checks/$name.log" "${run_rc[$name]}"
@@ -896,6 +899,7 @@ step_checkpoints() {
   fi
   helper_lines same-steps "checkpoint hops vs one run" "$checks/ckpt-straight" \
     "$checks/ckpt-gpu" "$checks/ckpt-cpu" "$checks/ckpt-gpu-again" --abs 1e-3 --from 1 --to $((2 * n_short))
+  rm -rf "$checks"/ckpt-*/checkpoints  # 350 MB each; the hops are checked
 }
 
 step_profile() {

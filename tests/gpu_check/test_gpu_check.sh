@@ -98,6 +98,7 @@ test_rehearsal() {
     '^NOTE profile: '
   [ -s "$work/out/gpu-logs.tar.gz" ] || fail "rest: no \$OUT/gpu-logs.tar.gz"
   cmp -s "$work/rest.report" "$work/runs/report.txt" || fail "rest: \$OUT/gpu-report.txt differs from runs/gpu-check's report"
+  rm -rf "$work/runs/bench-minilm" "$work/runs/bench-base" "$work/runs/profile"  # their models: 200 MB
   echo "rehearsal: three calls, reports as expected"
 }
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -52,10 +53,44 @@ inline RunResult run(const std::string& command) {
   return r;
 }
 
+// The folders fresh_dir() made are removed when their test (or, for a folder made in
+// SetUpTestSuite, their suite) passes; a failure keeps them to read, and KEEP_TEST_RUNS=1
+// keeps every one. Why: each run writes a model of up to 90 MB, and the whole suite's
+// folders together are more than a CI machine's disk holds.
+class RemoveFoldersOfPassedTests : public ::testing::EmptyTestEventListener {
+ public:
+  // The listener, appended to gtest's on first use (gtest owns and deletes it).
+  static RemoveFoldersOfPassedTests& installed() {
+    static RemoveFoldersOfPassedTests* const listener = [] {
+      auto* l = new RemoveFoldersOfPassedTests;
+      ::testing::UnitTest::GetInstance()->listeners().Append(l);
+      return l;
+    }();
+    return *listener;
+  }
+  void add(const fs::path& dir) {
+    (::testing::UnitTest::GetInstance()->current_test_info() ? of_test_ : of_suite_).push_back(dir);
+  }
+  void OnTestEnd(const ::testing::TestInfo& test) override { remove_if(test.result()->Passed(), of_test_); }
+  void OnTestSuiteEnd(const ::testing::TestSuite& suite) override { remove_if(suite.Passed(), of_suite_); }
+
+ private:
+  static void remove_if(bool passed, std::vector<fs::path>& dirs) {
+    if (passed && !std::getenv("KEEP_TEST_RUNS")) {
+      std::error_code ignored;  // a folder a test removed itself is fine
+      for (const auto& d : dirs) fs::remove_all(d, ignored);
+    }
+    dirs.clear();
+  }
+  std::vector<fs::path> of_test_, of_suite_;
+};
+
+// An empty folder test-runs/NAME-PID, removed again when the test passes.
 inline fs::path fresh_dir(const std::string& name) {
   fs::path d = fs::path(kBin) / "test-runs" / (name + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
+  RemoveFoldersOfPassedTests::installed().add(d);
   return d;
 }
 
