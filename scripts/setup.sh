@@ -4,7 +4,7 @@
 # exits 0. Three parts:
 #
 #  1. Debian's packages: compiler, CMake, sentencepiece, CLI11, nlohmann-json, spdlog,
-#     xxHash, GoogleTest, WordNet (the demo's and the tests' text).
+#     xxHash, tcmalloc, GoogleTest, WordNet (the demo's and the tests' text).
 #  2. gloo's headers (.deps/gloo/include): LibTorch's c10d headers include them, PyTorch's
 #     wheels do not ship them. From Debian trixie's libgloo-dev, pinned, unpacked into the
 #     project folder (nothing is installed system-wide; about 100 KB).
@@ -32,6 +32,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
   libsentencepiece-dev
   zlib1g-dev              # gzip-compressed training files
+  libtcmalloc-minimal4    # embed-train's malloc (CMakeLists.txt: less peak memory than glibc's)
   libxxhash-dev           # XXH3, the prepared folders' checksums (header only)
   wordnet-base            # source of the demo and test pairs (scripts/make-demo-data.sh)
   python3 python3-venv    # the reference environment (part 3)

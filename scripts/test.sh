@@ -37,5 +37,11 @@ if [[ -n ${CI:-} ]] && ! "$build/embed-train" --version | grep -q '^NCCL: compil
   "$build/embed-train" --version >&2
   exit 1
 fi
+# ... and with the malloc it ships with (scripts/setup.sh installs tcmalloc).
+if [[ -n ${CI:-} ]] && ! "$build/embed-train" --version | grep -q '^memory allocator: tcmalloc'; then
+  echo "test: CI builds embed-train with tcmalloc; embed-train --version says:" >&2
+  "$build/embed-train" --version >&2
+  exit 1
+fi
 cd "$build"
 ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@"

@@ -310,7 +310,8 @@ std::vector<char*> with_default_subcommand(int argc, char** argv, const std::vec
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before any thread starts: keep tensor-sized allocations on the heap (see the header).
+  // Before any thread starts: where glibc's malloc serves (no tcmalloc), keep tensor-sized
+  // allocations on the heap (util/malloc_tuning.h).
   ddp_embed::tune_malloc_for_tensors();
   CLI::App app{"embed-train: contrastive sentence-embedding training (BERT, XLM-RoBERTa or Qwen3 encoders, "
                "optional projection)"};

@@ -3,6 +3,7 @@
 #include <torch/version.h>
 
 #include "compat/torch_compat.h"
+#include "util/malloc_tuning.h"
 
 namespace ddp_embed {
 
@@ -21,6 +22,7 @@ std::string build_info() {
   }
   text += compat::kHasNccl ? "NCCL: compiled in\n" : "NCCL: not compiled in\n";
   text += compat::kHasNccl ? "process group backends: gloo, nccl" : "process group backends: gloo";
+  text += "\nmemory allocator: " + memory_allocator();
   // Asks the driver: 0 where there is none, which is no error (training runs on the CPU).
   text += "\nCUDA devices visible: " + std::to_string(compat::cuda_device_count());
   return text;

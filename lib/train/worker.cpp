@@ -12,6 +12,7 @@
 #include "compat/cuda_support.h"
 #include "data/batch_plan.h"
 #include "util/log.h"
+#include "util/malloc_tuning.h"
 
 namespace fs = std::filesystem;
 
@@ -167,7 +168,8 @@ Worker set_up_worker(const Config& cfg) {
   // does): the CUDA module must be loaded before (compat/cuda_support.h).
   w.device = choose_device(cfg.train.device, w.env);
   compat::prepare_device(w.device);  // CUDA: its module loaded, the device current, before NCCL and any allocation
-  spdlog::info("{}; {} threads; BLAS {}; LibTorch {}", describe(w.env), w.threads, cpu_blas(), TORCH_VERSION);
+  spdlog::info("{}; {} threads; BLAS {}; {}; LibTorch {}", describe(w.env), w.threads, cpu_blas(), memory_allocator(),
+               TORCH_VERSION);
   if (w.env.restart_count > 0) spdlog::info("restart {} of this job (RESTART_COUNT)", w.env.restart_count);
   w.precision = cfg.train.precision;
   check_precision_for_device(w.precision, w.device);

@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(FineTunedMiniLM, Pretrained, ::testing::Values(0, 128),
 
 // The build this project's CI makes: PyTorch's CUDA LibTorch, with the NCCL process
 // group compiled and linked, running on a machine without a GPU or a driver.
-TEST(Pretrained, VersionNamesLibTorchCudaAndNccl) {
+TEST(Pretrained, VersionNamesLibTorchCudaNcclAndTheMalloc) {
   const auto r = run(kBin + "/embed-train --version");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("LibTorch 2."), std::string::npos) << r.output;
@@ -99,6 +99,12 @@ TEST(Pretrained, VersionNamesLibTorchCudaAndNccl) {
   EXPECT_NE(r.output.find("backends: gloo, nccl"), std::string::npos) << r.output;
 #endif
   EXPECT_NE(r.output.find("CUDA devices visible: "), std::string::npos) << r.output;
+  // The malloc it was linked with serves it (CMakeLists.txt, util/malloc_tuning.h).
+#if DDP_EMBED_TCMALLOC_LINKED
+  EXPECT_NE(r.output.find("memory allocator: tcmalloc 2."), std::string::npos) << r.output;
+#else
+  EXPECT_NE(r.output.find("memory allocator: glibc malloc"), std::string::npos) << r.output;
+#endif
 }
 
 }  // namespace
