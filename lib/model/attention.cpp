@@ -1,11 +1,12 @@
 #include "model/attention.h"
 
+#include <algorithm>
 #include <array>
-
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -85,9 +86,137 @@ at::Tensor cpu_sequence_loop(const at::Tensor& q, const at::Tensor& k, const at:
 }
 
 // ---- padded: scaled_dot_product_attention on [B, heads, L, head_dim] ------------------------
+at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                  const AttentionCall& call, bool store_probabilities = false);
+
+// ---- CPU: texts grouped by length, one padded call a group ----------------------------------
+
+// At real lengths the loop above pays for its calls more than for its arithmetic: some 25
+// LibTorch ops a text, forward and backward (MiniLM on STS-B pairs, --profile: 230 ms of a
+// 1.3 s step in attention, of which the products themselves are about 10 ms). Texts of about
+// the same length share one padded call instead, for a little padding: the texts sorted by
+// length, cut into runs where the cost model below says a cut pays (dynamic programming over
+// the sorted lengths, B² steps). A dense batch comes out as one group, a batch of very
+// different lengths as the loop.
+struct LengthGroups {
+  // The key: what the groups were made for.
+  std::vector<int64_t> lengths;
+  int64_t width = 0;  // q_heads × head_dim
+  bool one_query = false;
+  // Packed rows (and, for one query a sequence, sequences) in group order, and back.
+  at::Tensor row_order, row_inverse, sequence_order, sequence_inverse;
+  std::vector<int64_t> group_rows, group_sequences;  // each group's, in order
+  std::vector<TokenLayout> layouts;                  // each group's texts, padded to its longest
+};
+
+// The modelled cost of one call on `count` texts padded to `longest` tokens, in elements of
+// the probabilities' products (query × key × width): a call's fixed cost — its ops' dispatch,
+// the dropout mask's draw, the copies in and out: about 0.2 ms forward and backward, as much
+// as 300k elements cost at the ~0.6 ns each measured — and the products over every (query,
+// key) pair, padding included. From one layer's attention, forward and backward, dropout 0.1,
+// 12 heads of 32, fp32, one thread, 64 texts (docs/models.md has the table).
+double group_cost(int64_t count, int64_t longest, bool one_query, int64_t width) {
+  constexpr double kCallCost = 300e3;
+  const double queries = one_query ? 1.0 : static_cast<double>(longest);
+  return kCallCost + static_cast<double>(count) * queries * static_cast<double>(longest) * static_cast<double>(width);
+}
+
+LengthGroups make_length_groups(const TokenLayout& layout, bool one_query, int64_t width) {
+  LengthGroups g;
+  g.lengths = layout.lengths;
+  g.width = width;
+  g.one_query = one_query;
+  const int64_t batch = layout.batch;
+  std::vector<int64_t> order(static_cast<size_t>(batch));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return layout.lengths[a] < layout.lengths[b]; });
+  // Texts without tokens first, as a group of their own (their output is zeros).
+  const int64_t empty = std::count(layout.lengths.begin(), layout.lengths.end(), int64_t{0});
+  // best[j]: the cheapest cut of the sorted texts empty .. empty + j - 1; cut[j]: where its last group starts.
+  const int64_t texts = batch - empty;
+  std::vector<double> best(static_cast<size_t>(texts + 1), 0.0);
+  std::vector<int64_t> cut(static_cast<size_t>(texts + 1), 0);
+  for (int64_t j = 1; j <= texts; ++j) {
+    const int64_t longest = layout.lengths[size_t(order[size_t(empty + j - 1)])];
+    best[size_t(j)] = std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < j; ++i) {
+      const double c = best[size_t(i)] + group_cost(j - i, longest, one_query, width);
+      if (c < best[size_t(j)]) best[size_t(j)] = c, cut[size_t(j)] = i;
+    }
+  }
+  std::vector<int64_t> bounds;  // group starts in sorted order, then the end
+  for (int64_t j = texts; j > 0; j = cut[size_t(j)]) bounds.push_back(empty + cut[size_t(j)]);
+  if (empty > 0) bounds.push_back(0);
+  std::reverse(bounds.begin(), bounds.end());
+  bounds.push_back(batch);
+
+  std::vector<int64_t> starts(static_cast<size_t>(batch), 0);
+  for (int64_t b = 1; b < batch; ++b) starts[size_t(b)] = starts[size_t(b - 1)] + layout.lengths[size_t(b - 1)];
+  std::vector<int64_t> rows;
+  rows.reserve(static_cast<size_t>(layout.tokens));
+  for (size_t gi = 0; gi + 1 < bounds.size(); ++gi) {
+    std::vector<int64_t> lengths;
+    const int64_t before = static_cast<int64_t>(rows.size());
+    for (int64_t s = bounds[gi]; s < bounds[gi + 1]; ++s) {
+      const int64_t b = order[size_t(s)], l = layout.lengths[size_t(b)];
+      lengths.push_back(l);
+      for (int64_t t = 0; t < l; ++t) rows.push_back(starts[size_t(b)] + t);
+    }
+    g.group_rows.push_back(static_cast<int64_t>(rows.size()) - before);
+    g.group_sequences.push_back(bounds[gi + 1] - bounds[gi]);
+    const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+    g.layouts.emplace_back(std::move(lengths), longest, c10::Device(c10::kCPU));
+  }
+  const auto index = [](const std::vector<int64_t>& v) {
+    return at::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, at::kLong).clone();
+  };
+  g.row_order = index(rows);
+  g.row_inverse = at::empty_like(g.row_order).index_put_({g.row_order}, at::arange(layout.tokens, at::kLong));
+  g.sequence_order = index(order);
+  g.sequence_inverse = at::empty_like(g.sequence_order).index_put_({g.sequence_order}, at::arange(batch, at::kLong));
+  return g;
+}
+
+// The groups of the layout's texts, made once for each batch: every layer (and a recomputed
+// forward) of a micro-batch asks again with the same lengths.
+const LengthGroups& length_groups(const TokenLayout& layout, bool one_query, int64_t width) {
+  thread_local LengthGroups last, last_one_query;  // the last layer's call asks for one query a sequence
+  LengthGroups& cached = one_query ? last_one_query : last;
+  if (cached.width != width || cached.lengths != layout.lengths) cached = make_length_groups(layout, one_query, width);
+  return cached;
+}
+
+at::Tensor cpu_grouped(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
+                       const AttentionCall& call) {
+  const bool one_query = call.one_query_per_sequence;
+  const LengthGroups& g = length_groups(layout, one_query, q.size(1) * q.size(2));
+  if (g.layouts.size() == 1 && g.group_rows[0] > 0) return padded(q, k, v, layout, call);  // one group: the whole batch
+  const int64_t group = q.size(1) / k.size(1);
+  const auto shared = [&](const at::Tensor& t) { return group == 1 ? t : t.repeat_interleave(group, 1); };
+  const at::Tensor& q_order = one_query ? g.sequence_order : g.row_order;
+  const auto queries = q.index_select(0, q_order).split_with_sizes(one_query ? g.group_sequences : g.group_rows);
+  const auto keys = shared(k).index_select(0, g.row_order).split_with_sizes(g.group_rows);
+  const auto values = shared(v).index_select(0, g.row_order).split_with_sizes(g.group_rows);
+  const bool causal = call.causal && !one_query;
+  std::vector<at::Tensor> context;
+  context.reserve(g.layouts.size());
+  for (size_t i = 0; i < g.layouts.size(); ++i) {
+    if (g.group_rows[i] == 0) {  // texts without tokens: nothing to attend to
+      context.push_back(at::zeros_like(queries[i]));
+    } else if (g.group_sequences[i] == 1) {  // a text alone: as the loop does
+      context.push_back(at::scaled_dot_product_attention(queries[i].transpose(0, 1), keys[i].transpose(0, 1),
+                                                         values[i].transpose(0, 1), {}, call.dropout_p, causal)
+                            .transpose(0, 1));
+    } else {
+      context.push_back(padded(queries[i], keys[i], values[i], g.layouts[i], call, /*store_probabilities=*/true));
+    }
+  }
+  return at::cat(context).index_select(0, one_query ? g.sequence_inverse : g.row_inverse);
+}
+
 
 at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
-                  const AttentionCall& call) {
+                  const AttentionCall& call, bool store_probabilities) {
   const int64_t batch = layout.batch, length = layout.length;
   const int64_t q_heads = q.size(1), kv_heads = k.size(1), dims = q.size(2), group = q_heads / kv_heads;
   // [N, heads, D] → [B, heads, L, D], zeros at padding.
@@ -122,7 +251,17 @@ at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const bool recording = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   const bool recompute = cpu && (call.dropout_p > 0 || (call.recompute_padded && recording));
   at::Tensor context;
-  if (causal_flag)
+  if (cpu && store_probabilities) {
+    // A group of short texts (cpu_grouped): the probabilities are small, and storing them
+    // costs less than recomputing them; the encoders' cheap dropout mask.
+    const at::Tensor scores = at::matmul(queries, keys.transpose(-2, -1)).mul_(1.0 / std::sqrt(double(dims))).add_(bias);
+    at::Tensor probabilities = at::softmax(scores, -1);
+    if (call.dropout_p > 0) {
+      const DropoutMask mask = cpu_dropout_mask(probabilities.sizes(), call.dropout_p);
+      probabilities = probabilities.masked_fill(mask.dropped, 0.0).mul_(mask.scale);
+    }
+    context = at::matmul(probabilities, values);
+  } else if (causal_flag)
     context = at::scaled_dot_product_attention(queries, keys, values, {}, call.dropout_p, /*is_causal=*/true);
   else if (recompute)
     context = attention_recomputed(
@@ -211,7 +350,8 @@ AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const 
     if (call.mode == AttentionMode::Padded) return AttentionPath::CpuPadded;
     if (call.mode == AttentionMode::Packed) return AttentionPath::CpuPacked;
     if (!at::isFloatingType(q.scalar_type()) || q.scalar_type() == at::kDouble) return AttentionPath::CpuPadded;
-    return cpu_packed_pays(layout) ? AttentionPath::CpuPacked : AttentionPath::CpuPadded;
+    if (!cpu_packed_pays(layout)) return AttentionPath::CpuPadded;
+    return call.dropout_p > 0 ? AttentionPath::CpuGrouped : AttentionPath::CpuPacked;
   }
   if (!q.device().is_cuda() || call.mode == AttentionMode::Padded) return AttentionPath::CudaPadded;
   why = flash_refuses(q);
@@ -228,6 +368,7 @@ const char* attention_path_name(AttentionPath path) {
   switch (path) {
     case AttentionPath::CpuPacked: return "CPU packed (one scaled_dot_product_attention a sequence)";
     case AttentionPath::CpuPadded: return "CPU padded (one call, the padding masked)";
+    case AttentionPath::CpuGrouped: return "CPU grouped (texts of about one length share a padded call)";
     case AttentionPath::CudaFlash: return "CUDA flash attention, varlen";
     case AttentionPath::CudaEfficient: return "CUDA memory-efficient attention, varlen";
     case AttentionPath::CudaPadded: return "padded (scaled_dot_product_attention)";
@@ -241,7 +382,11 @@ const char* attention_path_name(AttentionPath path) {
 // 3× on STS-B-like lengths (6 to 40 tokens), 4-7× on skewed ones (one in twenty near the
 // longest), still ahead at 75% fill (48 to 64 tokens) — and a dense batch (every sequence the
 // same length, no padding) is faster as one batched call than as 32 small ones (32 × 64:
-// 111 ms against 142; 32 × 16: 14 against 23).
+// 111 ms against 142; 32 × 16: 14 against 23). With dropout (training BERT and XLM-R) the
+// loop's calls cost twice as much each (SDPA draws its mask per call), and texts of about one
+// length sharing a call (cpu_grouped) beat it: 64 texts of one layer, forward and backward,
+// STS-B lengths 17.7 ms against 26.4, the same texts of 7-13 tokens 9.1 against 18.0, one in
+// twenty at 64 among 4-20 14.1 against 26.5 (medians of the table in docs/models.md).
 bool cpu_packed_pays(const TokenLayout& layout) {
   for (const int64_t l : layout.lengths)
     if (l != layout.length) return true;
@@ -255,8 +400,9 @@ std::string describe_attention_mode(AttentionMode mode, const c10::Device& devic
       case AttentionMode::Packed: return head + "one scaled_dot_product_attention a sequence, for every batch";
       case AttentionMode::Padded: return head + "padded with a mask, one call, for every batch";
       case AttentionMode::Auto:
-        return head + "per batch on the CPU: one scaled_dot_product_attention a sequence where the batch has "
-                      "padding, one padded call where it has none";
+        return head + "per batch on the CPU: where the batch has padding, texts of about one length sharing a "
+                      "padded call while training with attention dropout, else one scaled_dot_product_attention "
+                      "a text; one padded call where it has no padding";
     }
   }
   switch (mode) {
@@ -266,6 +412,13 @@ std::string describe_attention_mode(AttentionMode mode, const c10::Device& devic
                     "else the memory-efficient one), padded where neither takes the call; the first use of each "
                     "is logged";
   }
+}
+
+at::Tensor cpu_attention_grouped(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const TokenLayout& layout, const AttentionCall& call) {
+  check_call(q, k, v, layout, call);
+  TORCH_CHECK(q.device().is_cpu(), "cpu_attention_grouped: q is on ", q.device());
+  return cpu_grouped(q, k, v, layout, call);
 }
 
 std::array<int64_t, kAttentionPaths> attention_path_counts() {
@@ -297,6 +450,7 @@ at::Tensor attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
   RECORD_FUNCTION(attention_path_name(path), std::vector<c10::IValue>());  // the profile's name for it
   switch (path) {
     case AttentionPath::CpuPacked: return cpu_sequence_loop(q, k, v, layout, call);
+    case AttentionPath::CpuGrouped: return cpu_grouped(q, k, v, layout, call);
     case AttentionPath::CudaFlash: return cuda_flash(q, k, v, layout, call);
     case AttentionPath::CudaEfficient: return cuda_efficient(q, k, v, layout, call);
     case AttentionPath::CpuPadded:

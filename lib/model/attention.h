@@ -8,6 +8,9 @@
 //
 //   CPU   packed   one at::scaled_dot_product_attention a sequence, on its real tokens
 //                  (split_with_sizes views: each backward writes its own rows)
+//         grouped  (auto only) the texts sorted by length and cut into runs of about one
+//                  length, each run one padded call with its probabilities stored and the
+//                  encoders' cheap dropout mask; a run of one text as packed does
 //         padded   q, k, v scattered into [B, heads, L, head_dim] with the padding masked,
 //                  one call: with dropout or while autograd records, attention_recomputed
 //                  (model/activation_checkpoint.h: a cheaper dropout mask, the probabilities
@@ -17,8 +20,9 @@
 //                  kernel's (cu_seqlens, batch 1; fp32 too; grouped heads repeated)
 //         padded   scaled_dot_product_attention with a mask (or its causal flag)
 //
-// auto picks per batch. On the CPU, packed wherever the batch has padding, padded where it
-// has none (cpu_packed_pays below: the rule, and attention.cpp the measurements behind it).
+// auto picks per batch. On the CPU, where the batch has padding: grouped with attention
+// dropout (training BERT, XLM-R), packed without; padded where it has none (cpu_packed_pays
+// below, and attention.cpp the measurements behind the rule).
 // On CUDA, packed whenever a varlen kernel takes the call. Each path gives the same values,
 // to rounding (1e-5 in fp32: tests/torch/test_attention.cpp); dropout draws differ between
 // paths. Grouped heads: the CPU's paths and the memory-efficient kernel repeat each
@@ -59,15 +63,21 @@ struct AttentionCall {
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                      const AttentionCall& call);
 
+// The CPU's grouped path alone, whatever call.mode and dropout say (auto takes it only with
+// attention dropout): what the tests compare with the reference without dropout.
+at::Tensor cpu_attention_grouped(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const TokenLayout& layout, const AttentionCall& call);
+
 // ---- which path ---------------------------------------------------------------------------
 
-enum class AttentionPath { CpuPacked, CpuPadded, CudaFlash, CudaEfficient, CudaPadded };
-constexpr int kAttentionPaths = 5;
+enum class AttentionPath { CpuPacked, CpuPadded, CpuGrouped, CudaFlash, CudaEfficient, CudaPadded };
+constexpr int kAttentionPaths = 6;
 // "CPU packed (one scaled_dot_product_attention a sequence)", "CUDA flash attention, varlen", ...
 const char* attention_path_name(AttentionPath path);
 
-// The CPU's auto rule: whether the loop over sequences is the faster for this batch — it is
-// wherever the batch has padding. See attention.cpp for the measurements.
+// The CPU's auto rule: whether a path on each text's real tokens (grouped with dropout, else
+// packed) is the faster for this batch — it is wherever the batch has padding. See
+// attention.cpp for the measurements.
 bool cpu_packed_pays(const TokenLayout& layout);
 
 // What model.attention does on this device, in a sentence for the start-up log.

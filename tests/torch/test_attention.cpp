@@ -149,6 +149,36 @@ TEST(Attention, EveryPathMatchesPaddedSdpaForwardAndGradients) {
   }
 }
 
+// The grouped path (auto's with attention dropout) on the same sets, and on lengths that
+// make it cut the batch into runs (short texts together, the long ones together, one alone)
+// and hold texts without tokens; every query a sequence, and one.
+TEST(Attention, GroupedMatchesPaddedSdpaForwardAndGradients) {
+  at::manual_seed(6);
+  std::vector<std::vector<int64_t>> sets = length_sets();
+  sets.push_back({2, 120, 3, 40, 4, 118, 5});
+  sets.push_back({0, 7, 3, 0, 90, 88});
+  for (const bool causal : {false, true}) {
+    for (const auto& lengths : sets) {
+      const Problem p{lengths, 4, causal ? 2 : 4, 16, causal};
+      int64_t tokens = 0;
+      for (int64_t l : lengths) tokens += l;
+      const TokenLayout layout(lengths, *std::max_element(lengths.begin(), lengths.end()) + 2, at::kCPU);
+      const Inputs in = random_inputs(p, tokens, tokens);
+      AttentionCall call;
+      call.causal = causal;
+      const Result want = run(in, [&] { return reference(in, p, false); });
+      const Result got = run(in, [&] { return cpu_attention_grouped(in.q, in.k, in.v, layout, call); });
+      EXPECT_LT(worst(got, want), 1e-5) << (causal ? "causal" : "bidirectional") << ", " << lengths.size() << " texts";
+      if (std::count(lengths.begin(), lengths.end(), int64_t{0}) > 0) continue;  // the reference: NaN there
+      const Inputs one = random_inputs(p, layout.batch, tokens);
+      call.one_query_per_sequence = true;
+      const Result want_one = run(one, [&] { return reference(one, p, true); });
+      const Result got_one = run(one, [&] { return cpu_attention_grouped(one.q, one.k, one.v, layout, call); });
+      EXPECT_LT(worst(got_one, want_one), 1e-5) << "one query a sequence, " << lengths.size() << " texts";
+    }
+  }
+}
+
 TEST(Attention, OneQueryPerSequenceSeesItsWholeSequenceOnEveryPath) {
   at::manual_seed(4);
   for (const bool causal : {false, true}) {
@@ -171,22 +201,31 @@ TEST(Attention, OneQueryPerSequenceSeesItsWholeSequenceOnEveryPath) {
   }
 }
 
-// Dropout on the probabilities, packed: the same seed gives the same mask, the mask changes
-// the output, and backward is the gradient of the forward that ran (finite differences, the
-// generator reset before each forward).
-TEST(Attention, PackedDropoutBackwardIsTheGradientOfItsForward) {
-  const Problem p{{5, 9, 1, 14}, 4, 2, 8, true};
-  const TokenLayout layout(p.lengths, 14, at::kCPU);
+// Dropout on the probabilities, packed and grouped (auto with dropout, on lengths it cuts
+// into two runs): the same seed gives the same mask, the mask changes the output, and
+// backward is the gradient of the forward that ran (finite differences, the generator reset
+// before each forward).
+class AttentionDropout : public ::testing::TestWithParam<AttentionMode> {};
+
+TEST_P(AttentionDropout, BackwardIsTheGradientOfItsForward) {
+  const bool packed = GetParam() == AttentionMode::Packed;
+  const Problem p{packed ? std::vector<int64_t>{5, 9, 1, 14} : std::vector<int64_t>{2, 120, 3, 118}, 4, 2, 8, true};
+  const int64_t tokens = packed ? 29 : 243;
+  const TokenLayout layout(p.lengths, packed ? 14 : 120, at::kCPU);
   at::manual_seed(5);
-  const Inputs in = random_inputs(p, 29, 29);
+  const Inputs in = random_inputs(p, tokens, tokens);
   AttentionCall call;
   call.causal = true;
   call.dropout_p = 0.3;
-  call.mode = AttentionMode::Packed;
+  call.mode = GetParam();
+  const auto before = attention_path_counts();
   const auto loss = [&] {
     at::manual_seed(99);
     return (attention(in.q, in.k, in.v, layout, call) * in.weights).sum();
   };
+  loss();
+  const auto path = packed ? AttentionPath::CpuPacked : AttentionPath::CpuGrouped;
+  EXPECT_EQ(attention_path_counts()[size_t(path)] - before[size_t(path)], 1) << attention_path_name(path);
   {
     at::NoGradGuard no_grad;
     EXPECT_EQ(loss().item<float>(), loss().item<float>()) << "the same seed, the same mask";
@@ -216,7 +255,11 @@ TEST(Attention, PackedDropoutBackwardIsTheGradientOfItsForward) {
   }
 }
 
-TEST(Attention, AutoTakesPackedWhereverThereIsPaddingAndPaddedForADenseBatch) {
+INSTANTIATE_TEST_SUITE_P(PackedAndGrouped, AttentionDropout,
+                         ::testing::Values(AttentionMode::Packed, AttentionMode::Auto),
+                         [](const auto& info) { return info.param == AttentionMode::Packed ? "Packed" : "Grouped"; });
+
+TEST(Attention, AutoTakesAPathOnRealTokensWhereverThereIsPaddingAndPaddedForADenseBatch) {
   const TokenLayout dense(std::vector<int64_t>(32, 64), 64, at::kCPU);
   const TokenLayout skewed_batch({4, 6, 8, 5, 7, 120, 9, 6}, 120, at::kCPU);
   EXPECT_FALSE(cpu_packed_pays(dense));
@@ -228,6 +271,15 @@ TEST(Attention, AutoTakesPackedWhereverThereIsPaddingAndPaddedForADenseBatch) {
   const auto after = attention_path_counts();
   EXPECT_EQ(after[size_t(AttentionPath::CpuPadded)] - before[size_t(AttentionPath::CpuPadded)], 1)
       << "the profile counts each path taken";
+  // With padding: each text alone without dropout, texts of about one length together with it.
+  const at::Tensor y = at::randn({skewed_batch.tokens, 2, 8});
+  AttentionCall training;
+  training.dropout_p = 0.1;
+  for (const auto& [call, path] : {std::pair{AttentionCall{}, AttentionPath::CpuPacked}, {training, AttentionPath::CpuGrouped}}) {
+    const auto was = attention_path_counts();
+    attention(y, y, y, skewed_batch, call);
+    EXPECT_EQ(attention_path_counts()[size_t(path)] - was[size_t(path)], 1) << attention_path_name(path);
+  }
 }
 
 // What sits in the padding (other token ids, any length of it) changes no real token's
