@@ -385,8 +385,9 @@ const char* attention_path_name(AttentionPath path) {
 // 111 ms against 142; 32 × 16: 14 against 23). With dropout (training BERT and XLM-R) the
 // loop's calls cost twice as much each (SDPA draws its mask per call), and texts of about one
 // length sharing a call (cpu_grouped) beat it: 64 texts of one layer, forward and backward,
-// STS-B lengths 17.7 ms against 26.4, the same texts of 7-13 tokens 9.1 against 18.0, one in
-// twenty at 64 among 4-20 14.1 against 26.5 (medians of the table in docs/models.md).
+// STS-B lengths 16.7 ms against 23.1, texts of 7-13 tokens 9.3 against 18.3, one in twenty
+// at 64 among 4-20 13.1 against 22.6, uniform 8-64 even (scripts/bench-attention.sh; the
+// table in docs/models.md). Without dropout it did not pay reliably (0.92× to 1.1×).
 bool cpu_packed_pays(const TokenLayout& layout) {
   for (const int64_t l : layout.lengths)
     if (l != layout.length) return true;
