@@ -85,7 +85,7 @@ at::Tensor cpu_sequence_loop(const at::Tensor& q, const at::Tensor& k, const at:
   return at::cat(context);
 }
 
-// ---- padded: scaled_dot_product_attention on [B, heads, L, head_dim] ------------------------
+// The padded path (below), which the groups call with store_probabilities.
 at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                   const AttentionCall& call, bool store_probabilities = false);
 
@@ -114,7 +114,7 @@ struct LengthGroups {
 // the dropout mask's draw, the copies in and out: about 0.2 ms forward and backward, as much
 // as 300k elements cost at the ~0.6 ns each measured — and the products over every (query,
 // key) pair, padding included. From one layer's attention, forward and backward, dropout 0.1,
-// 12 heads of 32, fp32, one thread, 64 texts (docs/models.md has the table).
+// 12 heads of 32, fp32, one thread, 64 texts (scripts/bench-attention.sh).
 double group_cost(int64_t count, int64_t longest, bool one_query, int64_t width) {
   constexpr double kCallCost = 300e3;
   const double queries = one_query ? 1.0 : static_cast<double>(longest);
@@ -214,6 +214,7 @@ at::Tensor cpu_grouped(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   return at::cat(context).index_select(0, one_query ? g.sequence_inverse : g.row_inverse);
 }
 
+// ---- padded: scaled_dot_product_attention on [B, heads, L, head_dim] ------------------------
 
 at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                   const AttentionCall& call, bool store_probabilities) {
