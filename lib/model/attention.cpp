@@ -190,7 +190,9 @@ at::Tensor cpu_grouped(const at::Tensor& q, const at::Tensor& k, const at::Tenso
                        const AttentionCall& call) {
   const bool one_query = call.one_query_per_sequence;
   const LengthGroups& g = length_groups(layout, one_query, q.size(1) * q.size(2));
-  if (g.layouts.size() == 1 && g.group_rows[0] > 0) return padded(q, k, v, layout, call);  // one group: the whole batch
+  // One run holding the whole batch: the padded path as it is (no reordering; it recomputes
+  // the probabilities, as a batch this size may hold many).
+  if (g.layouts.size() == 1 && g.group_rows[0] > 0) return padded(q, k, v, layout, call);
   const int64_t group = q.size(1) / k.size(1);
   const auto shared = [&](const at::Tensor& t) { return group == 1 ? t : t.repeat_interleave(group, 1); };
   const at::Tensor& q_order = one_query ? g.sequence_order : g.row_order;

@@ -483,28 +483,40 @@ at::Tensor contrastive_loss(const at::Tensor& q, const at::Tensor& candidates, i
   return sum / static_cast<double>(batch * (num_candidates - 1));
 }
 
-at::Tensor distillation_loss(const at::Tensor& q, const at::Tensor& candidates, const at::Tensor& groups,
-                             const at::Tensor& teacher_scores, double temperature, double teacher_temperature) {
-  if (!(temperature > 0) || !(teacher_temperature > 0))
-    throw std::invalid_argument("distillation needs positive temperatures");
+namespace {
+
+// The cosine of each query with each of its own scored candidates (groups[i]: rows of
+// `candidates`, -1 past the last), [n, G] in the loss dtype: what the teacher-score losses
+// compare with the teacher. Checks the shapes both need; `who` names the caller in the error.
+at::Tensor own_candidate_cosines(const char* who, const at::Tensor& q, const at::Tensor& candidates,
+                                 const at::Tensor& groups, const at::Tensor& teacher_scores) {
   const int64_t n = q.dim() == 2 ? q.size(0) : -1;
   if (n <= 0 || candidates.dim() != 2 || candidates.size(1) != q.size(1) || !groups.defined() || groups.dim() != 2 ||
       groups.size(0) != n || groups.size(1) < 1 || groups.scalar_type() != at::kLong || !teacher_scores.defined() ||
       teacher_scores.sizes() != groups.sizes())
-    throw std::invalid_argument("distillation_loss needs q [n, D], candidates [m, D], groups int64 [n, G] and "
+    throw std::invalid_argument(std::string(who) + " needs q [n, D], candidates [m, D], groups int64 [n, G] and "
                                 "teacher scores [n, G], got " + sizes_text(q) + ", " + sizes_text(candidates) + ", " +
                                 sizes_text(groups) + ", " + sizes_text(teacher_scores));
-
-  compat::NoAutocast no_autocast;
   const at::ScalarType dtype = loss_dtype(q, candidates);
-  const at::Tensor valid = groups >= 0;  // [n, G]
   const at::Tensor rows = groups.clamp_min(0).reshape({-1});
-  // The student's scores of each query's own candidates: cos / temperature, [n, G].
   const at::Tensor c = normalize_rows(candidates.to(dtype)).index_select(0, rows).view({n, groups.size(1), -1});
-  const at::Tensor student = at::matmul(c, normalize_rows(q.to(dtype)).unsqueeze(2)).squeeze(2) / temperature;
+  return at::matmul(c, normalize_rows(q.to(dtype)).unsqueeze(2)).squeeze(2);
+}
+
+}  // namespace
+
+at::Tensor distillation_loss(const at::Tensor& q, const at::Tensor& candidates, const at::Tensor& groups,
+                             const at::Tensor& teacher_scores, double temperature, double teacher_temperature) {
+  if (!(temperature > 0) || !(teacher_temperature > 0))
+    throw std::invalid_argument("distillation needs positive temperatures");
+  compat::NoAutocast no_autocast;
+  // The student's scores of each query's own candidates: cos / temperature, [n, G].
+  const at::Tensor student = own_candidate_cosines("distillation_loss", q, candidates, groups, teacher_scores) / temperature;
+  const at::Tensor valid = groups >= 0;  // [n, G]
   const at::Tensor log_student = at::log_softmax(student.masked_fill(~valid, -kInf), 1);
   const at::Tensor teacher =
-      at::softmax((teacher_scores.to(dtype) / teacher_temperature).masked_fill(~valid, -kInf), 1).detach();
+      at::softmax((teacher_scores.to(student.scalar_type()) / teacher_temperature).masked_fill(~valid, -kInf), 1)
+          .detach();
   // An entry past a query's last candidate has teacher 0 and student -inf: left out
   // (0 * -inf would be NaN).
   const at::Tensor cross = at::where(valid, teacher * log_student, at::zeros({}, student.options()));
@@ -513,27 +525,17 @@ at::Tensor distillation_loss(const at::Tensor& q, const at::Tensor& candidates, 
 
 at::Tensor margin_mse_loss(const at::Tensor& q, const at::Tensor& candidates, const at::Tensor& groups,
                            const at::Tensor& teacher_scores) {
-  const int64_t n = q.dim() == 2 ? q.size(0) : -1;
-  if (n <= 0 || candidates.dim() != 2 || candidates.size(1) != q.size(1) || !groups.defined() || groups.dim() != 2 ||
-      groups.size(0) != n || groups.size(1) < 1 || groups.scalar_type() != at::kLong || !teacher_scores.defined() ||
-      teacher_scores.sizes() != groups.sizes())
-    throw std::invalid_argument("margin_mse_loss needs q [n, D], candidates [m, D], groups int64 [n, G] and "
-                                "teacher scores [n, G], got " + sizes_text(q) + ", " + sizes_text(candidates) + ", " +
-                                sizes_text(groups) + ", " + sizes_text(teacher_scores));
+  compat::NoAutocast no_autocast;
+  const at::Tensor student = own_candidate_cosines("margin_mse_loss", q, candidates, groups, teacher_scores);  // [n, G]
   const int64_t g = groups.size(1);
   if (g == 1) throw std::invalid_argument("MarginMSE needs hard negatives (data.negatives_per_query > 0)");
-  compat::NoAutocast no_autocast;
-  const at::ScalarType dtype = loss_dtype(q, candidates);
   const at::Tensor valid = groups.narrow(1, 1, g - 1) >= 0;  // [n, G - 1]: the hard negatives that exist
-  const at::Tensor rows = groups.clamp_min(0).reshape({-1});
-  const at::Tensor c = normalize_rows(candidates.to(dtype)).index_select(0, rows).view({n, g, -1});
-  const at::Tensor student = at::matmul(c, normalize_rows(q.to(dtype)).unsqueeze(2)).squeeze(2);  // [n, G]
   const at::Tensor predicted = student.narrow(1, 0, 1) - student.narrow(1, 1, g - 1);
-  const at::Tensor teacher = teacher_scores.to(dtype).detach();
+  const at::Tensor teacher = teacher_scores.to(student.scalar_type()).detach();
   const at::Tensor target = teacher.narrow(1, 0, 1) - teacher.narrow(1, 1, g - 1);
   // A margin past a query's last hard negative is left out (its target is NaN).
   const at::Tensor squared = at::where(valid, (predicted - target.nan_to_num(0)).pow(2), at::zeros({}, student.options()));
-  return squared.sum() / valid.sum().clamp_min(1).to(dtype);
+  return squared.sum() / valid.sum().clamp_min(1).to(student.scalar_type());
 }
 
 at::Tensor false_negative_mask(const at::Tensor& guide_rows, const at::Tensor& guide_candidates,

@@ -176,6 +176,18 @@ TEST(Attention, GroupedMatchesPaddedSdpaForwardAndGradients) {
       const Result got_one = run(one, [&] { return cpu_attention_grouped(one.q, one.k, one.v, layout, call); });
       EXPECT_LT(worst(got_one, want_one), 1e-5) << "one query a sequence, " << lengths.size() << " texts";
     }
+    // One query a text costs a call little per key, so only a text far longer than the others
+    // makes a run of its own (the short ones together, the long one alone).
+    const std::vector<int64_t> lengths = {2, 6000, 3, 1};
+    const Problem p{lengths, 4, causal ? 2 : 4, 16, causal};
+    const TokenLayout layout(lengths, 6000, at::kCPU);
+    const Inputs one = random_inputs(p, layout.batch, layout.tokens);
+    AttentionCall call;
+    call.causal = causal;
+    call.one_query_per_sequence = true;
+    const Result want = run(one, [&] { return reference(one, p, true); });
+    const Result got = run(one, [&] { return cpu_attention_grouped(one.q, one.k, one.v, layout, call); });
+    EXPECT_LT(worst(got, want), 1e-5) << "one query a text, one text of 6000 tokens";
   }
 }
 
