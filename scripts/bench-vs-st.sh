@@ -42,7 +42,10 @@
 #   OUT (runs/bench-vs-st); DEVICE (cpu; cuda: every system on the GPUs, one per worker,
 #   over NCCL, so WORKERS <= GPUs; the table gains peak GPU memory and MFU), PRECISION
 #   (fp32; bf16 or fp16: autocast in every system), PEAK_TFLOPS (800: the GPU's dense bf16
-#   peak, for MFU), PYTHON (.venv/bin/python: the peers' Python, with torchrun beside it).
+#   peak, for MFU; 0: no MFU), PYTHON (.venv/bin/python: the peers' Python, with torchrun
+#   beside it), KEEP_GOING (0; 1: a system that fails is said and left out of the table, the
+#   others still run and make it, and the exit status is 1 at the end: scripts/gpu-check.sh's
+#   bench, where one failed row must not cost the others' numbers).
 # Not a test: numbers only. Runs one at a time; nothing else should run on the machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -80,7 +83,11 @@ echo "bench-vs-st: $model, $workers workers x $threads threads, batch $batch per
 # Every run gets exactly the same environment for threads: OMP_NUM_THREADS and the
 # trainers' own thread setting.
 export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-  HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
+  HF_DATASETS_OFFLINE=1 PYTHONWARNINGS=ignore
+# On the CPU each system gets one thread a worker, tokenizing included: its numbers compare
+# only so. On a GPU the peers tokenize as their users run them (tokenizers' own threads, and
+# peer_train.py's four dataloader workers), not on one core inside the timed steps.
+if [ "$device" = cpu ]; then export TOKENIZERS_PARALLELISM=false; fi
 
 run_ours() {  # dir seed extra --set arguments...
   local dir=$1 seed=$2; shift 2
@@ -102,8 +109,15 @@ run_peer() {  # dir seed recipe extra peer_train.py arguments...
     "${no_save[@]}" "$@"
 }
 
+keep_going=${KEEP_GOING:-0} failed=""
+system_failed() {  # SYSTEM WHAT: with KEEP_GOING=1 said and remembered; else the end
+  echo "bench-vs-st: $1 failed: $2" >&2
+  [ "$keep_going" = 1 ] || exit 1
+  case " $failed " in *" $1 "*) ;; *) failed+="${failed:+ }$1" ;; esac
+}
 for seed in $seeds; do
   for system in $systems; do
+    case " $failed " in *" $system "*) continue ;; esac  # failed at an earlier seed: no row
     dir=$out/$system-seed$seed
     rm -rf "$dir"
     mkdir -p "$dir"
@@ -121,22 +135,29 @@ for seed in $seeds; do
       st)         run_peer "$dir" "$seed" mnrl ;;
       st-hn)      run_peer "$dir" "$seed" mnrl --negatives ;;
       seeds)      run_peer "$dir" "$seed" seeds ;;
-      *) echo "bench-vs-st: unknown system $system (ours st ours-seeds seeds ours-xrank ours-hn st-hn ours-packed ours-padded)" >&2; exit 1 ;;
-    esac >"$dir.log" 2>&1 || { echo "bench-vs-st: $system seed $seed failed: see $dir.log" >&2; exit 1; }
+      *) echo "bench-vs-st: unknown system $system (ours st ours-seeds seeds ours-xrank ours-hn st-hn ours-packed ours-padded)" >&2; false ;;
+    esac >"$dir.log" 2>&1 || { system_failed "$system" "seed $seed: see $dir.log"; continue; }
     echo "bench-vs-st: $system seed $seed trained in $((SECONDS - start)) s" >&2
     if [ "$do_eval" = 1 ]; then
       OMP_NUM_THREADS=$(nproc) "$py" scripts/python/heldout_eval.py --sts "$sts" --pairs "$heldout" \
         "$dir/final" >"$dir/heldout.json" 2>"$dir.eval.log" ||
-        { echo "bench-vs-st: evaluating $system seed $seed failed: see $dir.eval.log" >&2; exit 1; }
+        system_failed "$system" "evaluating seed $seed: see $dir.eval.log"
     fi
   done
 done
+succeeded=""
+for system in $systems; do case " $failed " in *" $system "*) ;; *) succeeded+="${succeeded:+ }$system" ;; esac; done
+[ -n "$succeeded" ] || { echo "bench-vs-st: every system failed ($failed): no table" >&2; exit 1; }
 
 # The untouched pretrained model, judged the same way: the line every system starts from.
 if [ "$do_eval" = 1 ] && [ ! -s "$out/pretrained.json" ]; then
   OMP_NUM_THREADS=$(nproc) "$py" scripts/python/heldout_eval.py --sts "$sts" --pairs "$heldout" "$model" \
     >"$out/pretrained.json"
 fi
-"$py" scripts/python/bench_table.py --out "$out" --systems "$systems" --seeds "$seeds" --warm "$warm" \
+"$py" scripts/python/bench_table.py --out "$out" --systems "$succeeded" --seeds "$seeds" --warm "$warm" \
   --global-batch "$global_batch" --model "$model" --train "$train" --max-length "$max_length" \
   --device "$device" --peak-tflops "$peak_tflops"
+if [ -n "$failed" ]; then
+  echo "bench-vs-st: failed systems (not in the table): $failed" >&2
+  exit 1
+fi

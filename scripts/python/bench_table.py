@@ -4,8 +4,8 @@ metrics.jsonl, the peers' peer-rank0.json, heldout.json) and prints, per system,
 and [min, max] over the seeds; the medians also go to OUT/table.json. With --device cuda two
 columns more: rank 0's peak GPU memory (allocated) and MFU, the model FLOPs per second
 (6 N + 12 L h s per real token: N the encoder's non-embedding parameters, L layers, h
-hidden, s the mean real tokens of a sequence) over --peak-tflops. Numbers only; the runs
-are made by the shell script."""
+hidden, s the mean real tokens of a sequence) over --peak-tflops (0: a card whose peak is not
+known, MFU "-"). Numbers only; the runs are made by the shell script."""
 import argparse
 import json
 import os
@@ -109,7 +109,8 @@ def main():
             per_seed.append(rec)
         col = lambda key: [r.get(key) for r in per_seed]
         tokens = [p * tokens_per_pair if p else None for p in col("pairs_per_s")]
-        mfu = [t * flops / (args.peak_tflops * 1e12) if t else None for t in tokens] if gpu else []
+        mfu = [t * flops / (args.peak_tflops * 1e12) if t and args.peak_tflops > 0 else None
+               for t in tokens] if gpu else []
         rows.append([system, cell(col("pairs_per_s"), "{:.1f}"), cell(tokens, "{:.0f}"),
                      cell(col("step_ms"), "{:.0f}"), cell(col("peak_rss_mb"), "{:.0f}"),
                      cell(col("startup_s"), "{:.2f}"), cell(col("sts_spearman"), "{:.4f}"),
@@ -129,7 +130,8 @@ def main():
           f"real tokens per pair")
     if gpu:
         print(f"# MFU: {flops / 1e9:.3f} GFLOP per real token (6 x {params / 1e6:.1f}M + attention at "
-              f"{tokens_per_pair / 2:.1f} tokens a sequence) against {args.peak_tflops:g} TFLOP/s")
+              f"{tokens_per_pair / 2:.1f} tokens a sequence) against "
+              + (f"{args.peak_tflops:g} TFLOP/s" if args.peak_tflops > 0 else "no peak (the card's is not known)"))
     for r in [columns] + rows:
         print("  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
 
