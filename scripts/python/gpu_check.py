@@ -8,8 +8,9 @@
       the mean loss of the last N steps of RUN within TOL (relative) of REF's
   has-key NAME RUN KEY         every training line of RUN's metrics.jsonl has KEY
   value RUN KEY                the last value of KEY in RUN's metrics.jsonl, or "-"
-  gtest-summary JSON --console LOG --exit-status RC [--rehearsal]
-                               a gtest run's result (--gtest_output=json), its skips sorted
+  gtest-summary JSON --console LOG --exit-status RC [--filter F] [--rehearsal]
+                               a gtest run's result (--gtest_output=json), its skips sorted;
+                               FAIL for each pattern of the --gtest_filter F that matched no test
   goals TABLE --label L [--mfu-goal F]   the GPU goals against a bench table (table.json)
   batch-fit CONFIG --max-length S --gpu-mib M   the bench's batch: the largest that fits on paper
   has-key-json KEY             exit 0 when the JSON on stdin has KEY (dotted: model.attention), 1
@@ -22,6 +23,7 @@
 Each check prints one line, "PASS name: ..." or "FAIL name: ...", and exits 0 (it
 passed) or 1. Standard library only, but for minilm-* (torch, safetensors)."""
 import argparse
+import fnmatch
 import gzip
 import io
 import json
@@ -154,10 +156,18 @@ def cmd_gtest_summary(a):
                 skipped.append(name)
             elif t.get("status") == "RUN":
                 ran.append(name)
+    status = 0
+    # A name in the filter that matches no test (a test renamed, a suite moved) checks nothing,
+    # silently: each must match at least one test that ran, skipped or failed.
+    names = ran + skipped + [f.split(" (", 1)[0] for f in failed]
+    positive = (a.filter or "").split("-", 1)[0]
+    stale = [p for p in positive.split(":") if p and not any(fnmatch.fnmatchcase(n, p) for n in names)]
+    if stale:
+        status |= verdict(False, "cuda tests filter", f"{len(stale)} of its names match no test of this "
+                          f"torch_tests (renamed? fix the filter in scripts/gpu-check.sh): {', '.join(stale)}")
     reasons = skip_reasons(console)
     expected = [n for n in skipped if any(k in reasons.get(n, "") for k in EXPECTED_ON_GPU)]
     other = [f"{n} ({reasons.get(n, 'reason not found')})" for n in skipped if n not in expected]
-    status = 0
     if not ran and not skipped and not failed:
         return verdict(False, "cuda tests", f"no test matched the filter (exit status {a.exit_status})")
     if failed:
@@ -198,9 +208,12 @@ def cmd_goals(a):
 def goals_of_row(a, label, ours, st):
     pct = lambda r: f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
     if a.mfu_goal is not None:
-        met = ours.get("mfu") is not None and ours["mfu"] >= a.mfu_goal
+        if ours.get("mfu") is None:
+            result = "n/a (no MFU: no peak known for this card; PEAK_TFLOPS sets one)"
+        else:
+            result = "met" if ours["mfu"] >= a.mfu_goal else "missed"
         print(f"GOAL {label}: MFU >= {100 * a.mfu_goal:.0f}%: ours {pct(ours)}, sentence-transformers {pct(st)}"
-              f" -- {'met' if met else 'missed'}")
+              f" -- {result}")
     else:
         print(f"NOTE {label}: MFU ours {pct(ours)}, sentence-transformers {pct(st)}")
     if ours.get("tokens_per_s") and st.get("tokens_per_s"):
@@ -426,6 +439,7 @@ def main():
     p = sub.add_parser("gtest-summary")
     p.add_argument("json"); p.add_argument("--console", required=True)
     p.add_argument("--exit-status", type=int, required=True); p.add_argument("--rehearsal", action="store_true")
+    p.add_argument("--filter", help="the --gtest_filter the run had: each of its names must match a test")
     p = sub.add_parser("batch-fit")
     p.add_argument("config"); p.add_argument("--max-length", type=int, required=True)
     p.add_argument("--gpu-mib", type=int, required=True); p.add_argument("--fraction", type=float, default=0.5)
