@@ -40,7 +40,8 @@ class GradSync {
   struct StepStats {
     std::size_t buckets = 0;                 // buckets all-reduced in the step
     std::size_t launched_before_finish = 0;  // ... of which launched while backward still ran
-    double wait_ms = 0;                      // time finish() spent waiting: exposed communication
+    double wait_ms = 0;                      // time finish() spent waiting: exposed communication (Gloo;
+                                             // over NCCL the host only queues the stream's wait)
     std::uint64_t bytes = 0;                 // gradient bytes all-reduced (or reduced) by this rank
   };
 

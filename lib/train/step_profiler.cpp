@@ -20,7 +20,12 @@ using torch::profiler::impl::ActivityType;
 using torch::profiler::impl::ProfilerConfig;
 using torch::profiler::impl::ProfilerState;
 
-const std::set<ActivityType> kActivities{ActivityType::CPU};
+// On a GPU the kernels too (Kineto's CUPTI collector, inside libtorch_cpu): without them a
+// CUDA step's trace shows only the host launching work.
+std::set<ActivityType> activities(bool cuda) {
+  if (cuda) return {ActivityType::CPU, ActivityType::CUDA};
+  return {ActivityType::CPU};
+}
 
 struct OpTotals {
   double self_ms = 0, total_ms = 0;
@@ -38,7 +43,7 @@ std::string top_ops_table(const std::vector<prof::KinetoEvent>& events, int64_t 
   };
   std::vector<Interval> intervals;
   for (const auto& e : events)
-    if (e.durationNs() > 0) intervals.push_back({e.startNs(), e.endNs(), e.name(), e.startThreadId()});
+    if (e.durationNs() > 0 && e.deviceType() == c10::DeviceType::CPU) intervals.push_back({e.startNs(), e.endNs(), e.name(), e.startThreadId()});
   std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
     return a.thread != b.thread ? a.thread < b.thread : a.start != b.start ? a.start < b.start : a.end > b.end;
   });
@@ -73,6 +78,33 @@ std::string top_ops_table(const std::vector<prof::KinetoEvent>& events, int64_t 
   return out;
 }
 
+// The GPU's side: kernels by their time on the device (they do not nest), and how much of
+// the step the device was busy. Empty on the CPU.
+std::string top_kernels_table(const std::vector<prof::KinetoEvent>& events, int64_t steps, int top) {
+  std::map<std::string, OpTotals> kernels;
+  double all_ms = 0;
+  for (const auto& e : events) {
+    if (e.deviceType() != c10::DeviceType::CUDA || e.durationNs() == 0) continue;
+    const double ms = double(e.durationNs()) / 1e6;
+    OpTotals& t = kernels[e.name()];
+    t.self_ms += ms;
+    ++t.calls;
+    all_ms += ms;
+  }
+  if (kernels.empty()) return "";
+  std::vector<std::pair<std::string, OpTotals>> sorted(kernels.begin(), kernels.end());
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second.self_ms > b.second.self_ms; });
+  std::string out = fmt::format("top {} GPU kernels over {} steps ({:.1f} ms of kernels a step):\n", top, steps,
+                                all_ms / double(steps));
+  out += fmt::format("  {:>10} {:>7} {:>7}  {}\n", "ms/step", "%", "calls", "kernel");
+  for (int i = 0; i < top && i < int(sorted.size()); ++i) {
+    const auto& [name, t] = sorted[size_t(i)];
+    out += fmt::format("  {:>10.2f} {:>6.1f}% {:>7}  {}\n", t.self_ms / double(steps),
+                       100 * t.self_ms / std::max(all_ms, 1e-9), t.calls / steps, name.substr(0, 110));
+  }
+  return out;
+}
+
 // Which attention path each layer's call took over the recorded steps (model/attention.h:
 // on the CPU, auto picks per batch), e.g. "CPU packed kernel 96, CPU padded 24".
 std::string attention_paths_line(const std::array<int64_t, kAttentionPaths>& before) {
@@ -88,9 +120,9 @@ std::string attention_paths_line(const std::array<int64_t, kAttentionPaths>& bef
 
 }  // namespace
 
-StepProfiler::StepProfiler(int64_t steps, int64_t skip, std::string trace_path)
-    : steps_(steps), skip_(skip), trace_path_(std::move(trace_path)) {
-  if (steps_ > 0) prof::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), kActivities);
+StepProfiler::StepProfiler(int64_t steps, int64_t skip, std::string trace_path, bool cuda)
+    : steps_(steps), skip_(skip), trace_path_(std::move(trace_path)), cuda_(cuda) {
+  if (steps_ > 0) prof::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
 }
 
 StepProfiler::~StepProfiler() {
@@ -99,7 +131,7 @@ StepProfiler::~StepProfiler() {
 
 void StepProfiler::before_step(int64_t steps_done) {
   if (steps_ > 0 && !recording_ && steps_done == skip_) {
-    prof::enableProfiler(ProfilerConfig(ProfilerState::KINETO), kActivities);
+    prof::enableProfiler(ProfilerConfig(ProfilerState::KINETO), activities(cuda_));
     recording_ = true;
     attention_paths_before_ = attention_path_counts();
   }
@@ -112,7 +144,8 @@ void StepProfiler::after_step(int64_t steps_done) {
   result->save(trace_path_);
   spdlog::info("{}", fmt::format("profile of steps {}-{} written to {} (Chrome trace)\n", skip_ + 1, skip_ + steps_,
                                  trace_path_) + attention_paths_line(attention_paths_before_) +
-                                 top_ops_table(result->events(), steps_, 12));
+                                 top_ops_table(result->events(), steps_, 12) +
+                                 top_kernels_table(result->events(), steps_, 12));
 }
 
 }  // namespace ddp_embed

@@ -2,7 +2,7 @@
 // LibTorch's profiler (Kineto) records every op of N steps on rank 0, writes them as a
 // Chrome trace (chrome://tracing, https://ui.perfetto.dev) and logs the ops that took the
 // most time, by self time (an op's time minus the ops it called), as PyTorch's
-// key_averages() table sorts them, after a line saying which attention path ran how often
+// key_averages() table sorts them (on a GPU, then its kernels by device time), after a line saying which attention path ran how often
 // (model/attention.h).
 #pragma once
 
@@ -17,8 +17,9 @@ namespace ddp_embed {
 
 class StepProfiler {
  public:
-  // Records `steps` steps after `skip` (warm-up) steps; inactive when steps == 0.
-  StepProfiler(int64_t steps, int64_t skip, std::string trace_path);
+  // Records `steps` steps after `skip` (warm-up) steps; inactive when steps == 0. `cuda`:
+  // the GPU's kernels too (the step runs on a CUDA device).
+  StepProfiler(int64_t steps, int64_t skip, std::string trace_path, bool cuda);
   ~StepProfiler();
 
   // Call before and after each step, with the count of steps done; after the last
@@ -29,6 +30,7 @@ class StepProfiler {
  private:
   int64_t steps_, skip_;
   std::string trace_path_;
+  bool cuda_;
   bool recording_ = false;
   std::array<int64_t, kAttentionPaths> attention_paths_before_{};  // attention_path_counts() when recording began
 };

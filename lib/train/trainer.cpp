@@ -100,7 +100,7 @@ double log_startup_time(Clock::time_point run_start) {
 StepProfiler make_profiler(const Config& cfg, const Worker& worker, int64_t first_step, int64_t total_steps) {
   const int64_t steps = worker.main_rank() ? std::min(cfg.output.profile_steps, total_steps - first_step) : 0;
   return StepProfiler(steps, std::max(first_step, std::min(first_step + 2, total_steps - steps)),
-                      cfg.output.dir + "/profile-rank0.json");
+                      cfg.output.dir + "/profile-rank0.json", worker.device.is_cuda());
 }
 
 // ---- the end ----------------------------------------------------------------------------

@@ -120,15 +120,17 @@ TEST_P(ActivationCheckpointing, SameLossGradientsAndRandomness) {
   const Step plain = train_step(model, false, precision, 99, one_call, device);
   const Step checkpointed = train_step(model, true, precision, 99, one_call, device);
 
-  EXPECT_EQ(plain.loss, checkpointed.loss);
   ASSERT_EQ(plain.grads.size(), checkpointed.grads.size());
   if (!on_cuda) {
+    EXPECT_EQ(plain.loss, checkpointed.loss);
     for (const auto& [name, g] : plain.grads) {
       const at::Tensor& h = checkpointed.grads.at(name);
       EXPECT_TRUE(at::equal(g, h)) << name << ": differs by " << (g - h).abs().max().item<double>();
     }
   } else {
-    // CUDA adds embedding gradients with atomics, in no fixed order: not bit for bit.
+    // CUDA adds with atomics in no fixed order (the embedding gradients; mean pooling's
+    // index_add in the forward too): not bit for bit, the loss within a few roundings.
+    EXPECT_NEAR(plain.loss, checkpointed.loss, std::abs(plain.loss) * (precision == Precision::Fp32 ? 1e-6 : 1e-3));
     EXPECT_LT(worst_relative_difference(plain, checkpointed), precision == Precision::Fp32 ? 1e-5 : 1e-2);
   }
   EXPECT_EQ(plain.next_random, checkpointed.next_random) << "checkpointing moved the random generator";
