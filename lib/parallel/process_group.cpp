@@ -270,6 +270,7 @@ int ProcessGroup::world_size() const { return impl_->world; }
 const std::string& ProcessGroup::backend() const { return impl_->backend_name; }
 const std::string& ProcessGroup::network() const { return impl_->network; }
 bool ProcessGroup::communicates() const { return impl_->communicates(); }
+bool ProcessGroup::host_waits_for_collectives() const { return impl_->backend != DistBackend::Nccl; }
 c10::Device ProcessGroup::device() const { return impl_->device; }
 std::uint64_t ProcessGroup::collectives_issued() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

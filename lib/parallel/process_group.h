@@ -82,6 +82,9 @@ class ProcessGroup {
   // Whether collectives go over a process group: world size > 1, or a group of one. When
   // not, every collective is the identity and callers may skip their sync work.
   bool communicates() const;
+  // Whether waiting for a collective blocks the host until it is done (Gloo, or no group).
+  // Over NCCL the wait only orders the GPU's stream after it (wait_limit in the .cpp).
+  bool host_waits_for_collectives() const;
   // How the ranks talk, for the log: "gloo over eth0 (10.0.0.2)"; empty without a group.
   const std::string& network() const;
   c10::Device device() const;          // where collective tensors must live

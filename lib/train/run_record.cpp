@@ -226,7 +226,7 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
                          {"masked_negatives", sums[2].item<double>() / double(steps_)}};
   // Over NCCL the host does not wait for the all-reduces (only the GPU's stream does: a
   // --profile trace shows it), so the host's clock would measure launching them: no key.
-  if (pg.backend() != "nccl") line["comm_wait_ms"] = wait_ms_ / double(steps_);
+  if (pg.host_waits_for_collectives()) line["comm_wait_ms"] = wait_ms_ / double(steps_);
   if (guide_ms_ > 0) {  // loss.guide: the pairs it masked besides, and its share of the step (this rank's)
     line["guide_masked_negatives"] = sums[3].item<double>() / double(steps_);
     line["guide_ms"] = guide_ms_ / double(steps_);

@@ -213,8 +213,9 @@ TEST(ActivationCheckpointing, RecomputedAttentionIsTheComposedAttentionsOutputAn
     EXPECT_TRUE(close(plain.gq, recomputed.gq));
     EXPECT_TRUE(close(plain.gk, recomputed.gk));
     EXPECT_TRUE(close(plain.gv, recomputed.gv));
-    if (!m.dropped.defined())
+    if (!m.dropped.defined()) {
       EXPECT_TRUE(close(recomputed.out, compat::scaled_dot_product_attention(q0, k0, v0, bias, 0.0)));
+    }
   }
   // With teeth: another mask, other numbers.
   const Result first = run(true, mask), other = run(true, cpu_dropout_mask({3, 4, 9, 9}, 0.1));
