@@ -449,8 +449,10 @@ TEST_F(PeerLosses, DistillationOverRaggedGroupsIsTheFormulaQueryByQuery) {
   LossConfig s = settings("none");
   s.distill.weight = kDistillWeight;
   s.distill.temperature = kTeacherTemperature;
-  const OursPair o =
-      ours_pair(q, c.rc.narrow(0, 0, kBatch), c.rc.narrow(0, kBatch, 7), CandidateLabels{{}, c.rgroups, c.rteacher, {}}, s);
+  CandidateLabels labels;
+  labels.groups = c.rgroups;
+  labels.teacher_scores = c.rteacher;
+  const OursPair o = ours_pair(q, c.rc.narrow(0, 0, kBatch), c.rc.narrow(0, kBatch, 7), labels, s);
   expect_loss(o.loss, theirs, "ragged_kd");
   expect_close(o.grad_q, find(theirs, "ragged_kd.grad_q"), "ragged_kd dloss/dq");
   expect_close(at::cat({o.grad_p, o.grad_n}), find(theirs, "ragged_kd.grad_c"), "ragged_kd dloss/d[p; n]");
