@@ -32,6 +32,12 @@ struct OpTotals {
   int64_t calls = 0;
 };
 
+std::vector<std::pair<std::string, OpTotals>> by_self_time(const std::map<std::string, OpTotals>& totals) {
+  std::vector<std::pair<std::string, OpTotals>> sorted(totals.begin(), totals.end());
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second.self_ms > b.second.self_ms; });
+  return sorted;
+}
+
 // Self time per op name: on each thread the events nest (a child lies inside its
 // parent's interval), so walking them by start time with a stack of open intervals finds
 // each event's parent, and a child's duration is taken off its parent's self time.
@@ -43,7 +49,8 @@ std::string top_ops_table(const std::vector<prof::KinetoEvent>& events, int64_t 
   };
   std::vector<Interval> intervals;
   for (const auto& e : events)
-    if (e.durationNs() > 0 && e.deviceType() == c10::DeviceType::CPU) intervals.push_back({e.startNs(), e.endNs(), e.name(), e.startThreadId()});
+    if (e.durationNs() > 0 && e.deviceType() == c10::DeviceType::CPU)
+      intervals.push_back({e.startNs(), e.endNs(), e.name(), e.startThreadId()});
   std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
     return a.thread != b.thread ? a.thread < b.thread : a.start != b.start ? a.start < b.start : a.end > b.end;
   });
@@ -64,8 +71,7 @@ std::string top_ops_table(const std::vector<prof::KinetoEvent>& events, int64_t 
     }
     open.push_back(&iv);
   }
-  std::vector<std::pair<std::string, OpTotals>> sorted(ops.begin(), ops.end());
-  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second.self_ms > b.second.self_ms; });
+  const auto sorted = by_self_time(ops);
   std::string out = fmt::format("top {} ops by self time over {} steps ({:.0f} ms of ops a step):\n", top, steps,
                                 all_self_ms / double(steps));
   out += fmt::format("  {:>10} {:>7} {:>11} {:>7}  {}\n", "self ms/step", "self %", "total ms/step", "calls", "op");
@@ -78,8 +84,8 @@ std::string top_ops_table(const std::vector<prof::KinetoEvent>& events, int64_t 
   return out;
 }
 
-// The GPU's side: kernels by their time on the device (they do not nest), and how much of
-// the step the device was busy. Empty on the CPU.
+// The GPU's side: kernels by their time on the device (a kernel's time is all its own: they
+// do not nest), and their milliseconds a step. Empty on the CPU.
 std::string top_kernels_table(const std::vector<prof::KinetoEvent>& events, int64_t steps, int top) {
   std::map<std::string, OpTotals> kernels;
   double all_ms = 0;
@@ -92,8 +98,7 @@ std::string top_kernels_table(const std::vector<prof::KinetoEvent>& events, int6
     all_ms += ms;
   }
   if (kernels.empty()) return "";
-  std::vector<std::pair<std::string, OpTotals>> sorted(kernels.begin(), kernels.end());
-  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second.self_ms > b.second.self_ms; });
+  const auto sorted = by_self_time(kernels);
   std::string out = fmt::format("top {} GPU kernels over {} steps ({:.1f} ms of kernels a step):\n", top, steps,
                                 all_ms / double(steps));
   out += fmt::format("  {:>10} {:>7} {:>7}  {}\n", "ms/step", "%", "calls", "kernel");
