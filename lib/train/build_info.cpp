@@ -1,5 +1,6 @@
 #include "train/build_info.h"
 
+#include <ATen/Version.h>
 #include <torch/version.h>
 
 #include "compat/torch_compat.h"
@@ -23,6 +24,10 @@ std::string build_info() {
   text += compat::kHasNccl ? "NCCL: compiled in\n" : "NCCL: not compiled in\n";
   text += compat::kHasNccl ? "process group backends: gloo, nccl" : "process group backends: gloo";
   text += "\nmemory allocator: " + memory_allocator();
+  // The vector extensions ATen's CPU kernels use: this CPU's best, or the one
+  // ATEN_CPU_CAPABILITY names. Results computed in another order round otherwise, so a
+  // report of a numeric difference carries it.
+  text += "\nCPU kernels: " + at::get_cpu_capability();
   // Asks the driver: 0 where there is none, which is no error (training runs on the CPU).
   text += "\nCUDA devices visible: " + std::to_string(compat::cuda_device_count());
   return text;

@@ -78,8 +78,10 @@ void expect_the_uninterrupted_model(const fs::path& ref, const fs::path& out) {
   const auto a = loss_by_step(ref), b = loss_by_step(out);
   ASSERT_EQ(a.size(), size_t(kSteps));
   ASSERT_EQ(b.size(), size_t(kSteps));
-  for (const auto& [step, loss] : a) EXPECT_NEAR(b.at(step), loss, 1e-5 * std::fabs(loss)) << "loss at step " << step;
-  e2e::expect_same_model(ref, out, 1e-5);
+  const json cfg = elastic_config(ref);
+  for (const auto& [step, loss] : a)
+    EXPECT_NEAR(b.at(step), loss, e2e::step_bound(cfg) * std::fabs(loss)) << "loss at step " << step;
+  e2e::expect_same_model(ref, out, cfg);
 }
 
 // Seconds from `since` until `text` appears in the job's output (at most `limit`), or -1.

@@ -15,6 +15,8 @@
 #include "model/bert.h"
 #include "model/qwen3.h"
 
+#include "one_thread.h"
+
 using namespace ddp_embed;
 
 namespace {
@@ -307,6 +309,7 @@ TEST(Attention, AutoTakesAPathOnRealTokensWhereverThereIsPaddingAndPaddedForADen
 // What sits in the padding (other token ids, any length of it) changes no real token's
 // output, on either path, for BERT (bidirectional) and Qwen3 (causal, grouped heads).
 TEST(Attention, PaddingContentChangesNothingInEitherEncoder) {
+  const OneIntraOpThread one_thread;  // bit for bit (one_thread.h)
   at::manual_seed(6);
   BertConfig bert;
   bert.vocab_size = 60;

@@ -20,6 +20,8 @@
 #include "model/loss.h"
 #include "train/precision.h"
 
+#include "one_thread.h"
+
 using namespace ddp_embed;
 
 namespace {
@@ -115,6 +117,7 @@ TEST_P(ActivationCheckpointing, SameLossGradientsAndRandomness) {
   const auto [layers, pooling, precision, on_cuda] = GetParam();
   if (on_cuda && compat::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const c10::Device device = on_cuda ? kCuda : kCpu;
+  const OneIntraOpThread one_thread;  // the CPU's comparison is bit for bit (one_thread.h)
   SentenceEmbedder model = make_model(layers, pooling, device);
   const bool one_call = on_cuda || precision != Precision::Fp32;
   const Step plain = train_step(model, false, precision, 99, one_call, device);
@@ -169,6 +172,7 @@ TEST(ActivationCheckpointing, Bf16GradientsDifferFromFp32) {
 
 // Without autograd (evaluation, encoding) nothing is checkpointed: the plain forward.
 TEST(ActivationCheckpointing, InferenceIsThePlainForward) {
+  const OneIntraOpThread one_thread;  // bit for bit (one_thread.h)
   SentenceEmbedder model = make_model(2, Pooling::Cls, kCpu);
   at::manual_seed(3);
   const EncoderInput x = batch(4, 10, 200, 2, kCpu);

@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/ops/cat.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 
 #include <algorithm>
@@ -22,15 +25,18 @@
 
 using namespace e2e;
 
+// ... and each starts at a multiple of 64 values, no shard longer than its even share
+// rounded up to that.
 TEST(Zero, ShardsCoverTheBufferInOrderWithoutOverlap) {
-  for (int64_t n : {0, 1, 7, 8, 9, 1000003})
+  for (int64_t n : {0, 1, 7, 8, 9, 784, 1000003})
     for (int world : {1, 2, 3, 4, 7}) {
       int64_t next = 0;
       for (int r = 0; r < world; ++r) {
         const ddp_embed::ShardRange s = ddp_embed::shard_range(n, r, world);
         EXPECT_EQ(s.begin, next) << n << " " << r << "/" << world;
+        EXPECT_TRUE(s.begin % 64 == 0 || s.size == 0) << n << " " << r << "/" << world << " starts at " << s.begin;
         EXPECT_GE(s.size, 0);
-        EXPECT_LE(s.size, (n + world - 1) / world);
+        EXPECT_LE(s.size, ((n + world - 1) / world + 63) / 64 * 64);
         next = s.begin + s.size;
       }
       EXPECT_EQ(next, n) << n << " over " << world;
@@ -53,11 +59,16 @@ struct OffloadProblem {
     if (world > 1) optimizer->shard(rank, world, [](const std::vector<at::Tensor>&) {});
     if (offload_chunk > 0) optimizer->offload_to_host(offload_chunk);
   }
-  void steps(int count) {
+  // spread: gradients of magnitudes from 1e-8 to 1, as a model's are.
+  void steps(int count, bool spread = false) {
     at::manual_seed(11);
     for (int s = 0; s < count; ++s) {
       at::NoGradGuard no_grad;
-      for (auto& p : params) p.mutable_grad().copy_(at::randn(p.sizes()));  // CPU values, on p's device
+      for (auto& p : params) {
+        at::Tensor g = at::randn(p.sizes());
+        if (spread) g.mul_(at::pow(10.0, at::randint(-8, 1, p.sizes()).to(at::kFloat)));
+        p.mutable_grad().copy_(g);  // CPU values, on p's device
+      }
       optimizer->scale_grads(0.5);
       optimizer->step(1e-2 / (1 + s));
     }
@@ -85,39 +96,6 @@ double logged_gradient_mb(const std::string& output) {
   std::smatch m;
   static const std::regex line(R"(gradients: ([0-9.]+) MB on this rank)");
   return std::regex_search(output, m, line) ? std::stod(m[1]) : -1;
-}
-
-// The saved models of the two runs, byte for byte.
-void expect_identical_models(const fs::path& a, const fs::path& b, const std::string& what) {
-  for (const char* f : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
-    const std::string wa = read_file(a / f), wb = read_file(b / f);
-    EXPECT_FALSE(wa.empty()) << f;
-    EXPECT_TRUE(wa == wb) << f << " differs under " << what;
-  }
-}
-
-// ||a - b|| / ||b|| over all the weights of the two runs' final models.
-//
-// Why the whole model's norm and not each value: AdamW divides by √v, so a gradient that
-// is zero but for rounding (the attention key biases, whose gradient vanishes under the
-// softmax; the [PAD] rows) moves its parameter by up to lr a step whatever its size, and
-// a gradient summed in another order moves it elsewhere: those few values differ by up to
-// 100 % between any two summation orders, the rest by rounding.
-double relative_weight_distance(const fs::path& a, const fs::path& b) {
-  double diff = 0, norm = 0;
-  for (const char* file : {"final/model.safetensors", "final/2_Dense/model.safetensors"}) {
-    auto wa = weights(a / file), wb = weights(b / file);
-    EXPECT_EQ(wa.size(), wb.size()) << file;
-    for (auto& [name, va] : wa) {
-      const auto& vb = wb.at(name);
-      EXPECT_EQ(va.size(), vb.size()) << name;
-      for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
-        diff += (double(va[i]) - vb[i]) * (double(va[i]) - vb[i]);
-        norm += double(vb[i]) * vb[i];
-      }
-    }
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : 0;
 }
 
 }  // namespace
@@ -158,6 +136,41 @@ TEST(Zero, OffloadedChunkedHostStepsAreThePlainStepsBitForBit) {
   EXPECT_THROW(late.optimizer->offload_to_host(), std::logic_error);
 }
 
+// A rank's update of its shard is the unsharded update of the same values bit for bit,
+// whatever the buffer's size and the world size: shards start at multiples of 64 values
+// (optim/shard_range.h), so ATen's kernel runs its SIMD body over the same values as on the
+// whole buffer and its scalar tail, which rounds otherwise on the AVX2 and AVX-512 paths,
+// over the same last ones. Gradients of magnitudes from 1e-8 to 1 make the tail's rounding
+// show: shards cut at ceil(n / world) (1037 values over 3: 346, not a multiple of 8) differ
+// in the last bit of some squared moments.
+TEST(Zero, EachRanksShardUpdateIsTheUnshardedUpdateBitForBit) {
+  for (int world : {2, 3, 4, 7}) {
+    OffloadProblem whole(0);
+    whole.steps(5, /*spread=*/true);
+    for (int rank = 0; rank < world; ++rank) {
+      OffloadProblem shard(0, rank, world);
+      shard.steps(5, /*spread=*/true);
+      // The two flat buffers (parameters 0 and 1 with weight decay, 2 without) and each
+      // one's two moments (state(): whole buffers, this rank's shard filled in).
+      const std::vector<at::Tensor> mine{at::cat({shard.params[0], shard.params[1]}).detach(), shard.params[2].detach()},
+          plain{at::cat({whole.params[0], whole.params[1]}).detach(), whole.params[2].detach()};
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const ddp_embed::ShardRange own = ddp_embed::shard_range(mine[i].numel(), rank, world);
+        EXPECT_TRUE(at::equal(plain[i].narrow(0, own.begin, own.size), mine[i].narrow(0, own.begin, own.size)))
+            << "parameters of buffer " << i << ", rank " << rank << " of " << world;
+      }
+      const auto a = whole.optimizer->state(), b = shard.optimizer->state();
+      ASSERT_EQ(a.size(), 4u);
+      for (size_t i = 0; i < a.size(); ++i) {
+        const int64_t n = a[i].second.numel();
+        const ddp_embed::ShardRange own = ddp_embed::shard_range(n, rank, world);
+        EXPECT_TRUE(at::equal(a[i].second.narrow(0, own.begin, own.size), b[i].second.narrow(0, own.begin, own.size)))
+            << a[i].first << ", rank " << rank << " of " << world;
+      }
+    }
+  }
+}
+
 // On a GPU: the moments in host memory, the parameters and gradients on the device, and
 // the host's kernel following the device's to its rounding.
 TEST(Zero, OffloadedOnAGpuTheHostStepFollowsTheDeviceStep) {
@@ -181,7 +194,10 @@ TEST(Zero, OffloadedOnAGpuTheHostStepFollowsTheDeviceStep) {
 
 // Each rank's fused AdamW over its shard is the same element-wise arithmetic on the same
 // values as over the whole buffer, and every rank then holds every shard: the weights
-// are bit for bit those of stage 0.
+// are bit for bit those of stage 0. Why on every CPU: the gradients are stage 0's (the
+// same all-reduce), and shards start at multiples of 64 values, so each value is updated
+// by the same code, SIMD body or scalar tail, as on the whole buffer
+// (Zero.EachRanksShardUpdateIsTheUnshardedUpdateBitForBit).
 TEST(Zero, StageOneOnTwoWorkersTrainsThePlainModelBitForBit) {
   const fs::path plain = fresh_dir("zero0"), sharded = fresh_dir("zero1");
   RunResult r0 = train(plain, zero_config(plain, 0), 2);
@@ -241,8 +257,8 @@ TEST(Zero, ACheckpointResumesAtAnotherStageAndWorldSize) {
       std::vector<double> a = series(whole / "out", "loss"), b = series(dir / "out", "loss");
       ASSERT_EQ(b.size(), 5u) << name;
       a.erase(a.begin(), a.begin() + 5);
-      expect_same_series(a, b, 1e-5, name + " loss");
-      expect_same_model(whole / "out", dir / "out", 1e-5);
+      expect_same_series(a, b, step_bound(c), name + " loss");
+      expect_same_model(whole / "out", dir / "out", c);
     }
   }
 }
@@ -286,9 +302,10 @@ TEST(Zero, StageTwoOnTwoWorkersWithAccumulationAndClippingTrainsThePlainModel) {
   const std::vector<double> norms = series(plain / "out", "grad_norm");
   ASSERT_FALSE(norms.empty());
   EXPECT_GT(*std::max_element(norms.begin(), norms.end()), 0.5);
-  expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), 1e-6, "loss");
-  expect_same_series(norms, series(sharded / "out", "grad_norm"), 1e-5, "grad_norm");
-  EXPECT_LE(relative_weight_distance(sharded / "out", plain / "out"), 1e-5);
+  const json c0 = zero_config(plain, 0);
+  expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), step_bound(c0), "loss");
+  expect_same_series(norms, series(sharded / "out", "grad_norm"), step_bound(c0), "grad_norm");
+  expect_same_model(plain / "out", sharded / "out", c0);
 
   // The optimizer offloaded to host memory: the same update of the same shard, so the
   // weights are bit for bit stage 2's; the log says where the state is.
@@ -320,7 +337,8 @@ TEST(Zero, StageTwoWithGradCacheAndCrossRankNegativesTrainsThePlainModel) {
   ASSERT_EQ(r0.exit_code, 0) << r0.output;
   RunResult r2 = train(sharded, config(sharded, 2), 2);
   ASSERT_EQ(r2.exit_code, 0) << r2.output;
-  expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), 1e-6, "loss");
-  expect_same_series(series(plain / "out", "grad_norm"), series(sharded / "out", "grad_norm"), 1e-5, "grad_norm");
-  EXPECT_LE(relative_weight_distance(sharded / "out", plain / "out"), 1e-5);
+  const json c0 = config(plain, 0);
+  expect_same_series(series(plain / "out", "loss"), series(sharded / "out", "loss"), step_bound(c0), "loss");
+  expect_same_series(series(plain / "out", "grad_norm"), series(sharded / "out", "grad_norm"), step_bound(c0), "grad_norm");
+  expect_same_model(plain / "out", sharded / "out", c0);
 }
