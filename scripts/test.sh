@@ -32,8 +32,7 @@ fi
 build=${BUILD_DIR:-$root/build}
 # The CPU first, so that a report of a failed run carries it: LibTorch picks its kernels
 # by the CPU's vector extensions, and each path rounds its sums its own way.
-echo "test: CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores;" \
-  "vector extensions: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'sse4_2|avx|avx2|fma|avx512f|avx512_bf16|amx_tile' | tr '\n' ' ')"
+echo "test: CPU: $("$root/tests/cpu_paths/on_cpu_path.sh" --describe)"
 "$root/scripts/build.sh"
 # CI builds what the GPU machines run: the CUDA LibTorch with the NCCL process group.
 if [[ -n ${CI:-} ]] && ! "$build/embed-train" --version | grep -q '^NCCL: compiled in'; then

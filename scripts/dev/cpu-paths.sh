@@ -28,8 +28,7 @@ done
 
 out=$build/cpu-paths
 mkdir -p "$out"
-echo "cpu-paths: this CPU: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); vector extensions:" \
-  "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(sse4_2|avx|avx2|fma|avx512f|avx512_bf16|amx_tile)$' | tr '\n' ' ')"
+echo "cpu-paths: this CPU: $("$root/tests/cpu_paths/on_cpu_path.sh" --describe)"
 failed=0
 ran=() logs=()
 for path in $paths; do

@@ -64,7 +64,7 @@ namespace tolerance {
 // fp32's unit roundoff: one correctly rounded operation is off by at most u of its result.
 constexpr double kFp32Unit = 0x1p-24;
 
-// The λ of the probabilistic bound: exceeded by one sum in about 10^12 (see above).
+// The λ of the probabilistic bound: one sum of a thousand terms in about 10^10 exceeds it (see above).
 constexpr double kLambda = 8.0;
 
 // A step's loss or gradient norm whose longest sums have n terms, computed in two orders,
@@ -94,12 +94,10 @@ inline void record(const std::string& what, double observed, double bound) {
   const char* path = std::getenv("DDP_EMBED_TOLERANCE_LOG");
   if (!path || !*path) return;
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = test ? std::string(test->test_suite_name()) + "." + test->name() : "?";
+  const std::string name = test ? std::string(test->test_suite_name()) + "." + test->name() : "?";
   char numbers[64];
   std::snprintf(numbers, sizeof numbers, "\t%.6g\t%.6g\n", observed, bound);
-  std::string line = name + "\t" + what + numbers;
-  for (char& c : line)
-    if (c == '\n' && &c != &line.back()) c = ' ';
+  const std::string line = name + "\t" + what + numbers;  // `what` is one line: the tests' own labels
   const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd < 0) return;
   [[maybe_unused]] const ssize_t written = ::write(fd, line.data(), line.size());

@@ -3,6 +3,8 @@
 # AVX2 or plain loops, with MKL's and oneDNN's GEMMs held to the same vector extensions.
 #
 #   tests/cpu_paths/on_cpu_path.sh COMMAND [ARGS...]
+#   tests/cpu_paths/on_cpu_path.sh --describe    this CPU: its model, cores and the vector
+#                                                extensions the paths depend on (one line)
 #
 # CPU_PATH=avx512|avx2|default names the path; unset, it is another path than this CPU's
 # own: avx2 on a CPU with AVX-512, default (the plain loops) on one with AVX2 only. Why:
@@ -15,6 +17,12 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build}
+
+describe() {
+  echo "$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores; vector extensions:" \
+    "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'sse4_2|avx|avx2|fma|avx512f|avx512_bf16|amx_tile' | tr '\n' ' ')"
+}
+if [ "${1:-}" = --describe ]; then describe; exit 0; fi
 
 path=${CPU_PATH:-}
 if [ -z "$path" ]; then
@@ -29,7 +37,7 @@ esac
 got=$("$build/embed-train" --version | sed -n 's/^CPU kernels: //p')
 if [ "$got" != "$want" ]; then
   echo "on_cpu_path: asked ATen for $want kernels, embed-train --version says CPU kernels: ${got:-(no such line)}" >&2
-  echo "on_cpu_path: this CPU's flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|fma)$' | tr '\n' ' ')" >&2
+  echo "on_cpu_path: this CPU: $(describe)" >&2
   exit 1
 fi
 echo "on_cpu_path: $path (ATEN_CPU_CAPABILITY=$ATEN_CPU_CAPABILITY MKL_ENABLE_INSTRUCTIONS=${MKL_ENABLE_INSTRUCTIONS:-(the CPU's)} ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-(the CPU's)})"
