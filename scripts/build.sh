@@ -31,6 +31,13 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 
+# Ninja where it is (scripts/setup.sh installs it): it keeps both cores of a small machine
+# busy across targets, where make waits for a whole library before starting its users.
+# A build folder keeps the generator it was made with.
+if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; then
+  args+=(-G Ninja)
+fi
+
 cmake -S "$root" -B "$build" "${args[@]}" "$@" >/dev/null
 targets=()
 for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done

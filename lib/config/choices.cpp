@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config/config.h"
+#include "config/config_error.h"
 #include "config/key_suggest.h"
 
 namespace ddp_embed {

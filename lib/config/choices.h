@@ -40,7 +40,7 @@ enum class Mixing { Proportional, Weighted, RoundRobin, Mixed };
 // loss.type (model/loss.h); None: no contrastive term, distillation alone; MarginMse:
 // sentence-transformers' MarginMSELoss alone (no contrastive term).
 enum class LossType { PairwiseSigmoid, Infonce, None, MarginMse };
-// loss.directions' entries (model/loss.h): which score blocks infonce's softmax holds,
+// loss.directions' entries (docs/architecture.md, "The losses"): which score blocks infonce's softmax holds,
 // as sentence-transformers 6's MultipleNegativesRankingLoss names them.
 enum class LossDirection { QueryToDoc, DocToQuery, QueryToQuery, DocToDoc };
 // loss.partition_mode: one softmax over every direction's block, or one per direction averaged.

@@ -17,7 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config/config.h"
+#include "config/config_error.h"
+#include "config/data_config.h"    // DataSource, EvalSets
+#include "config/output_config.h"  // ResumeFrom
 
 namespace ddp_embed::config_detail {
 

@@ -27,7 +27,7 @@ namespace {
 // A chunk is this many lines or bytes, whichever comes first: enough work to share
 // between threads, little enough memory.
 constexpr size_t kChunkLines = 8192;
-constexpr size_t kChunkBytes = 64u << 20;
+constexpr size_t kReadChunkBytes = 64u << 20;
 constexpr int kWarnSkipped = 5;  // skipped lines logged one by one, then only counted
 
 struct Line {
@@ -110,7 +110,7 @@ struct SourceRules {
   std::string teacher_scores_key;  // the loss setting that needs them, for the message
 };
 
-bool blank(const std::string& line) {
+bool blank_line(const std::string& line) {
   return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
 }
 
@@ -233,12 +233,12 @@ class PairLoader {
     while (reader.next(text, too_long)) {
       ++number;
       if (number == 1 && first_line == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // BOM
-      if (!too_long && blank(text)) continue;
+      if (!too_long && blank_line(text)) continue;
       ++data_.lines;
       chunk_bytes += text.size();
       chunk.push_back(Line{number, std::move(text), too_long ? too_long_message(max_line_bytes_) : ""});
       text = std::string();
-      if (chunk.size() >= kChunkLines || chunk_bytes >= kChunkBytes) {
+      if (chunk.size() >= kChunkLines || chunk_bytes >= kReadChunkBytes) {
         add_chunk(file, chunk);
         chunk.clear();
         chunk_bytes = 0;

@@ -32,10 +32,10 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kManifest = "manifest.json";
-constexpr const char* kFormat = "ddp-embed prepared pairs";
+constexpr const char* kPreparedFormat = "ddp-embed prepared pairs";
 // Version 2 added the checksums (and "piece_of"). A version 1 folder is refused: nothing
 // tells its damage from its data, and preparing again is one command.
-constexpr int kVersion = 2;
+constexpr int kPreparedVersion = 2;
 constexpr const char* kChecksumAlgorithm = "xxh3-64";
 
 // pairs.bin holds PairIndex as it is in memory: fixed here, so that a change is a compile
@@ -140,8 +140,8 @@ json manifest_json(const PreparedManifest& m) {
                        {"pairs", {s.begin, s.end}},
                        {"files", files}});
   }
-  return {{"format", kFormat},
-          {"version", kVersion},
+  return {{"format", kPreparedFormat},
+          {"version", kPreparedVersion},
           {"tokenizer",
            {{"type", m.tokenizer.type}, {"vocab_size", m.tokenizer.vocab_size}, {"fingerprint", m.tokenizer.fingerprint}}},
           {"max_length", m.max_length},
@@ -286,12 +286,12 @@ PreparedManifest read_manifest(const std::string& dir) {
       key = name;
       return o.at(name);
     };
-    if (!j.is_object() || j.value("format", "") != kFormat)
-      throw DataError(path + ": not a prepared data set's manifest (\"format\" is not \"" + kFormat + "\")");
-    if (get(j, "version").get<int>() != kVersion)
+    if (!j.is_object() || j.value("format", "") != kPreparedFormat)
+      throw DataError(path + ": not a prepared data set's manifest (\"format\" is not \"" + kPreparedFormat + "\")");
+    if (get(j, "version").get<int>() != kPreparedVersion)
       throw DataError(path + ": version " + j["version"].dump() +
                       (j["version"] == 1 ? " (prepared by an older embed-train, without checksums)" : "") +
-                      ", this build reads version " + std::to_string(kVersion) + ": prepare it again (embed-train "
+                      ", this build reads version " + std::to_string(kPreparedVersion) + ": prepare it again (embed-train "
                       "prepare --config ... --output " + folder_path(dir) + ")");
     PreparedManifest m;
     const json& t = get(j, "tokenizer");

@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kDamaged = ": the folder is damaged; prepare it again";
 // A region is hashed and its records checked in chunks of this size, so that the records
 // are checked while the chunk is still in the cache.
-constexpr size_t kChunkBytes = size_t(1) << 20;
+constexpr size_t kCheckChunkBytes = size_t(1) << 20;
 
 // The first problem found, by kind (a checksum first: it says the most) and then by
 // place, whichever thread finds it.
@@ -226,8 +226,8 @@ void verify_prepared_files(const std::string& dir, const PreparedManifest& m,
       file.prefetch_range(begin, end - begin);
       Xxh3Stream hash;
       bool records_ok = true;
-      for (size_t at = begin; at < end; at += kChunkBytes) {
-        const size_t chunk_end = std::min(end, at + kChunkBytes);
+      for (size_t at = begin; at < end; at += kCheckChunkBytes) {
+        const size_t chunk_end = std::min(end, at + kCheckChunkBytes);
         hash.update(static_cast<const char*>(file.data()) + at, chunk_end - at);
         if (records_ok && checks[region.file]) {
           const std::string problem = checks[region.file](at, chunk_end);

@@ -42,7 +42,7 @@ const DtypeInfo& info(StDtype d) {
   throw SafetensorsError("unknown safetensors dtype");
 }
 
-[[noreturn]] void fail(const std::string& origin, const std::string& what) {
+[[noreturn]] void fail_safetensors(const std::string& origin, const std::string& what) {
   throw SafetensorsError(origin + ": " + what);
 }
 
@@ -53,11 +53,11 @@ int64_t non_negative_int(const nlohmann::json& v, const std::string& origin, con
   if (v.is_number_unsigned()) {
     const auto u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      fail(origin, what + " " + std::to_string(u) + " is too large");
+      fail_safetensors(origin, what + " " + std::to_string(u) + " is too large");
     return static_cast<int64_t>(u);
   }
-  if (v.is_number_integer()) fail(origin, what + " " + v.dump() + " is negative");
-  fail(origin, what + " must be a non-negative integer, not " + v.dump());
+  if (v.is_number_integer()) fail_safetensors(origin, what + " " + v.dump() + " is negative");
+  fail_safetensors(origin, what + " must be a non-negative integer, not " + v.dump());
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -84,7 +84,7 @@ void write_all(int fd, const void* data, std::size_t n, const std::string& path)
   while (n > 0) {
     const ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) fail(path, sys_error("write error"));
+    if (w < 0) fail_safetensors(path, sys_error("write error"));
     p += w;
     n -= static_cast<std::size_t>(w);
   }
@@ -112,16 +112,16 @@ SafetensorsFile read_safetensors(const std::string& path) {
   file.path_ = path;
   // The errors a read would give, named as the other errors here are ("PATH: ...").
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, sys_error("cannot open"));
+  if (fd < 0) fail_safetensors(path, sys_error("cannot open"));
   struct stat st {};
   const bool directory = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
   ::close(fd);
-  if (directory) fail(path, "is a folder, not a safetensors file");
+  if (directory) fail_safetensors(path, "is a folder, not a safetensors file");
   std::shared_ptr<const MappedFile> mapped;
   try {
     mapped = std::make_shared<const MappedFile>(path, /*random_access=*/false);
   } catch (const std::exception& e) {
-    fail(path, e.what());
+    fail_safetensors(path, e.what());
   }
   file.mapped_ = mapped;
   file.base_ = static_cast<const std::byte*>(mapped->data());
@@ -148,65 +148,65 @@ void SafetensorsFile::parse() {
   SafetensorsFile& file = *this;
   const std::string& origin = path_;
   const std::size_t size = size_;
-  if (size < 8) fail(origin, "too short for a safetensors file (" + std::to_string(size) + " bytes)");
+  if (size < 8) fail_safetensors(origin, "too short for a safetensors file (" + std::to_string(size) + " bytes)");
 
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | std::to_integer<uint64_t>(base_[i]);
   if (header_len > kMaxHeaderBytes)
-    fail(origin, "header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
+    fail_safetensors(origin, "header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
   if (header_len > size - 8)
-    fail(origin, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
+    fail_safetensors(origin, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                      std::to_string(size) + " bytes)");
 
   const char* header = reinterpret_cast<const char*>(base_ + 8);
   const std::string_view header_text(header, static_cast<std::size_t>(header_len));
-  if (json_nesting_depth(header_text) > kMaxJsonDepth) fail(origin, "header JSON is nested too deeply");
+  if (json_nesting_depth(header_text) > kMaxJsonDepth) fail_safetensors(origin, "header JSON is nested too deeply");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception&) {
     const JsonTextError error = find_json_error(header_text);
-    fail(origin, "header is not valid JSON at byte " + std::to_string(8 + error.byte - 1) + " of the file: " +
+    fail_safetensors(origin, "header is not valid JSON at byte " + std::to_string(8 + error.byte - 1) + " of the file: " +
                      error.reason);
   }
-  if (!j.is_object()) fail(origin, "header is not a JSON object");
+  if (!j.is_object()) fail_safetensors(origin, "header is not a JSON object");
 
   const std::size_t data_begin = 8 + static_cast<std::size_t>(header_len);
   const std::size_t data_size = size - data_begin;
   for (const auto& [name, entry] : j.items()) {
     if (name == "__metadata__") {
-      if (!entry.is_object()) fail(origin, "__metadata__ is not an object");
+      if (!entry.is_object()) fail_safetensors(origin, "__metadata__ is not an object");
       for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) fail(origin, "__metadata__ value of \"" + key + "\" is not a string");
+        if (!value.is_string()) fail_safetensors(origin, "__metadata__ value of \"" + key + "\" is not a string");
         file.metadata_[key] = value.get<std::string>();
       }
       continue;
     }
     const std::string what = "tensor \"" + name + "\"";
-    if (!entry.is_object()) fail(origin, what + ": entry is not an object");
+    if (!entry.is_object()) fail_safetensors(origin, what + ": entry is not an object");
     const auto dt = entry.find("dtype");
     const auto sh = entry.find("shape");
     const auto off = entry.find("data_offsets");
     if (dt == entry.end() || sh == entry.end() || off == entry.end())
-      fail(origin, what + ": needs dtype, shape and data_offsets");
-    if (!dt->is_string()) fail(origin, what + ": dtype is not a string");
+      fail_safetensors(origin, what + ": needs dtype, shape and data_offsets");
+    if (!dt->is_string()) fail_safetensors(origin, what + ": dtype is not a string");
     const auto dtype = st_dtype_from_name(dt->get<std::string>());
-    if (!dtype) fail(origin, what + ": unsupported dtype " + dt->get<std::string>());
-    if (!sh->is_array()) fail(origin, what + ": shape is not an array");
+    if (!dtype) fail_safetensors(origin, what + ": unsupported dtype " + dt->get<std::string>());
+    if (!sh->is_array()) fail_safetensors(origin, what + ": shape is not an array");
     std::vector<int64_t> shape;
     for (const auto& d : *sh) shape.push_back(non_negative_int(d, origin, what + ": dimension"));
-    if (!off->is_array() || off->size() != 2) fail(origin, what + ": data_offsets is not [begin, end]");
+    if (!off->is_array() || off->size() != 2) fail_safetensors(origin, what + ": data_offsets is not [begin, end]");
     const int64_t begin = non_negative_int((*off)[0], origin, what + ": data offset");
     const int64_t end = non_negative_int((*off)[1], origin, what + ": data offset");
     if (begin > end)
-      fail(origin, what + ": data_offsets begin " + std::to_string(begin) + " > end " + std::to_string(end));
+      fail_safetensors(origin, what + ": data_offsets begin " + std::to_string(begin) + " > end " + std::to_string(end));
     if (static_cast<uint64_t>(end) > data_size)
-      fail(origin, what + ": data_offsets end " + std::to_string(end) + " runs past the data (" +
+      fail_safetensors(origin, what + ": data_offsets end " + std::to_string(end) + " runs past the data (" +
                        std::to_string(data_size) + " bytes)");
     const auto nbytes = byte_size(shape, info(*dtype).size);
-    if (!nbytes) fail(origin, what + ": shape " + shape_text(shape) + " overflows");
+    if (!nbytes) fail_safetensors(origin, what + ": shape " + shape_text(shape) + " overflows");
     if (*nbytes != static_cast<std::size_t>(end - begin))
-      fail(origin, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") hold " +
+      fail_safetensors(origin, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") hold " +
                        std::to_string(end - begin) + " bytes, shape " + shape_text(shape) + " " +
                        std::string(st_dtype_name(*dtype)) + " needs " + std::to_string(*nbytes));
     file.tensors_.push_back(StTensorView{name, *dtype, std::move(shape),
@@ -241,11 +241,11 @@ void SafetensorsFile::check_layout(std::size_t data_size) const {
     const std::size_t begin = std::size_t(t->data - data);
     const std::string what = "tensor \"" + t->name + "\": data_offsets " + range(*t);
     if (begin < end)
-      fail(path_, what + " overlap tensor \"" + previous->name + "\"'s " + range(*previous) +
+      fail_safetensors(path_, what + " overlap tensor \"" + previous->name + "\"'s " + range(*previous) +
                       ": each tensor's bytes must begin where the one before ends (Python's safetensors refuses "
                       "this file too)");
     if (begin > end)
-      fail(path_, what + (previous ? " leave bytes " + std::to_string(end) + ".." + std::to_string(begin) +
+      fail_safetensors(path_, what + (previous ? " leave bytes " + std::to_string(end) + ".." + std::to_string(begin) +
                                          " after tensor \"" + previous->name + "\" unused"
                                    : " begin at " + std::to_string(begin) + ", not at 0, the start of the data") +
                       ": each tensor's bytes must begin where the one before ends (Python's safetensors refuses "
@@ -254,7 +254,7 @@ void SafetensorsFile::check_layout(std::size_t data_size) const {
     previous = t;
   }
   if (end != data_size)
-    fail(path_, "the data holds " + std::to_string(data_size - end) + " bytes after the last tensor" +
+    fail_safetensors(path_, "the data holds " + std::to_string(data_size - end) + " bytes after the last tensor" +
                     (previous ? " (\"" + previous->name + "\", ending at " + std::to_string(end) + ")" : std::string()) +
                     ": a cut or padded file? (Python's safetensors refuses this file too)");
 }
@@ -271,11 +271,11 @@ void write_safetensors(const std::string& path, const std::vector<StTensorToWrit
   std::size_t offset = 0;
   for (std::size_t i = 0; i < order.size(); ++i) {
     const auto& t = *order[i];
-    if (t.name.empty() || t.name == "__metadata__") fail(path, "invalid tensor name \"" + t.name + "\"");
-    if (i > 0 && order[i - 1]->name == t.name) fail(path, "duplicate tensor name \"" + t.name + "\"");
+    if (t.name.empty() || t.name == "__metadata__") fail_safetensors(path, "invalid tensor name \"" + t.name + "\"");
+    if (i > 0 && order[i - 1]->name == t.name) fail_safetensors(path, "duplicate tensor name \"" + t.name + "\"");
     const auto nbytes = byte_size(t.shape, st_dtype_size(t.dtype));
     if (!nbytes || *nbytes != t.nbytes)
-      fail(path, "tensor \"" + t.name + "\": " + std::to_string(t.nbytes) + " bytes do not match shape " +
+      fail_safetensors(path, "tensor \"" + t.name + "\": " + std::to_string(t.nbytes) + " bytes do not match shape " +
                      shape_text(t.shape) + " " + std::string(st_dtype_name(t.dtype)));
     header[t.name] = {{"dtype", std::string(st_dtype_name(t.dtype))},
                       {"shape", t.shape},
@@ -289,12 +289,12 @@ void write_safetensors(const std::string& path, const std::vector<StTensorToWrit
 
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, sys_error("cannot create"));
+  if (fd < 0) fail_safetensors(tmp, sys_error("cannot create"));
   try {
     write_all(fd, len_bytes, 8, tmp);
     write_all(fd, text.data(), text.size(), tmp);
     for (const auto* t : order) write_all(fd, t->data, t->nbytes, tmp);
-    if (::fsync(fd) != 0) fail(tmp, sys_error("fsync failed"));
+    if (::fsync(fd) != 0) fail_safetensors(tmp, sys_error("fsync failed"));
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -302,12 +302,12 @@ void write_safetensors(const std::string& path, const std::vector<StTensorToWrit
   }
   if (::close(fd) != 0) {
     ::unlink(tmp.c_str());
-    fail(tmp, sys_error("close failed"));
+    fail_safetensors(tmp, sys_error("close failed"));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string err = sys_error("cannot rename " + tmp + " to it");
     ::unlink(tmp.c_str());
-    fail(path, err);
+    fail_safetensors(path, err);
   }
   // Make the rename itself durable.
   const auto slash = path.rfind('/');

@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "launch/line_channel.h"
 #include "launch/output_mux.h"
-#include "launch/rendezvous_rounds.h"
+#include "launch/rendezvous_protocol.h"
 #include "launch/rendezvous_server.h"
 #include "launch/signal_relay.h"
+#include "util/exit_status.h"
 
 namespace ddp_embed::launch {
 namespace {
@@ -82,7 +84,7 @@ class ElasticAgent : public AttemptHooks {
       if (int status = after_server_news(); status >= 0) return finish(status);
       switch (end) {
         case AttemptEnd::success:
-          channel_.send({{"op", "done"}});
+          channel_.send(DoneMessage{}.to_json());
           if (serving_) wait_for_everyone();
           return finish(kExitOk);
         case AttemptEnd::launcher_error:
@@ -126,13 +128,14 @@ class ElasticAgent : public AttemptHooks {
     return order_;
   }
   void worker_failed(const WorkerExit& e) override {
-    channel_.send({{"op", "failed"},
-                   {"what", "rank " + std::to_string(e.rank) + " (local rank " + std::to_string(e.local_rank) +
-                                ") ended with " + describe_exit(e)}});
+    channel_.send(FailedMessage{"rank " + std::to_string(e.rank) + " (local rank " + std::to_string(e.local_rank) +
+                                    ") ended with " + describe_exit(e),
+                                !e.signaled && e.exit_code == kExitBadInput}
+                      .to_json());
   }
   bool stop_signal(int sig) override {
     leaving_ = true;
-    channel_.send({{"op", "leave"}, {"why", signal_name(sig)}});
+    channel_.send(LeaveMessage{signal_name(sig)}.to_json());
     say("got " + signal_name(sig) + ": this node leaves the job; every node checkpoints at the next step and the "
         "others go on without it (" + signal_name(sig) + " again kills the workers now)");
     return true;
@@ -239,7 +242,7 @@ class ElasticAgent : public AttemptHooks {
       for (int sig : SignalRelay::take_pending())
         if (is_stop_signal(sig)) {
           leaving_ = true;
-          channel_.send({{"op", "leave"}, {"why", signal_name(sig)}});
+          channel_.send(LeaveMessage{signal_name(sig)}.to_json());
           channel_.flush();
           say("got " + signal_name(sig) + " between rounds: this node leaves the job");
           return 128 + sig;
@@ -251,10 +254,10 @@ class ElasticAgent : public AttemptHooks {
   // means the server is gone.
   void read_server() {
     channel_.flush();
-    for (const json& m : channel_.receive()) {
+    for (const json& line : channel_.receive()) {
       try {
-        handle(m);
-      } catch (const json::exception& e) {  // a field of the wrong type: no server of ours
+        handle(line);
+      } catch (const RendezvousProtocolError& e) {  // no server of ours (rendezvous_protocol.h)
         channel_.close_now(std::string("it sent a malformed message (") + e.what() + ")");
         break;
       }
@@ -277,34 +280,69 @@ class ElasticAgent : public AttemptHooks {
 
   void raise(GroupOrder order) { order_ = std::max(order_, order); }
 
-  void handle(const json& m) {
-    const std::string op = m["op"];
-    const std::string text = m.value("text", std::string());
-    if (op == "round") {
-      round_message_ = m;
-      round_ = m.value("round", 0);
-      order_ = GroupOrder::none;
-    } else if (op == "ended") {
-      if (m.value("round", -1) != round_ || !round_message_) return;  // a round this node is no longer in
-      const bool now = m.value("stop", std::string()) == "now";
-      say(text + (now ? "; stopping the workers (SIGTERM, SIGKILL after " + seconds_text(plan_.layout.grace_seconds) +
-                            " s)"
-                      : "; the workers finish their step, checkpoint and exit (SIGUSR2)"));
-      raise(now ? GroupOrder::stop_now : GroupOrder::checkpoint_and_exit);
-    } else if (op == "lost") {
-      say(text);
-      if (order_ == GroupOrder::checkpoint_and_exit) raise(GroupOrder::stop_now);  // its peers wait on it
-    } else if (op == "wait") {
-      say(text);
-    } else if (op == "abort" || op == "refused") {
-      if (!out_of_restarts_) {  // this node's own end says more than the job's that follows it
-        abort_text_ = op == "refused" ? "the rendezvous server at " + endpoint() + " refused this node: " + text : text;
-        out_of_restarts_ = m.value("kind", std::string()) == "out_of_restarts";
+  // One line from the server. Throws RendezvousProtocolError for a line that does not read.
+  void handle(const json& line) {
+    const RendezvousOp op = read_op(line);
+    switch (op) {
+      case RendezvousOp::Round:
+        round_message_ = RoundMessage::from_json(line);
+        round_ = round_message_->round;
+        order_ = GroupOrder::none;
+        break;
+      case RendezvousOp::Ended:
+        round_ended(EndedMessage::from_json(line));
+        break;
+      case RendezvousOp::Lost:
+        say(LostMessage::from_json(line).text);
+        if (order_ == GroupOrder::checkpoint_and_exit) raise(GroupOrder::stop_now);  // its peers wait on it
+        break;
+      case RendezvousOp::Wait:
+        say(WaitMessage::from_json(line).text);
+        break;
+      case RendezvousOp::Abort: {
+        const AbortMessage abort = AbortMessage::from_json(line);
+        told_to_end(abort.text, abort.kind);
+        break;
       }
-      raise(GroupOrder::stop_now);
-    } else if (op == "finished") {
-      finished_ = true;
+      case RendezvousOp::Refused:
+        told_to_end("the rendezvous server at " + endpoint() + " refused this node: " +
+                        RefusedMessage::from_json(line).text,
+                    std::nullopt);
+        break;
+      case RendezvousOp::Finished:
+        FinishedMessage::from_json(line);
+        finished_ = true;
+        break;
+      case RendezvousOp::Beat:  // receiving it was the point (LineChannel::last_heard)
+        BeatMessage::from_json(line);
+        break;
+      case RendezvousOp::Join:
+      case RendezvousOp::Failed:
+      case RendezvousOp::Leave:
+      case RendezvousOp::Done:
+        throw RendezvousProtocolError("the server sent a launcher's \"" + wire_name(op) + "\" message");
     }
+  }
+
+  void round_ended(const EndedMessage& ended) {
+    if (ended.round != round_ || !round_message_) return;  // a round this node is no longer in
+    const bool now = ended.stop == RoundStop::Now;
+    say(ended.text + (now ? "; stopping the workers (SIGTERM, SIGKILL after " +
+                                seconds_text(plan_.layout.grace_seconds) + " s)"
+                          : "; the workers finish their step, checkpoint and exit (SIGUSR2)"));
+    raise(now ? GroupOrder::stop_now : GroupOrder::checkpoint_and_exit);
+  }
+
+  // The server ends the job, or this node's part in it (abort, refused).
+  void told_to_end(const std::string& text, std::optional<AbortKind> kind) {
+    // The first end that says why wins: this node's own (out of restarts) or the job's for
+    // wrong input, not the "the job has already ended" answering a join sent meanwhile.
+    if (!out_of_restarts_ && !bad_input_) {
+      abort_text_ = text;
+      out_of_restarts_ = kind == AbortKind::OutOfRestarts;
+      bad_input_ = kind == AbortKind::BadInput;
+    }
+    raise(GroupOrder::stop_now);
   }
 
   // What ends this node's part whatever its workers did: -1 when nothing does.
@@ -318,7 +356,7 @@ class ElasticAgent : public AttemptHooks {
         return exit_status_of(report.workers.at(report.root_cause));
       }
       say(abort_text_);
-      return kExitRuntimeError;
+      return bad_input_ ? kExitBadInput : kExitRuntimeError;  // the job's status for wrong input, on every node
     }
     if (!gone_why_.empty() && !finished_) {
       say("the rendezvous server at " + endpoint() + " is gone: " + gone_why_ +
@@ -359,43 +397,39 @@ class ElasticAgent : public AttemptHooks {
     say("the rendezvous server has ended with the job");
   }
 
-  LaunchPlan plan_for_round(const json& m) const {
+  LaunchPlan plan_for_round(const RoundMessage& r) const {
     LaunchPlan p = plan_;
-    p.layout.nnodes = m.value("nnodes", 1);
-    p.layout.node_rank = m.value("node_rank", 0);
-    p.layout.master_addr = m.value("master_addr", std::string());
-    p.layout.master_port = m.value("master_port", 0);
-    p.layout.run_id = m.value("run_id", p.layout.run_id);
+    p.layout.nnodes = r.nnodes;
+    p.layout.node_rank = r.node_rank;
+    p.layout.master_addr = r.master_addr;
+    p.layout.master_port = r.master_port;
+    p.layout.run_id = r.run_id;
     p.base_env["DDP_LAUNCH_MIN_NNODES"] = std::to_string(s_.min_nodes);
     p.base_env["DDP_LAUNCH_MAX_NNODES"] = std::to_string(s_.max_nodes);
     p.base_env.erase("DDP_LAUNCH_MEMBERSHIP");
-    if (m.contains("change") && m["change"].is_object()) {
-      json change = m["change"];
+    if (r.change) {
+      json change = r.change->to_json();
       change["round"] = round_;
       p.base_env["DDP_LAUNCH_MEMBERSHIP"] = change.dump();
     }
     return p;
   }
 
-  void announce_round(const json& m) {
-    const int failures = m.value("failures", 0);
-    const bool charged_here = failures > failures_;
-    failures_ = failures;
-    membership_changes_ = m.value("membership_changes", 0);
-    std::string line = "round " + std::to_string(round_) + ": this node is node " +
-                       std::to_string(m.value("node_rank", 0)) + " of " + std::to_string(m.value("nnodes", 1)) +
-                       " (the workers' store at " + m.value("master_addr", std::string()) + ":" +
-                       std::to_string(m.value("master_port", 0)) + ")";
-    if (m.contains("change") && m["change"].is_object())
-      line += "; " + m["change"].value("text", std::string()) + " (" + m["change"].value("detail", std::string()) +
-              "); the workers resume from the last checkpoint";
-    if (m.contains("after_failure") && m["after_failure"].is_object()) {
-      const json& f = m["after_failure"];
-      line += "; after the failure of " + f.value("node", std::string()) + " (" + f.value("what", std::string()) + ")";
+  void announce_round(const RoundMessage& r) {
+    const bool charged_here = r.failures > failures_;
+    failures_ = r.failures;
+    membership_changes_ = r.membership_changes;
+    std::string line = "round " + std::to_string(round_) + ": this node is node " + std::to_string(r.node_rank) +
+                       " of " + std::to_string(r.nnodes) + " (the workers' store at " + r.master_addr + ":" +
+                       std::to_string(r.master_port) + ")";
+    if (r.change)
+      line += "; " + r.change->text + " (" + r.change->detail + "); the workers resume from the last checkpoint";
+    if (r.after_failure) {
+      line += "; after the failure of " + r.after_failure->node + " (" + r.after_failure->what + ")";
       if (charged_here)
         line += ": restart " + std::to_string(failures_) + " of --max-restarts " +
                 std::to_string(plan_.layout.max_restarts) + " for this node";
-      else if (!f.value("charged", false))
+      else if (!r.after_failure->charged)
         line += ", not counted: a node was lost";
     }
     say(line);
@@ -426,12 +460,13 @@ class ElasticAgent : public AttemptHooks {
   bool serving_ = false;
   LineChannel channel_;
 
-  std::optional<json> round_message_;
+  std::optional<RoundMessage> round_message_;
   int round_ = -1;
   GroupOrder order_ = GroupOrder::none;
   bool leaving_ = false;
   bool finished_ = false;
   bool out_of_restarts_ = false;
+  bool bad_input_ = false;  // the job ended because a worker's input is wrong
   std::string abort_text_, gone_why_;
   int failures_ = 0, membership_changes_ = 0;
   std::optional<FailureReport> last_failure_;

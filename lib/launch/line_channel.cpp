@@ -12,6 +12,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "launch/rendezvous_protocol.h"
 
 namespace ddp_embed::launch {
 namespace {
@@ -138,7 +141,7 @@ std::vector<nlohmann::json> LineChannel::receive() {
 }
 
 void LineChannel::beat_if_due(SteadyClock::time_point now) {
-  if (open() && now >= next_beat_due()) send({{"op", "beat"}});
+  if (open() && now >= next_beat_due()) send(BeatMessage{}.to_json());
 }
 
 bool split_host_port(const std::string& text, std::string* host, int* port) {

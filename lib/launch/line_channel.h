@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 namespace ddp_embed::launch {
 
@@ -50,7 +50,8 @@ class LineChannel {
   short poll_events() const;
 
   // Reads what has arrived and returns the complete messages. A line that is not a JSON
-  // object closes the connection (a stranger speaking another protocol).
+  // object with a string "op" closes the connection (a stranger speaking another
+  // protocol); what the op and fields say is read_op()'s and from_json's to check.
   std::vector<nlohmann::json> receive();
 
   // Heartbeats: when this side should next send one, and whether the peer has been
@@ -58,7 +59,7 @@ class LineChannel {
   SteadyClock::time_point last_heard() const { return last_heard_; }
   SteadyClock::time_point next_beat_due() const { return last_sent_ + kHeartbeatEvery; }
   bool peer_silent(SteadyClock::time_point now) const { return now - last_heard_ > kHeartbeatTimeout; }
-  // Sends {"op":"beat"} when one is due.
+  // Sends a beat (rendezvous_protocol.h) when one is due.
   void beat_if_due(SteadyClock::time_point now);
 
   void close_now(const std::string& reason);

@@ -4,12 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <stdexcept>
 
 namespace ddp_embed::launch {
 namespace {
-
-using nlohmann::json;
 
 std::string seconds_text(double s) {
   char text[32];
@@ -29,48 +26,6 @@ std::string nodes_range(const JoinRequest& r) {
 
 }  // namespace
 
-json JoinRequest::to_json() const {
-  return {{"op", "join"},           {"run_id", run_id},
-          {"run_id_given", run_id_given}, {"host", host},
-          {"addr", addr},           {"nproc", nproc},
-          {"min_nodes", min_nodes}, {"max_nodes", max_nodes},
-          {"join_timeout_s", join_timeout_s}, {"grace_s", grace_s},
-          {"preferred_rank", preferred_rank},
-          {"store_port", store_port}, {"max_restarts", max_restarts},
-          {"max_membership_changes", max_membership_changes}};
-}
-
-JoinRequest JoinRequest::from_json(const json& m) {
-  JoinRequest r;
-  auto need = [&](const char* key, json::value_t type) -> const json& {
-    if (!m.contains(key)) throw std::invalid_argument(std::string("the join message has no \"") + key + "\"");
-    const json& v = m.at(key);
-    const bool ok = type == json::value_t::number_integer ? v.is_number_integer()
-                    : type == json::value_t::number_float ? v.is_number()
-                    : type == json::value_t::boolean      ? v.is_boolean()
-                                                          : v.is_string();
-    if (!ok) throw std::invalid_argument(std::string("the join message's \"") + key + "\" has the wrong type");
-    return v;
-  };
-  r.run_id = need("run_id", json::value_t::string).get<std::string>();
-  r.run_id_given = need("run_id_given", json::value_t::boolean).get<bool>();
-  r.host = need("host", json::value_t::string).get<std::string>();
-  r.addr = need("addr", json::value_t::string).get<std::string>();
-  r.nproc = need("nproc", json::value_t::number_integer).get<int>();
-  r.min_nodes = need("min_nodes", json::value_t::number_integer).get<int>();
-  r.max_nodes = need("max_nodes", json::value_t::number_integer).get<int>();
-  r.join_timeout_s = need("join_timeout_s", json::value_t::number_float).get<double>();
-  r.grace_s = need("grace_s", json::value_t::number_float).get<double>();
-  r.preferred_rank = need("preferred_rank", json::value_t::number_integer).get<int>();
-  r.store_port = need("store_port", json::value_t::number_integer).get<int>();
-  r.max_restarts = need("max_restarts", json::value_t::number_integer).get<int>();
-  r.max_membership_changes = need("max_membership_changes", json::value_t::number_integer).get<int>();
-  if (r.nproc < 1 || r.min_nodes < 1 || r.max_nodes < r.min_nodes || r.store_port < 1 || r.store_port > 65535 ||
-      r.join_timeout_s < 0 || r.grace_s < 0)
-    throw std::invalid_argument("the join message's numbers are out of range");
-  return r;
-}
-
 std::string RendezvousRounds::describe(NodeId id) const {
   const Node& n = nodes_.at(id);
   const std::string where = n.info.host + ", " + n.info.addr;
@@ -82,7 +37,7 @@ std::string RendezvousRounds::short_name(NodeId id) const {
   return n.rank >= 0 ? "node " + std::to_string(n.rank) + ", " + n.info.addr : n.info.addr;
 }
 
-void RendezvousRounds::send_to_connected(const json& message, Outbox& out) const {
+void RendezvousRounds::send_to_connected(const ServerMessage& message, Outbox& out) const {
   for (const auto& [id, n] : nodes_)
     if (n.connected) out.messages.emplace_back(id, message);
 }
@@ -101,8 +56,10 @@ std::vector<RendezvousRounds::NodeId> RendezvousRounds::joined_in_order() const 
 
 void RendezvousRounds::join(NodeId id, const JoinRequest& request, double now, Outbox& out) {
   if (finished_ || aborted_) {
-    out.messages.emplace_back(id, json{{"op", aborted_ ? "abort" : "finished"},
-                                       {"text", aborted_ ? "the job has already ended" : "the job is finished"}});
+    if (aborted_)
+      out.messages.emplace_back(id, AbortMessage{"the job has already ended", std::nullopt});
+    else
+      out.messages.emplace_back(id, FinishedMessage{});
     return;
   }
   if (settled()) {
@@ -117,7 +74,7 @@ void RendezvousRounds::join(NodeId id, const JoinRequest& request, double now, O
     else if (request.run_id_given && job.run_id_given && request.run_id != job.run_id)
       refusal = "this node belongs to run " + request.run_id + ", the rendezvous serves run " + job.run_id;
     if (!refusal.empty()) {
-      out.messages.emplace_back(id, json{{"op", "refused"}, {"text", refusal}});
+      out.messages.emplace_back(id, RefusedMessage{refusal});
       out.log.push_back("refused " + request.host + " (" + request.addr + "): " + refusal);
       return;
     }
@@ -136,20 +93,19 @@ void RendezvousRounds::join(NodeId id, const JoinRequest& request, double now, O
   }
   if (running_) {
     if (node.member) {  // a member whose workers ended without a word: its round is over
-      end_round("failure", true, describe(id) + " rejoined while its round ran", now, out);
+      end_round(RoundEndCause::Failure, RoundStop::Now, describe(id) + " rejoined while its round ran", now, out);
     } else {
       node.joined = true;
       node.joined_at = now;
       if (static_cast<int>(members_.size()) < settings_->max_nodes) {
-        end_round("join", false,
+        end_round(RoundEndCause::Join, RoundStop::Checkpoint,
                   describe(id) + " arrived: the running nodes checkpoint at the next step and restart with it", now,
                   out);
         return;
       }
-      out.messages.emplace_back(id, json{{"op", "wait"},
-                                         {"text", "the job runs on " + std::to_string(settings_->max_nodes) +
-                                                      " nodes, its most (--nnodes " + nodes_range(*settings_) +
-                                                      "); this node waits for a place"}});
+      out.messages.emplace_back(id, WaitMessage{"the job runs on " + std::to_string(settings_->max_nodes) +
+                                                " nodes, its most (--nnodes " + nodes_range(*settings_) +
+                                                "); this node waits for a place"});
       out.log.push_back(describe(id) + " waits: the job runs on its most nodes");
       return;
     }
@@ -165,9 +121,17 @@ void RendezvousRounds::join(NodeId id, const JoinRequest& request, double now, O
 void RendezvousRounds::failed(NodeId id, const std::string& what, double now, Outbox& out) {
   auto it = nodes_.find(id);
   if (it == nodes_.end() || !running_ || !it->second.member) return;  // a consequence of an ended round
-  end_round("failure", true, describe(id) + ": " + what, now, out);
+  end_round(RoundEndCause::Failure, RoundStop::Now, describe(id) + ": " + what, now, out);
   last_end_->failed = id;
   last_end_->failed_what = what;
+}
+
+void RendezvousRounds::failed_on_input(NodeId id, const std::string& what, Outbox& out) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end() || !running_ || !it->second.member) return;  // a consequence of an ended round
+  abort_all(describe(id) + ": " + what + ": its input is wrong (the config, a data file or a model folder), and "
+            "no round can mend it: mend what its error says and run again",
+            out, AbortKind::BadInput);
 }
 
 void RendezvousRounds::leave(NodeId id, const std::string& why, double now, Outbox& out) {
@@ -178,8 +142,8 @@ void RendezvousRounds::leave(NodeId id, const std::string& why, double now, Outb
   node.joined = false;
   expected_.erase(id);
   if (running_ && node.member) {
-    end_round("leave", false, describe(id) + " leaves (" + why + "): the nodes checkpoint at the next step", now,
-              out);
+    end_round(RoundEndCause::Leave, RoundStop::Checkpoint,
+              describe(id) + " leaves (" + why + "): the nodes checkpoint at the next step", now, out);
     return;
   }
   out.log.push_back(describe(id) + " leaves (" + why + ")");
@@ -200,7 +164,7 @@ void RendezvousRounds::done(NodeId id, double now, Outbox& out) {
     if (!nodes_.at(m).done) return;
   finished_ = true;
   out.log.push_back("every node of round " + std::to_string(round_) + " finished: the job is done");
-  send_to_connected({{"op", "finished"}}, out);
+  send_to_connected(FinishedMessage{}, out);
 }
 
 void RendezvousRounds::lost(NodeId id, const std::string& why, double now, Outbox& out) {
@@ -214,7 +178,7 @@ void RendezvousRounds::lost(NodeId id, const std::string& why, double now, Outbo
   if (node.done || node.leaving || finished_ || aborted_) return;  // gone as it said it would
   node.gone_why = why;
   if (running_ && node.member) {
-    end_round("lost", true, describe(id) + " lost: " + why, now, out);
+    end_round(RoundEndCause::Lost, RoundStop::Now, describe(id) + " lost: " + why, now, out);
     last_end_->lost.insert(id);
     return;
   }
@@ -223,7 +187,7 @@ void RendezvousRounds::lost(NodeId id, const std::string& why, double now, Outbo
   if (last_end_ && last_end_->ranks.count(id)) {
     last_end_->lost.insert(id);
     // The others may still be stopping their workers, which wait on it in a collective.
-    send_to_connected({{"op", "lost"}, {"text", text}}, out);
+    send_to_connected(LostMessage{text}, out);
   }
   try_close(now, out);
 }
@@ -245,17 +209,13 @@ std::optional<double> RendezvousRounds::next_deadline() const {
   return opened_at_ + round_timeout();
 }
 
-void RendezvousRounds::end_round(const std::string& cause, bool stop_now, const std::string& text, double now,
+void RendezvousRounds::end_round(RoundEndCause cause, RoundStop stop, const std::string& text, double now,
                                  Outbox& out) {
   RoundEnd end;
   end.cause = cause;
   end.members = members_;
   for (NodeId m : members_) end.ranks[m] = nodes_.at(m).rank;
-  const json message = {{"op", "ended"},
-                        {"round", round_},
-                        {"cause", cause},
-                        {"stop", stop_now ? "now" : "checkpoint"},
-                        {"text", text}};
+  const EndedMessage message{round_, cause, stop, text};
   for (NodeId m : members_)
     if (nodes_.at(m).connected) out.messages.emplace_back(m, message);
   out.log.push_back("round " + std::to_string(round_) + " ends: " + text);
@@ -317,21 +277,21 @@ void RendezvousRounds::try_close(double now, Outbox& out) {
             out);
 }
 
-void RendezvousRounds::abort_all(const std::string& text, Outbox& out) {
+void RendezvousRounds::abort_all(const std::string& text, Outbox& out, std::optional<AbortKind> kind) {
   aborted_ = true;
   out.log.push_back("abort: " + text);
-  send_to_connected({{"op", "abort"}, {"text", text}}, out);
+  send_to_connected(AbortMessage{text, kind}, out);
 }
 
 // The failure of the round that ended, charged where no member was lost (see the
 // header): what the next round's members are told, and the node left out, if any.
-json RendezvousRounds::charge_failure(Outbox& out, std::optional<NodeId>* excluded) {
-  if (!last_end_ || !last_end_->failed || !nodes_.count(*last_end_->failed)) return nullptr;
+std::optional<AfterFailure> RendezvousRounds::charge_failure(Outbox& out, std::optional<NodeId>* excluded) {
+  if (!last_end_ || !last_end_->failed || !nodes_.count(*last_end_->failed)) return std::nullopt;
   const NodeId f = *last_end_->failed;
   Node& node = nodes_.at(f);
   const bool charged = last_end_->lost.empty();
   if (charged) ++node.failures;
-  const json after_failure = {{"node", short_name(f)}, {"what", last_end_->failed_what}, {"charged", charged}};
+  const AfterFailure after_failure{short_name(f), last_end_->failed_what, charged};
   if (charged && node.failures > node.info.max_restarts) {
     const std::string why = "its workers failed " + std::to_string(node.failures) + " time(s), more than its "
                             "--max-restarts " + std::to_string(node.info.max_restarts) + " allows";
@@ -339,8 +299,7 @@ json RendezvousRounds::charge_failure(Outbox& out, std::optional<NodeId>* exclud
     node.joined = false;
     node.leaving = true;  // its launcher exits; its connection closing is no news
     if (node.connected)
-      out.messages.emplace_back(f, json{{"op", "abort"}, {"kind", "out_of_restarts"},
-                                        {"text", "this node is left out: " + why}});
+      out.messages.emplace_back(f, AbortMessage{"this node is left out: " + why, AbortKind::OutOfRestarts});
     node.gone_why = why;
     last_end_->lost.insert(f);
   }
@@ -374,10 +333,11 @@ std::map<RendezvousRounds::NodeId, int> RendezvousRounds::assign_ranks(const std
   return rank;
 }
 
-// What changed since the previous round, named with the previous round's ranks; null when
+// What changed since the previous round, named with the previous round's ranks; none when
 // the nodes are the same.
-json RendezvousRounds::describe_change(const std::vector<NodeId>& take, std::optional<NodeId> excluded) const {
-  if (!last_end_) return nullptr;
+std::optional<MembershipChange> RendezvousRounds::describe_change(const std::vector<NodeId>& take,
+                                                                  std::optional<NodeId> excluded) const {
+  if (!last_end_) return std::nullopt;
   std::vector<std::string> lost_names, left_names, joined_names;
   for (NodeId m : last_end_->members)
     if (std::find(take.begin(), take.end(), m) == take.end()) {
@@ -387,22 +347,28 @@ json RendezvousRounds::describe_change(const std::vector<NodeId>& take, std::opt
     }
   for (NodeId id : take)
     if (!last_end_->ranks.count(id)) joined_names.push_back(nodes_.at(id).info.addr);
-  if (lost_names.empty() && left_names.empty() && joined_names.empty()) return nullptr;
-  const int n = static_cast<int>(take.size()), before = static_cast<int>(last_end_->members.size());
-  const std::string text = n <= before ? "continuing on " + std::to_string(n) + " of " + std::to_string(before) + " nodes"
-                                       : "continuing on " + std::to_string(n) + " nodes (was " + std::to_string(before) + ")";
-  std::string detail;
-  if (!lost_names.empty()) detail = "lost: " + join_list(lost_names);
-  if (!left_names.empty()) detail += (detail.empty() ? "" : "; ") + std::string("left: ") + join_list(left_names);
-  if (!joined_names.empty()) detail += (detail.empty() ? "" : "; ") + std::string("joined: ") + join_list(joined_names);
-  return {{"text", text},       {"detail", detail},          {"nodes", n},
-          {"previous_nodes", before}, {"lost", lost_names}, {"left", left_names}, {"joined", joined_names}};
+  if (lost_names.empty() && left_names.empty() && joined_names.empty()) return std::nullopt;
+  MembershipChange change;
+  change.nodes = static_cast<int>(take.size());
+  change.previous_nodes = static_cast<int>(last_end_->members.size());
+  const std::string n = std::to_string(change.nodes), before = std::to_string(change.previous_nodes);
+  change.text = change.nodes <= change.previous_nodes ? "continuing on " + n + " of " + before + " nodes"
+                                                      : "continuing on " + n + " nodes (was " + before + ")";
+  if (!lost_names.empty()) change.detail = "lost: " + join_list(lost_names);
+  if (!left_names.empty())
+    change.detail += (change.detail.empty() ? "" : "; ") + std::string("left: ") + join_list(left_names);
+  if (!joined_names.empty())
+    change.detail += (change.detail.empty() ? "" : "; ") + std::string("joined: ") + join_list(joined_names);
+  change.lost = std::move(lost_names);
+  change.left = std::move(left_names);
+  change.joined = std::move(joined_names);
+  return change;
 }
 
 void RendezvousRounds::close_round(double now, Outbox& out) {
   const int min = settings_->min_nodes, max = settings_->max_nodes;
   std::optional<NodeId> excluded;
-  const json after_failure = charge_failure(out, &excluded);
+  const std::optional<AfterFailure> after_failure = charge_failure(out, &excluded);
   std::vector<NodeId> take = joined_in_order();
   if (static_cast<int>(take.size()) > max) take.resize(static_cast<size_t>(max));
   const int n = static_cast<int>(take.size());
@@ -414,11 +380,11 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
     return;
   }
   const std::map<NodeId, int> rank = assign_ranks(take);
-  const json change = describe_change(take, excluded);
+  const std::optional<MembershipChange> change = describe_change(take, excluded);
   std::string change_text;
-  if (!change.is_null()) {
+  if (change) {
     ++membership_changes_;
-    change_text = change["text"].get<std::string>() + " (" + change["detail"].get<std::string>() + ")";
+    change_text = change->text + " (" + change->detail + ")";
     if (membership_changes_ > settings_->max_membership_changes) {
       abort_all("the job changed its nodes " + std::to_string(membership_changes_) + " times, more than "
                 "--max-membership-changes " + std::to_string(settings_->max_membership_changes) + " allows (last: " +
@@ -438,35 +404,32 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
     nodes_.at(id).rank = rank.at(id);
   }
   const Node& master = nodes_.at(members_[0]);
-  json members = json::array();
+  RoundMessage message;  // what every member is told; then each its own rank and failures
+  message.round = round_;
+  message.nnodes = n;
+  message.nproc = settings_->nproc;
+  message.master_addr = master.info.addr;
+  message.master_port = master.info.store_port;
+  message.run_id = settings_->run_id;
+  message.membership_changes = membership_changes_;
+  message.change = change;
+  message.after_failure = after_failure;
   std::vector<std::string> names;
   for (NodeId id : members_) {
     const Node& m = nodes_.at(id);
-    members.push_back({{"node_rank", m.rank}, {"host", m.info.host}, {"addr", m.info.addr}});
+    message.members.push_back({m.rank, m.info.host, m.info.addr});
     names.push_back(describe(id));
   }
   for (NodeId id : members_) {
-    const Node& m = nodes_.at(id);
-    out.messages.emplace_back(id, json{{"op", "round"},
-                                       {"round", round_},
-                                       {"node_rank", m.rank},
-                                       {"nnodes", n},
-                                       {"nproc", settings_->nproc},
-                                       {"master_addr", master.info.addr},
-                                       {"master_port", master.info.store_port},
-                                       {"run_id", settings_->run_id},
-                                       {"members", members},
-                                       {"failures", m.failures},
-                                       {"membership_changes", membership_changes_},
-                                       {"change", change},
-                                       {"after_failure", after_failure}});
+    message.node_rank = nodes_.at(id).rank;
+    message.failures = nodes_.at(id).failures;
+    out.messages.emplace_back(id, message);
   }
   // More than MAX waiting: the rest wait for a place.
   for (NodeId id : joined_in_order())
     if (!rank.count(id))
-      out.messages.emplace_back(id, json{{"op", "wait"},
-                                         {"text", "the job runs on " + std::to_string(max) +
-                                                      " nodes, its most; this node waits for a place"}});
+      out.messages.emplace_back(
+          id, WaitMessage{"the job runs on " + std::to_string(max) + " nodes, its most; this node waits for a place"});
   out.log.push_back("round " + std::to_string(round_) + " closed with " + std::to_string(n) + " node(s) after " +
                     seconds_text(now - opened_at_) + " s: " + join_list(names, ", ") +
                     (change_text.empty() ? "" : "; " + change_text));

@@ -1,6 +1,7 @@
 // Internal to the launcher: the elastic rendezvous's decisions, as a pure state machine
 // (no sockets, no clock of its own: the server feeds it events with the time, and sends
-// what it returns). tests/launch/test_launch_rounds.cpp drives it directly.
+// the messages it returns, rendezvous_protocol.h's structs). tests/launch/test_launch_rounds.cpp
+// drives it directly.
 //
 // The job runs in rounds. A round is open while nodes join it, then closes and runs: its
 // members' launchers start their workers, with the node ranks, the master address and
@@ -45,42 +46,26 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "launch/rendezvous_protocol.h"
 
 namespace ddp_embed::launch {
-
-// What a launcher says about itself when it joins a round.
-struct JoinRequest {
-  std::string run_id;
-  bool run_id_given = false;  // --run-id (or SLURM's): must then match the job's
-  std::string host;           // its host name, for messages
-  std::string addr;           // --local-addr, else what the server sees (getpeername)
-  int nproc = 1;
-  int min_nodes = 1, max_nodes = 1;
-  double join_timeout_s = 30;
-  double grace_s = 0;       // its --grace: how long it may take to stop its workers
-  int preferred_rank = -1;  // --node-rank, or -1
-  int store_port = 0;       // where its rank 0 would host the workers' store
-  int max_restarts = 0;
-  int max_membership_changes = 0;
-
-  nlohmann::json to_json() const;
-  // Throws std::invalid_argument naming the missing or malformed field.
-  static JoinRequest from_json(const nlohmann::json& message);
-};
 
 class RendezvousRounds {
  public:
   using NodeId = int;
-  // Messages to send (to a node), and lines for the server's log.
+  // Messages to send (to a node), typed until the server writes them to the socket, and
+  // lines for the server's log.
   struct Outbox {
-    std::vector<std::pair<NodeId, nlohmann::json>> messages;
+    std::vector<std::pair<NodeId, ServerMessage>> messages;
     std::vector<std::string> log;
   };
 
   // Events, each with the time in seconds (any origin, never decreasing).
   void join(NodeId node, const JoinRequest& request, double now, Outbox& out);
   void failed(NodeId node, const std::string& what, double now, Outbox& out);
+  // A member's worker said its input is wrong (util/exit_status.h): no round can mend that,
+  // so the job ends for every node, with `what`.
+  void failed_on_input(NodeId node, const std::string& what, Outbox& out);
   void leave(NodeId node, const std::string& why, double now, Outbox& out);
   void done(NodeId node, double now, Outbox& out);
   // Its connection closed or went silent: `why` says which.
@@ -110,7 +95,7 @@ class RendezvousRounds {
   };
   // Why the last running round ended: what the next round's close needs to know.
   struct RoundEnd {
-    std::string cause;                 // "lost", "failure", "leave", "join"
+    RoundEndCause cause = RoundEndCause::Lost;
     std::optional<NodeId> failed;      // the first failure heard
     std::string failed_what;
     std::vector<NodeId> members;       // of the ended round, with their ranks
@@ -125,14 +110,15 @@ class RendezvousRounds {
   std::string describe(NodeId id) const;  // "node 2 (h2, 10.77.0.3)"
   std::string short_name(NodeId id) const;  // "node 2, 10.77.0.3" or "10.77.0.3"
   void open_next_round(double now);
-  void end_round(const std::string& cause, bool stop_now, const std::string& text, double now, Outbox& out);
+  void end_round(RoundEndCause cause, RoundStop stop, const std::string& text, double now, Outbox& out);
   void try_close(double now, Outbox& out);
   void close_round(double now, Outbox& out);
-  nlohmann::json charge_failure(Outbox& out, std::optional<NodeId>* excluded);
+  std::optional<AfterFailure> charge_failure(Outbox& out, std::optional<NodeId>* excluded);
   std::map<NodeId, int> assign_ranks(const std::vector<NodeId>& take) const;
-  nlohmann::json describe_change(const std::vector<NodeId>& take, std::optional<NodeId> excluded) const;
-  void abort_all(const std::string& text, Outbox& out);
-  void send_to_connected(const nlohmann::json& message, Outbox& out) const;
+  std::optional<MembershipChange> describe_change(const std::vector<NodeId>& take,
+                                                  std::optional<NodeId> excluded) const;
+  void abort_all(const std::string& text, Outbox& out, std::optional<AbortKind> kind = std::nullopt);
+  void send_to_connected(const ServerMessage& message, Outbox& out) const;
   std::vector<NodeId> joined_in_order() const;
 
   std::optional<JoinRequest> settings_;  // the first join's: MIN, MAX, nproc, run id, ...

@@ -15,9 +15,11 @@
 #include <cstring>
 #include <map>
 #include <thread>
+#include <nlohmann/json.hpp>
 
 #include "launch/line_channel.h"
 #include "launch/output_mux.h"
+#include "launch/rendezvous_protocol.h"
 #include "launch/rendezvous_rounds.h"
 #include "launch/signal_relay.h"
 
@@ -68,11 +70,11 @@ class Server {
         if (it == channels_.end()) continue;
         if (fds[k].revents & POLLOUT) it->second.flush();
         if (fds[k].revents & (POLLIN | POLLHUP | POLLERR))
-          for (const json& message : it->second.receive()) {
+          for (const json& line : it->second.receive()) {
             try {
-              handle(it->first, it->second, message);
-            } catch (const json::exception& e) {  // a field of the wrong type: no launcher of ours
-              it->second.close_now(std::string("the peer sent a malformed message (") + e.what() + ")");
+              handle(it->first, it->second, line);
+            } catch (const RendezvousProtocolError& e) {  // no launcher of ours (rendezvous_protocol.h)
+              cut_off(it->first, it->second, e.what());
               break;
             }
           }
@@ -106,27 +108,63 @@ class Server {
     }
   }
 
-  void handle(int id, LineChannel& channel, const json& message) {
+  // One line from a launcher. Throws RendezvousProtocolError for a line that does not
+  // read (other than a join: that one is refused).
+  void handle(int id, LineChannel& channel, const json& line) {
     RendezvousRounds::Outbox out;
-    const std::string op = message["op"];
-    auto text = [&](const char* key) { return message.value(key, std::string()); };
-    if (op == "join") {
-      try {
-        JoinRequest request = JoinRequest::from_json(message);
-        if (request.addr.empty()) request.addr = channel.peer_address();
-        rounds_.join(id, request, seconds(), out);
-      } catch (const std::exception& e) {
-        channel.send({{"op", "refused"}, {"text", e.what()}});
+    const RendezvousOp op = read_op(line);
+    switch (op) {
+      case RendezvousOp::Join:
+        join(id, channel, line, out);
+        break;
+      case RendezvousOp::Failed:
+      {
+        const FailedMessage failed = FailedMessage::from_json(line);
+        if (failed.bad_input)
+          rounds_.failed_on_input(id, failed.what, out);
+        else
+          rounds_.failed(id, failed.what, seconds(), out);
       }
-    } else if (op == "failed") {
-      rounds_.failed(id, text("what"), seconds(), out);
-    } else if (op == "leave") {
-      rounds_.leave(id, text("why"), seconds(), out);
-    } else if (op == "done") {
-      rounds_.done(id, seconds(), out);
+        break;
+      case RendezvousOp::Leave:
+        rounds_.leave(id, LeaveMessage::from_json(line).why, seconds(), out);
+        break;
+      case RendezvousOp::Done:
+        DoneMessage::from_json(line);
+        rounds_.done(id, seconds(), out);
+        break;
+      case RendezvousOp::Beat:  // receiving it was the point (LineChannel::last_heard)
+        BeatMessage::from_json(line);
+        break;
+      case RendezvousOp::Round:
+      case RendezvousOp::Ended:
+      case RendezvousOp::Lost:
+      case RendezvousOp::Wait:
+      case RendezvousOp::Abort:
+      case RendezvousOp::Refused:
+      case RendezvousOp::Finished:
+        throw RendezvousProtocolError("a launcher sent the server's \"" + wire_name(op) + "\" message");
     }
-    // "beat", and ops of a later version: receiving them was the point.
     deliver(out);
+  }
+
+  // A join that does not read, or that the rounds cannot take, is refused with the reason.
+  void join(int id, LineChannel& channel, const json& line, RendezvousRounds::Outbox& out) {
+    try {
+      JoinRequest request = JoinRequest::from_json(line);
+      if (request.addr.empty()) request.addr = channel.peer_address();
+      rounds_.join(id, request, seconds(), out);
+    } catch (const std::exception& e) {
+      log_line("refused a join from " + channel.peer_address() + ": " + e.what());
+      channel.send(RefusedMessage{e.what()}.to_json());
+    }
+  }
+
+  // A peer whose line does not read is no launcher of ours: its connection closes (and
+  // check_connections() counts it as lost, if it had joined).
+  void cut_off(int id, LineChannel& channel, const std::string& why) {
+    log_line("cut off connection " + std::to_string(id) + " (" + channel.peer_address() + "): " + why);
+    channel.close_now("the peer sent a malformed message (" + why + ")");
   }
 
   // Closed connections, and silent ones, are lost nodes.
@@ -158,7 +196,7 @@ class Server {
     for (const std::string& line : out.log) log_line(line);
     for (const auto& [id, message] : out.messages) {
       auto it = channels_.find(id);
-      if (it != channels_.end()) it->second.send(message);
+      if (it != channels_.end()) it->second.send(to_json(message));
     }
   }
 

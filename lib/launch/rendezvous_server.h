@@ -4,22 +4,8 @@
 // sends what that returns. It also keeps the heartbeats: a connection silent for
 // kHeartbeatTimeout is a lost node (a cut link closes nothing).
 //
-// The protocol, one JSON object a line:
-//   launcher -> server  {"op":"join", ...JoinRequest}   at each round
-//                       {"op":"beat"}                    every second
-//                       {"op":"failed","what":"..."}     a worker crashed on its own
-//                       {"op":"leave","why":"SIGTERM"}   asked to stop: leave the job
-//                       {"op":"done"}                    every worker exited 0
-//   server -> launcher  {"op":"beat"}
-//                       {"op":"round", round, node_rank, nnodes, nproc, master_addr,
-//                        master_port, run_id, members, failures, membership_changes,
-//                        change, after_failure}         start the workers
-//                       {"op":"ended", round, cause, stop: "now"|"checkpoint", text}
-//                       {"op":"lost", text}              a node the others may wait on
-//                       {"op":"wait", text}              the job is at MAX nodes
-//                       {"op":"abort", text[, kind]}     the job (or this node) ends
-//                       {"op":"refused", text}           this node does not fit the job
-//                       {"op":"finished"}                every node's workers exited 0
+// The protocol (the ops, their fields, what a line that does not read does):
+// rendezvous_protocol.h.
 //
 // Where it runs: in a child process of the launcher whose node the endpoint names
 // (start_rendezvous_server()), so that a busy launcher never delays a heartbeat and the

@@ -21,6 +21,7 @@
 #include "launch/output_mux.h"
 #include "launch/signal_relay.h"
 #include "launch/worker_process.h"
+#include "util/exit_status.h"
 
 namespace ddp_embed::launch {
 namespace {
@@ -501,6 +502,23 @@ int WorkerGroup::stop_request() const { return impl_->stop_request(); }
 void WorkerGroup::take_signals_between_attempts() { impl_->take_signals_between_attempts(); }
 void WorkerGroup::report_stop() const { impl_->report_stop(); }
 
+namespace {
+
+// Whether the first failure says that the input is wrong (util/exit_status.h): the same
+// command would fail the same way, so no restart is spent on it.
+bool ends_the_job(const FailureReport& report) {
+  const WorkerExit& root = report.workers.at(report.root_cause);
+  return !root.signaled && root.exit_code == kExitBadInput;
+}
+
+std::string not_restarted_line(const FailureReport& report) {
+  return "not restarting: rank " + std::to_string(report.workers.at(report.root_cause).rank) + " exited with " +
+         std::to_string(kExitBadInput) + ", its input is wrong (the config, a data file or a model folder): a " +
+         "restart would fail the same way; mend what its error says and run again";
+}
+
+}  // namespace
+
 int supervise(const LaunchPlan& plan) {
   WorkerGroup group(plan.base_env);
   std::string error;
@@ -530,10 +548,12 @@ int supervise(const LaunchPlan& plan) {
         if (!group.attempt_dir().empty() &&
             !write_file(group.attempt_dir() + "/failure.json", format_failure_json(report)))
           say("cannot write " + group.attempt_dir() + "/failure.json: " + std::strerror(errno));
-        if (attempt < plan.layout.max_restarts && !group.stop_request()) {
+        const bool bad_input = ends_the_job(report);
+        if (attempt < plan.layout.max_restarts && !group.stop_request() && !bad_input) {
           write_whole(2, format_restart_line(report, attempt + 1, plan.layout.max_restarts));
           continue;
         }
+        if (bad_input && attempt < plan.layout.max_restarts) say(not_restarted_line(report));
         write_whole(2, format_failure_report(report));
         return group.last_status();
       }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -186,7 +187,8 @@ at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, cons
 
 at::Tensor attention_recomputed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
                                 const DropoutMask& dropout) {
-  TORCH_CHECK(q.device().is_cpu(), "attention_recomputed is the CPU's attention");
+  if (!q.device().is_cpu())
+    throw std::logic_error("attention_recomputed: the CPU's attention, called with q on " + q.device().str());
   // Empty tensors for none: autograd's custom functions take no undefined tensor inputs.
   const at::Tensor none = at::empty({0}, q.options());
   return RecomputedAttention::apply(q, k, v, bias.defined() ? bias : none,

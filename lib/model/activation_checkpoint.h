@@ -76,7 +76,8 @@ at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, cons
 // element); backward recomputes the probabilities from them and applies softmax's backward
 // by hand — flash attention's backward in ATen ops, for one more q kᵀ product. A caller
 // with many small calls (one a sequence) draws one mask for all and passes each its slice.
-// Differentiable in q, k and v; without autograd it is just the forward.
+// Differentiable in q, k and v; without autograd it is just the forward. CPU tensors
+// only: others are std::logic_error (the caller's bug: attention.cpp calls it on the CPU).
 at::Tensor attention_recomputed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
                                 const DropoutMask& dropout);
 

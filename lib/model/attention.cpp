@@ -5,13 +5,13 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <numeric>
-#include <set>
+#include <stdexcept>
 #include <vector>
 
 #include <ATen/Dispatch.h>
 #include <ATen/record_function.h>
+#include <c10/util/StringUtil.h>
 
 #include "compat/cuda_support.h"
 #include "compat/torch_compat.h"
@@ -22,16 +22,11 @@
 namespace ddp_embed {
 namespace {
 
+// Relaxed counters: each is read alone (a profile's difference, a test), never to order
+// other memory.
 std::array<std::atomic<int64_t>, kAttentionPaths> g_path_counts{};
-
-// One log line the first time each (path, why) is taken: what ran, and why not the faster one.
-void say_once(AttentionPath path, const std::string& why) {
-  static std::mutex mutex;
-  static std::set<std::string> said;
-  const std::string line = std::string("attention: ") + attention_path_name(path) + (why.empty() ? "" : " (" + why + ")");
-  std::lock_guard<std::mutex> lock(mutex);
-  if (said.insert(line).second) spdlog::info("{}", line);
-}
+std::array<std::atomic<bool>, kAttentionPaths> g_path_logged{};
+std::array<std::atomic<int64_t>, kAttentionPaths> g_log_lines_built{};  // attention_log_lines_built()
 
 // The lowest finite value of t's dtype: exp() of it is exactly 0, and a row of it alone
 // cannot make NaN as -inf would.
@@ -279,28 +274,39 @@ at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 // ---- CUDA: the varlen kernels ---------------------------------------------------------------
 
-// Why flash attention cannot take the call ("" if it can).
-std::string flash_refuses(const at::Tensor& q) {
-  const auto type = q.scalar_type();
-  if (type != at::kBFloat16 && type != at::kHalf) return "flash takes bf16 or fp16, this is " + std::string(c10::toString(type));
-  const int64_t dims = q.size(2);
-  if (dims % 8 != 0 || dims > 256) return "flash needs head_dim a multiple of 8 up to 256, this is " + std::to_string(dims);
-  const int capability = compat::cuda_capability(q.device().index());
-  if (capability < 80) return "flash needs sm80 or newer, this GPU is sm" + std::to_string(capability);
-  return "";
+// A kernel's refusal: false, and the reason into *why when asked for one. The reason is
+// text made only for the log line (log_first_use), never on a call's way.
+template <class Text>
+bool refuse(std::string* why, const Text& text) {
+  if (why != nullptr) *why = text();
+  return false;
 }
 
-// Why the memory-efficient kernel cannot take the call ("" if it can).
-std::string efficient_refuses(const at::Tensor& q) {
+// Whether flash attention takes the call.
+bool flash_takes(const at::Tensor& q, std::string* why = nullptr) {
+  const auto type = q.scalar_type();
+  if (type != at::kBFloat16 && type != at::kHalf)
+    return refuse(why, [&] { return "flash takes bf16 or fp16, this is " + std::string(c10::toString(type)); });
+  const int64_t dims = q.size(2);
+  if (dims % 8 != 0 || dims > 256)
+    return refuse(why, [&] { return "flash needs head_dim a multiple of 8 up to 256, this is " + std::to_string(dims); });
+  const int capability = compat::cuda_capability(q.device().index());
+  if (capability < 80)
+    return refuse(why, [&] { return "flash needs sm80 or newer, this GPU is sm" + std::to_string(capability); });
+  return true;
+}
+
+// Whether the memory-efficient kernel takes the call.
+bool efficient_takes(const at::Tensor& q, std::string* why = nullptr) {
   const auto type = q.scalar_type();
   const int64_t dims = q.size(2), alignment = type == at::kFloat ? 4 : 8;  // 16 bytes
   if (type != at::kFloat && type != at::kHalf && type != at::kBFloat16)
-    return "no varlen kernel takes " + std::string(c10::toString(type));
+    return refuse(why, [&] { return "no varlen kernel takes " + std::string(c10::toString(type)); });
   if (type == at::kBFloat16 && compat::cuda_capability(q.device().index()) < 80)
-    return "bf16 needs sm80 or newer";
+    return refuse(why, [] { return std::string("bf16 needs sm80 or newer"); });
   if (dims % alignment != 0)
-    return "the memory-efficient kernel needs head_dim a multiple of " + std::to_string(alignment);
-  return "";
+    return refuse(why, [&] { return "the memory-efficient kernel needs head_dim a multiple of " + std::to_string(alignment); });
+  return true;
 }
 
 // The query side's sequence starts: the layout's, or 0, 1, ..., B for one query a sequence.
@@ -332,23 +338,28 @@ at::Tensor cuda_efficient(const at::Tensor& q, const at::Tensor& k, const at::Te
       .squeeze(0);
 }
 
+// The shapes, dtypes and devices attention() takes (model/attention.h), else a ModelError
+// that says which tensor and what it is.
 void check_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                 const AttentionCall& call) {
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: q, k and v must be [tokens, heads, head_dim]");
-  TORCH_CHECK(k.sizes() == v.sizes(), "attention: k ", k.sizes(), " and v ", v.sizes(), " differ");
-  TORCH_CHECK(k.size(0) == layout.tokens, "attention: k has ", k.size(0), " rows, the layout ", layout.tokens,
-              " tokens");
-  TORCH_CHECK(q.size(0) == (call.one_query_per_sequence ? layout.batch : layout.tokens), "attention: q has ",
-              q.size(0), " rows for ", layout.batch, " sequences of ", layout.tokens, " tokens");
-  TORCH_CHECK(q.size(2) == k.size(2) && k.size(1) > 0 && q.size(1) % k.size(1) == 0, "attention: q ", q.sizes(),
-              " does not fit k ", k.sizes(), " (query heads must be a multiple of key/value heads)");
-  TORCH_CHECK(q.scalar_type() == k.scalar_type() && k.scalar_type() == v.scalar_type(),
-              "attention: q, k and v have different dtypes");
-  TORCH_CHECK(q.device() == k.device() && k.device() == v.device() && layout.cu_seqlens.device() == q.device(),
-              "attention: q, k, v and the layout are on different devices");
+  const auto fail = [](const auto&... what) { throw ModelError(c10::str("attention: ", what...)); };
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3)
+    fail("q ", q.sizes(), ", k ", k.sizes(), " and v ", v.sizes(), " must be [tokens, heads, head_dim]");
+  if (k.sizes() != v.sizes()) fail("k ", k.sizes(), " and v ", v.sizes(), " differ");
+  if (k.size(0) != layout.tokens) fail("k has ", k.size(0), " rows, the layout ", layout.tokens, " tokens");
+  if (q.size(0) != (call.one_query_per_sequence ? layout.batch : layout.tokens))
+    fail("q has ", q.size(0), " rows for ", layout.batch, " sequences of ", layout.tokens, " tokens",
+         call.one_query_per_sequence ? " (one query a sequence)" : "");
+  if (q.size(2) != k.size(2) || k.size(1) == 0 || q.size(1) % k.size(1) != 0)
+    fail("q ", q.sizes(), " does not fit k ", k.sizes(), " (query heads must be a multiple of key/value heads)");
+  if (q.scalar_type() != k.scalar_type() || k.scalar_type() != v.scalar_type())
+    fail("q, k and v have different dtypes (", q.scalar_type(), ", ", k.scalar_type(), ", ", v.scalar_type(), ")");
+  if (q.device() != k.device() || k.device() != v.device() || layout.cu_seqlens.device() != q.device())
+    fail("q, k, v and the layout are on different devices (", q.device(), ", ", k.device(), ", ", v.device(), ", ",
+         layout.cu_seqlens.device(), ")");
 }
 
-AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const AttentionCall& call, std::string& why) {
+AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const AttentionCall& call) {
   if (q.device().is_cpu()) {
     if (call.mode == AttentionMode::Padded) return AttentionPath::CpuPadded;
     if (call.mode == AttentionMode::Packed) return AttentionPath::CpuPacked;
@@ -357,12 +368,36 @@ AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const 
     return call.dropout_p > 0 ? AttentionPath::CpuGrouped : AttentionPath::CpuPacked;
   }
   if (!q.device().is_cuda() || call.mode == AttentionMode::Padded) return AttentionPath::CudaPadded;
-  why = flash_refuses(q);
-  if (why.empty()) return AttentionPath::CudaFlash;
-  const std::string no_efficient = efficient_refuses(q);
-  if (no_efficient.empty()) return AttentionPath::CudaEfficient;
-  why += "; " + no_efficient;
+  if (flash_takes(q)) return AttentionPath::CudaFlash;
+  if (efficient_takes(q)) return AttentionPath::CudaEfficient;
   return AttentionPath::CudaPadded;
+}
+
+// Why choose_path did not take a faster CUDA kernel for this call ("" where none was
+// refused: the CPU's paths, flash itself, model.attention padded).
+std::string why_not_faster(AttentionPath path, const at::Tensor& q, const AttentionCall& call) {
+  std::string flash, efficient;
+  if (path == AttentionPath::CudaEfficient) return flash_takes(q, &flash) ? "" : flash;
+  if (path != AttentionPath::CudaPadded || !q.device().is_cuda() || call.mode == AttentionMode::Padded) return "";
+  flash_takes(q, &flash);
+  efficient_takes(q, &efficient);
+  return flash + "; " + efficient;
+}
+
+// The first call of each path in the process writes one log line: what runs, and why not a
+// faster kernel (info on CUDA, where the kernel decides the speed; debug on the CPU, whose
+// auto mode changes path from batch to batch). Every later call costs one relaxed load:
+// the line is made only when it is written.
+void log_first_use(AttentionPath path, const at::Tensor& q, const AttentionCall& call) {
+  std::atomic<bool>& logged = g_path_logged[static_cast<size_t>(path)];
+  if (logged.load(std::memory_order_relaxed) || logged.exchange(true, std::memory_order_relaxed)) return;
+  g_log_lines_built[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
+  const std::string why = why_not_faster(path, q, call);
+  const std::string line = std::string("attention: ") + attention_path_name(path) + (why.empty() ? "" : " (" + why + ")");
+  if (q.device().is_cpu())
+    spdlog::debug("{}", line);
+  else
+    spdlog::info("{}", line);
 }
 
 }  // namespace
@@ -421,15 +456,20 @@ std::string describe_attention_mode(AttentionMode mode, const c10::Device& devic
 at::Tensor cpu_attention_grouped(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const TokenLayout& layout, const AttentionCall& call) {
   check_call(q, k, v, layout, call);
-  TORCH_CHECK(q.device().is_cpu(), "cpu_attention_grouped: q is on ", q.device());
+  if (!q.device().is_cpu())
+    throw std::logic_error(c10::str("cpu_attention_grouped: the CPU's path, called with q on ", q.device()));
   return cpu_grouped(q, k, v, layout, call);
 }
 
-std::array<int64_t, kAttentionPaths> attention_path_counts() {
-  std::array<int64_t, kAttentionPaths> counts{};
-  for (int i = 0; i < kAttentionPaths; ++i) counts[size_t(i)] = g_path_counts[size_t(i)].load();
-  return counts;
+// Each counter's value now, read alone.
+static std::array<int64_t, kAttentionPaths> read_counters(const std::array<std::atomic<int64_t>, kAttentionPaths>& c) {
+  std::array<int64_t, kAttentionPaths> values{};
+  for (size_t i = 0; i < values.size(); ++i) values[i] = c[i].load(std::memory_order_relaxed);
+  return values;
 }
+
+std::array<int64_t, kAttentionPaths> attention_path_counts() { return read_counters(g_path_counts); }
+std::array<int64_t, kAttentionPaths> attention_log_lines_built() { return read_counters(g_log_lines_built); }
 
 // What autocast does to scaled_dot_product_attention (a lower-precision op on the CPU and
 // on CUDA), done here because the packed paths call kernels autocast does not see whole:
@@ -447,10 +487,9 @@ at::Tensor attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
                      const AttentionCall& call) {
   const auto [q, k, v] = as_autocast_would(q_in, k_in, v_in);
   check_call(q, k, v, layout, call);
-  std::string why;
-  const AttentionPath path = choose_path(q, layout, call, why);
-  ++g_path_counts[static_cast<size_t>(path)];
-  if (!q.device().is_cpu()) say_once(path, why);
+  const AttentionPath path = choose_path(q, layout, call);
+  g_path_counts[static_cast<size_t>(path)].fetch_add(1, std::memory_order_relaxed);
+  log_first_use(path, q, call);
   RECORD_FUNCTION(attention_path_name(path), std::vector<c10::IValue>());  // the profile's name for it
   switch (path) {
     case AttentionPath::CpuPacked: return cpu_sequence_loop(q, k, v, layout, call);

@@ -36,6 +36,7 @@
 #include <ATen/ATen.h>
 
 #include "config/choices.h"  // AttentionMode
+#include "model/model_error.h"
 #include "model/token_layout.h"
 
 namespace ddp_embed {
@@ -59,12 +60,15 @@ struct AttentionCall {
 // head h reads key/value head h / (q_heads / kv_heads)), one device, N =
 // layout.tokens; one dtype, or under autocast cast to its dtype as autocast casts SDPA
 // (Qwen3: q, k in fp32 after RMSNorm and rotation, v in bf16). Returns q's shape (in that
-// dtype). Differentiable in q, k and v.
+// dtype). Differentiable in q, k and v. Tensors of other shapes, dtypes or devices are a
+// ModelError saying which. The first call of each path in the process logs it (info on
+// CUDA, with why not a faster kernel; debug on the CPU); later calls log nothing.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                      const AttentionCall& call);
 
 // The CPU's grouped path alone, whatever call.mode and dropout say (auto takes it only with
-// attention dropout): what the tests compare with the reference without dropout.
+// attention dropout): what the tests compare with the reference without dropout. The
+// checks of attention(), and std::logic_error for tensors not on the CPU.
 at::Tensor cpu_attention_grouped(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const TokenLayout& layout, const AttentionCall& call);
 
@@ -86,5 +90,9 @@ std::string describe_attention_mode(AttentionMode mode, const c10::Device& devic
 // How many attention calls took each path in this process (every layer's forward counts
 // once; a recomputed forward counts again): the profile reports the difference over its steps.
 std::array<int64_t, kAttentionPaths> attention_path_counts();
+
+// For tests: how many times each path's first-use log line was made in this process (at
+// most once a path, however many calls take it).
+std::array<int64_t, kAttentionPaths> attention_log_lines_built();
 
 }  // namespace ddp_embed

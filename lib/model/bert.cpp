@@ -4,6 +4,7 @@
 #include <limits>
 
 #include <ATen/Dispatch.h>
+#include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -39,8 +40,9 @@ at::Tensor fast_dropout(const at::Tensor& x, double p, bool training) {
 namespace {
 
 void check_mask_fits(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
-  TORCH_CHECK(input_ids.dim() == 2 && attention_mask.sizes() == input_ids.sizes(), "attention_mask ",
-              attention_mask.sizes(), " does not match input_ids ", input_ids.sizes());
+  if (input_ids.dim() != 2 || attention_mask.sizes() != input_ids.sizes())
+    throw ModelError(c10::str("BertModel: attention_mask ", attention_mask.sizes(), " does not match input_ids ",
+                              input_ids.sizes(), " (both [batch, length])"));
 }
 
 // ---- config.json reading -------------------------------------------------------------
@@ -163,7 +165,8 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c)
 }
 
 at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids) {
-  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, length], got ", input_ids.sizes());
+  if (input_ids.dim() != 2)
+    throw ModelError(c10::str("BertEmbeddings: input_ids must be [batch, length], not ", input_ids.sizes()));
   const int64_t length = input_ids.size(1);
   const int64_t max_position = position_embeddings->weight.size(0);
   const int64_t offset = flavor_ == BertFlavor::XlmRoberta ? pad_token_id_ + 1 : 0;

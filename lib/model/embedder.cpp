@@ -1,7 +1,8 @@
 #include "model/embedder.h"
 
-#include <stdexcept>
 #include <vector>
+
+#include <c10/util/StringUtil.h>
 
 #include "model/loss.h"
 
@@ -9,8 +10,11 @@ namespace ddp_embed {
 namespace {
 
 void check_input(const EncoderInput& in, const char* what) {
-  if (!in.ids.defined() || !in.mask.defined() || in.ids.dim() != 2 || in.mask.sizes() != in.ids.sizes())
-    throw std::invalid_argument(std::string(what) + ": needs ids and mask of the same [n, L] shape");
+  if (!in.ids.defined() || !in.mask.defined())
+    throw ModelError(std::string("SentenceEmbedder::") + what + ": the ids or the mask is missing");
+  if (in.ids.dim() != 2 || in.mask.sizes() != in.ids.sizes())
+    throw ModelError(c10::str("SentenceEmbedder::", what, ": ids ", in.ids.sizes(), " and mask ", in.mask.sizes(),
+                              " must be of one [n, L] shape"));
 }
 
 // Puts a module back into training mode when the scope ends, if it was in it.
@@ -28,7 +32,9 @@ class RestoreTraining {
 
 SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, int64_t projection_dim, Pooling pooling)
     : pooling_(pooling) {
-  if (projection_dim < 0) throw std::invalid_argument("projection_dim must be >= 0");
+  if (projection_dim < 0)
+    throw ModelError("SentenceEmbedder: model.projection_dim must be >= 0 (0: no projection), not " +
+                     std::to_string(projection_dim));
   if (config.is_decoder()) {
     qwen3 = register_module("qwen3", Qwen3Model(config.qwen3));
     encoder_ = qwen3.ptr();
@@ -56,14 +62,14 @@ at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
 PairLoss SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
                                        const LossConfig& loss, const CandidateExchange& exchange,
                                        const CandidateLabels& labels) {
-  check_input(query, "query");
-  check_input(pos, "pos");
+  check_input(query, "forward (queries)");
+  check_input(pos, "forward (positives)");
   if (pos.ids.size(0) != query.ids.size(0))
-    throw std::invalid_argument("forward: " + std::to_string(query.ids.size(0)) + " queries but " +
-                                std::to_string(pos.ids.size(0)) + " positives");
+    throw ModelError("SentenceEmbedder::forward: " + std::to_string(query.ids.size(0)) + " queries but " +
+                     std::to_string(pos.ids.size(0)) + " positives (one positive a query)");
   std::vector<EncoderInput> parts = {query, pos};
   if (neg.defined()) {
-    check_input(neg, "neg");
+    check_input(neg, "forward (hard negatives)");
     parts.push_back(neg);
   }
 

@@ -38,7 +38,9 @@ struct EncoderInput {
 
 class SentenceEmbedderImpl : public torch::nn::Module {
  public:
-  // projection_dim 0: no projection, embeddings are the pooled hidden states.
+  // projection_dim 0: no projection, embeddings are the pooled hidden states. A negative
+  // one is a ModelError, as are inputs below whose ids and mask are not one [n, L] shape
+  // (and a forward whose queries and positives differ in number).
   SentenceEmbedderImpl(const EncoderConfig& config, int64_t projection_dim, Pooling pooling);
   SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
       : SentenceEmbedderImpl(encoder_config(config), projection_dim, pooling) {}

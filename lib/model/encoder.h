@@ -15,12 +15,9 @@
 
 #include "config/choices.h"  // Pooling, AttentionMode
 #include "config/encoder_config.h"
+#include "model/model_error.h"
 
 namespace ddp_embed {
-
-struct ModelError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // Sentence embeddings from a last hidden state [B, L, H] and its mask [B, L] (1 = real
 // token), as sentence-transformers' Pooling computes them: cls takes the first position whose
@@ -31,7 +28,8 @@ class TextEncoderImpl : public torch::nn::Module {
  public:
   // input_ids int64 [B, L]; attention_mask [B, L], 1 = real token, 0 = padding (right
   // padding: real tokens first). Returns the last hidden state [B, L, H]; padding never
-  // changes a real token's output.
+  // changes a real token's output. Ids and mask of other shapes, a mask padded elsewhere,
+  // or L beyond the model's positions are a ModelError.
   virtual at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) = 0;
   // pool(forward(...), mask, p), computing only what the pooling reads where that is less
   // (cls and lasttoken: the last layer for one token a sequence).

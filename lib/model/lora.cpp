@@ -20,7 +20,7 @@ at::Tensor AdaptableLinearImpl::forward(const at::Tensor& x) {
 
 void AdaptableLinearImpl::add_adapter(int64_t rank, double alpha) {
   if (adapted()) throw std::logic_error("AdaptableLinear: an adapter was already added");
-  if (rank <= 0) throw std::invalid_argument("AdaptableLinear: the LoRA rank must be positive");
+  if (rank <= 0) throw ModelError("model.lora_rank must be positive, not " + std::to_string(rank));
   torch::NoGradGuard no_grad;
   const auto options = weight.options().requires_grad(false);
   // PEFT's reset_lora_parameters: A as nn.Linear's default (Kaiming-uniform, a = √5), B zero.
@@ -45,10 +45,10 @@ LoraSummary apply_lora(torch::nn::Module& encoder, int64_t rank, double alpha) {
     if (const auto* linear = dynamic_cast<const AdaptableLinearImpl*>(item.value().get())) {
       const int64_t out = linear->weight.size(0), in = linear->weight.size(1);
       if (rank > std::min(in, out))
-        throw std::invalid_argument("model.lora_rank " + std::to_string(rank) + " is larger than layer " + item.key() +
-                                    " (" + std::to_string(in) + " in, " + std::to_string(out) +
-                                    " out) allows: a LoRA rank is at most min(in, out) = " +
-                                    std::to_string(std::min(in, out)) + " of every adapted layer");
+        throw ModelError("model.lora_rank " + std::to_string(rank) + " is larger than layer " + item.key() + " (" +
+                         std::to_string(in) + " in, " + std::to_string(out) +
+                         " out) allows: a LoRA rank is at most min(in, out) = " + std::to_string(std::min(in, out)) +
+                         " of every adapted layer");
     }
   for (auto& p : encoder.parameters()) {
     p.set_requires_grad(false);

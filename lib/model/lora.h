@@ -23,6 +23,8 @@
 
 #include <torch/nn/modules/linear.h>
 
+#include "model/model_error.h"
+
 namespace ddp_embed {
 
 class AdaptableLinearImpl : public torch::nn::LinearImpl {
@@ -30,6 +32,7 @@ class AdaptableLinearImpl : public torch::nn::LinearImpl {
   using torch::nn::LinearImpl::LinearImpl;
   at::Tensor forward(const at::Tensor& x);
   // Registers lora_A [rank, in] and lora_B [out, rank] (trainable) with scale alpha / rank.
+  // A rank <= 0 is a ModelError; a second adapter std::logic_error (the caller's bug).
   void add_adapter(int64_t rank, double alpha);
   bool adapted() const { return lora_A.defined(); }
   // weight + scale·B·A, detached; the weight itself without an adapter.
@@ -48,8 +51,9 @@ struct LoraSummary {
 
 // Adds an adapter of `rank` (> 0) to every AdaptableLinear under `encoder` and freezes
 // every other parameter of it. Once, before the optimizer takes the parameters. A rank
-// above min(in, out) of any of those layers is std::invalid_argument naming the layer and
-// model.lora_rank, before anything is allocated.
+// above min(in, out) of any of those layers is a ModelError naming the layer and
+// model.lora_rank, before anything is allocated. An encoder without AdaptableLinear
+// layers is std::logic_error (the encoder's bug, not the config's).
 LoraSummary apply_lora(torch::nn::Module& encoder, int64_t rank, double alpha);
 
 // The module's parameters and buffers by name as a model folder holds them: each adapted

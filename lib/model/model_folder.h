@@ -29,6 +29,11 @@
 // multilingual-E5's BERT with XLM-R's tokenizer reads as it is.
 // Weights are read as safetensors only; a folder holding only pytorch_model.bin is an
 // error that says how to convert it.
+//
+// Errors: a folder that cannot be read or written as asked is a ModelError naming the
+// file (WeightsError, a ModelError, for the weights; the tokenizer's files are
+// tokenize/'s TokenizerError). load_folder_weights given a model whose projection is not
+// the folder's Dense shape is std::logic_error: the caller built the wrong model.
 #pragma once
 
 #include <map>
@@ -36,10 +41,11 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "model/bert.h"
 #include "model/embedder.h"
+#include "model/model_error.h"
 #include "model/weights.h"
 #include "tokenize/tokenizer.h"
 
@@ -76,8 +82,8 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
                        const ModelFolderOptions& options, const nlohmann::json& extra);
 
 // A model folder's structure, from its small files only (no weights are loaded). Every
-// file it names exists; every problem found is a std::runtime_error naming the file (as
-// DIR/...) and the key.
+// file it names exists; every problem found is a ModelError naming the file (as DIR/...)
+// and the key.
 struct ModelFolderLayout {
   struct Dense {
     std::string dir;  // holds config.json and model.safetensors (linear.weight [out, in], linear.bias)

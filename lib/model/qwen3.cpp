@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
 #include <torch/nn/modules/container/modulelist.h>
 
@@ -212,9 +213,9 @@ Qwen3ModelImpl::Qwen3ModelImpl(const Qwen3Config& c) {
 nlohmann::json Qwen3ModelImpl::hf_config_json() const { return qwen3_config_to_hf_json(config()); }
 
 at::Tensor Qwen3ModelImpl::run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows) {
-  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(0) == layout.batch && input_ids.size(1) == layout.length,
-              "input_ids ", input_ids.sizes(), " does not match attention_mask [", layout.batch, ", ", layout.length,
-              "]");
+  if (input_ids.dim() != 2 || input_ids.size(0) != layout.batch || input_ids.size(1) != layout.length)
+    throw ModelError(c10::str("Qwen3Model: input_ids ", input_ids.sizes(), " does not match attention_mask [",
+                              layout.batch, ", ", layout.length, "]"));
   const Qwen3Config& c = config();
   if (layout.length > c.max_position)
     throw ModelError("sequence length " + std::to_string(layout.length) + " exceeds max_position_embeddings " +

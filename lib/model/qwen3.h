@@ -41,9 +41,13 @@ namespace ddp_embed {
 // num_key_value_heads, head_dim, rms_norm_eps, rope_theta (or rope_parameters.rope_theta),
 // max_position_embeddings, initializer_range, tie_word_embeddings. What this encoder does
 // not implement is refused by name: hidden_act other than "silu", attention_bias,
-// sliding-window attention, rope scaling other than "default".
+// sliding-window attention, rope scaling other than "default". Throws ModelError naming
+// `origin` and the key.
 Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string& origin);
 nlohmann::json qwen3_config_to_hf_json(const Qwen3Config& c);
+// Throws ModelError naming `origin` if a size is not positive, the query heads are not a
+// multiple of the key/value heads, head_dim is odd, or an epsilon or rope_theta is not
+// positive.
 void validate_qwen3_config(const Qwen3Config& c, const std::string& origin = "qwen3 config");
 
 // weight * x / sqrt(mean(x^2) + eps), computed in fp32 as transformers' Qwen3RMSNorm does.

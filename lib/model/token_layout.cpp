@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include <ATen/Dispatch.h>
+
+#include "model/model_error.h"
 
 namespace ddp_embed {
 namespace {
@@ -15,16 +16,16 @@ namespace {
 // The real tokens of each row of a right-padded mask, read on the host.
 std::vector<int64_t> lengths_of(const at::Tensor& attention_mask) {
   if (attention_mask.dim() != 2)
-    throw std::invalid_argument("attention_mask must be [batch, length], got " + std::to_string(attention_mask.dim()) +
-                                " dimensions");
+    throw ModelError("TokenLayout: attention_mask must be [batch, length], not of " +
+                     std::to_string(attention_mask.dim()) + " dimensions");
   const at::Tensor real = attention_mask.ne(0).to(at::kCPU);
   const at::Tensor counts = real.sum(1);
   const int64_t length = real.size(1);
   const at::Tensor right_padded = at::arange(length, counts.options()).unsqueeze(0) < counts.unsqueeze(1);
   if (!at::equal(real, right_padded)) {
     const int64_t row = (real != right_padded).any(1).nonzero().min().item<int64_t>();
-    throw std::invalid_argument("attention_mask row " + std::to_string(row) +
-                                " has padding before a real token: batches are right-padded (real tokens first)");
+    throw ModelError("TokenLayout: attention_mask row " + std::to_string(row) +
+                     " has padding before a real token: batches are right-padded (real tokens first)");
   }
   const at::Tensor c = counts.to(at::kLong).contiguous();
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
@@ -39,8 +40,8 @@ TokenLayout::TokenLayout(std::vector<int64_t> sequence_lengths, int64_t padded_l
     : batch(static_cast<int64_t>(sequence_lengths.size())), length(padded_length), lengths(std::move(sequence_lengths)) {
   for (size_t b = 0; b < lengths.size(); ++b)
     if (lengths[b] < 0 || lengths[b] > length)
-      throw std::invalid_argument("sequence " + std::to_string(b) + " has " + std::to_string(lengths[b]) +
-                                  " real tokens, outside [0, " + std::to_string(length) + "]");
+      throw ModelError("TokenLayout: sequence " + std::to_string(b) + " has " + std::to_string(lengths[b]) +
+                       " real tokens, outside [0, " + std::to_string(length) + "]");
   tokens = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
   longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   dense = tokens == batch * length;
@@ -57,7 +58,8 @@ TokenLayout::TokenLayout(std::vector<int64_t> sequence_lengths, int64_t padded_l
   int64_t* last = first + batch;
   int32_t* cu = starts.data_ptr<int32_t>();
   if (tokens > std::numeric_limits<int32_t>::max())
-    throw std::invalid_argument("a batch of " + std::to_string(tokens) + " tokens: at most 2^31 - 1");
+    throw ModelError("TokenLayout: a batch of " + std::to_string(tokens) +
+                     " real tokens; the varlen kernels' int32 starts hold at most 2^31 - 1");
   int64_t row = 0;
   for (int64_t b = 0; b < batch; ++b) {
     cu[b] = static_cast<int32_t>(row);

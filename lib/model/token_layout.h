@@ -17,16 +17,18 @@
 #include <ATen/ATen.h>
 
 #include "config/choices.h"  // Pooling
+#include "model/model_error.h"
 
 namespace ddp_embed {
 
 struct TokenLayout {
   // From a right-padded mask [B, L] (1, or any nonzero value = real token). The mask is read
-  // on the host: one copy (and wait) when it is on a GPU. Throws std::invalid_argument for a
-  // mask with padding before a real token.
+  // on the host: one copy (and wait) when it is on a GPU. Throws ModelError for a mask that
+  // is not [B, L] or has padding before a real token.
   explicit TokenLayout(const at::Tensor& attention_mask);
   // From each sequence's count of real tokens (each in [0, padded_length]), for tensors on
-  // `device`. Nothing is read back from the device.
+  // `device`. Nothing is read back from the device. Throws ModelError for a count outside
+  // [0, padded_length], or more than 2^31 - 1 tokens in all.
   TokenLayout(std::vector<int64_t> sequence_lengths, int64_t padded_length, const c10::Device& device);
 
   at::Tensor pack(const at::Tensor& padded /*[B, L, ...]*/) const;  // → [N, ...]

@@ -12,10 +12,14 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "model/model_error.h"
+
 namespace ddp_embed {
 
-struct WeightsError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A weights file that cannot be read into the module as asked: lib/model's ModelError,
+// of its own type so that a caller can add which file's shape it expected.
+struct WeightsError : ModelError {
+  using ModelError::ModelError;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;

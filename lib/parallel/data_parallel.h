@@ -30,7 +30,7 @@
 
 #include <torch/nn/module.h>
 
-#include "config/config.h"
+#include "config/train_config.h"  // DistConfig
 #include "model/loss.h"
 #include "optim/flat_adamw.h"
 #include "parallel/grad_sync.h"

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <nlohmann/json.hpp>
 
 namespace ddp_embed {
 namespace {

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <nlohmann/json.hpp>
 
 #include "tokenize/hf_files.h"
 #include "tokenize/unicode_bpe.h"
@@ -60,7 +61,7 @@ std::string type_of(const json& node) {
   return it != node.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-bool flag(const json& node, const char* key, bool fallback, const std::string& where) {
+bool node_flag(const json& node, const char* key, bool fallback, const std::string& where) {
   const auto it = node.find(key);
   if (it == node.end() || it->is_null()) return fallback;
   if (!it->is_boolean()) throw TokenizerError(where + "." + key + " must be true or false");
@@ -74,6 +75,11 @@ std::string config_token(const json& config, const char* key, const std::string&
   if (it->is_null()) return "";
   return hf_files::token_name(config, key, "");
 }
+
+}  // namespace
+
+// Named, not anonymous: BpeLoader (external linkage, a friend of BpeTokenizer) holds one.
+namespace bpe_detail {
 
 // Reads tokenizer.json without building model.vocab and model.merges as JSON (151k entries
 // each in Qwen3's file, most of the load time): their well-formed entries stream into
@@ -171,7 +177,8 @@ class TokenizerJsonSax {
   int skip_ = 0, pair_count_ = 0;
 };
 
-}  // namespace
+}  // namespace bpe_detail
+using bpe_detail::TokenizerJsonSax;
 
 // BpeTokenizer::load's steps, each reading one part of the files into the tokenizer (a
 // friend of it), in the order load runs them. Errors name tokenizer.json (or
@@ -249,9 +256,9 @@ void BpeLoader::read_model() {
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && !model[key].is_null() && model[key] != "")
       fail(std::string("model.") + key, "must be empty for a byte-level BPE");
-  if (flag(model, "byte_fallback", false, "model")) fail("model.byte_fallback", "is not supported");
-  t_.fuse_unk_ = flag(model, "fuse_unk", false, "model");
-  t_.ignore_merges_ = flag(model, "ignore_merges", false, "model");
+  if (node_flag(model, "byte_fallback", false, "model")) fail("model.byte_fallback", "is not supported");
+  t_.fuse_unk_ = node_flag(model, "fuse_unk", false, "model");
+  t_.ignore_merges_ = node_flag(model, "ignore_merges", false, "model");
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail("model.vocab", "missing or not an object");
   for (const auto& [token, id] : model["vocab"].items())  // only what the streaming parse left: bad ids
     fail("model.vocab[\"" + token + "\"]", id.dump() + " is not a non-negative 32-bit id");
@@ -291,7 +298,7 @@ void BpeLoader::read_model() {
 void BpeLoader::read_pre_tokenization() {
   const std::string klass = config_.contains("tokenizer_class") && config_["tokenizer_class"].is_string()
                                 ? config_["tokenizer_class"].get<std::string>() : "";
-  const bool prefix_space = flag(config_, "add_prefix_space", false, config_file_.string());
+  const bool prefix_space = node_flag(config_, "add_prefix_space", false, config_file_.string());
   if (klass == "Qwen2Tokenizer" || klass == "Qwen2TokenizerFast") {
     t_.nfc_ = true;
     t_.pre_ = {{false, false, false, PretokenizePattern::Qwen2}, {true, prefix_space, false}};
@@ -332,7 +339,7 @@ void BpeLoader::read_pre_tokenizer(const json& p, const std::string& where) {
   if (p.is_null()) return;
   const std::string type = type_of(p);
   if (type == "ByteLevel") {
-    t_.pre_.push_back({true, flag(p, "add_prefix_space", true, where), flag(p, "use_regex", true, where)});
+    t_.pre_.push_back({true, node_flag(p, "add_prefix_space", true, where), node_flag(p, "use_regex", true, where)});
   } else if (type == "Split") {
     const json& pattern = p.contains("pattern") ? p["pattern"] : json();
     if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
@@ -342,7 +349,7 @@ void BpeLoader::read_pre_tokenizer(const json& p, const std::string& where) {
       fail(where + ".pattern.Regex", "unsupported pre-tokenizer regex " + pattern["Regex"].dump() +
                                          "; supported are:\n" + supported_patterns());
     if (!p.contains("behavior") || p["behavior"] != "Isolated") fail(where + ".behavior", "only \"Isolated\" is supported");
-    if (flag(p, "invert", false, where)) fail(where + ".invert", "only false is supported");
+    if (node_flag(p, "invert", false, where)) fail(where + ".invert", "only false is supported");
     t_.pre_.push_back({false, false, false, *known});
   } else if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
     for (size_t i = 0; i < p["pretokenizers"].size(); ++i)

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "util/file_check.h"
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <utility>
+#include <nlohmann/json.hpp>
 
 #include "tokenize/hf_files.h"
 #include "tokenize/spm_library.h"

@@ -16,6 +16,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,7 @@ class UnigramTokenizer : public Tokenizer {
   // tokenizer_config.json and special_tokens_map.json.
   void save(const std::string& dir) const override;
 
-  struct Impl;  // loading helpers (unigram.cpp)
+  struct Impl;  // loading helpers (unigram_load.cpp)
 
  private:
   UnigramTokenizer() = default;
@@ -71,6 +72,7 @@ class UnigramTokenizer : public Tokenizer {
   std::array<int32_t, 256> byte_ids_{};  // <0xXX> pieces for byte_fallback, -1 if absent
 
   // The pipeline.
+  static constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 ▁, what Metaspace puts for a space
   struct NormStep {
     enum Kind { Charsmap, CollapseSpaces, Replace, Strip } kind;  // CollapseSpaces: Replace(" {2,}" → " ")
     std::string from, to;                                       // Replace

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <utility>
+#include <nlohmann/json.hpp>
 
 #include "tokenize/hf_files.h"
 #include "tokenize/unicode.h"

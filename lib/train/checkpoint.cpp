@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <nlohmann/json.hpp>
 
 #include "model/weights.h"
 

@@ -24,8 +24,6 @@ constexpr int64_t kEvalBatch = 64;
 // kWarmupSteps of a process (allocations, first-touch of the weights) are left out.
 constexpr size_t kWarmupSteps = 2, kEtaWindow = 50;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 // metrics.jsonl's "source" (the source of the window's last step) and "steps_per_source"
 // (each source's steps up to `pos`, over the whole run). Derived from the plan, which
 // knows every step's source, so a resumed run counts exactly as an uninterrupted one.

@@ -20,6 +20,7 @@
 #include <csignal>
 #include <exception>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "data/batch_plan.h"
 #include "model/model_folder.h"
@@ -40,8 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace ddp_embed {
 namespace {
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // SIGTERM / SIGUSR1 (a preemption notice, forwarded by ddp-launch or sent by SLURM):
 // finish the step, checkpoint, exit 0. SIGUSR2 (ddp-launch, an elastic job whose nodes

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <nlohmann/json.hpp>
 
 #include "compat/cuda_support.h"
 #include "data/batch_plan.h"
@@ -139,10 +140,18 @@ int elastic_accumulation(const Config& cfg, const WorkerEnv& env) {
 }
 
 // The world-size-dependent checks of the config, with the keys to change; returns each
-// rank's accumulation steps (train.grad_accum_steps, but in an elastic job).
+// rank's accumulation steps (train.grad_accum_steps, but in an elastic job). A broken rule
+// is the config's: a ConfigError, which no restart fixes (util/exit_status.h).
 int check_config_for_world(const Config& cfg, const WorkerEnv& env) {
-  const int accum = env.elastic() ? elastic_accumulation(cfg, env) : cfg.train.grad_accum_steps;
-  split_global_batch(cfg.train.batch_size, env.world_size, accum);  // before the data is read
+  int accum = cfg.train.grad_accum_steps;
+  try {
+    if (env.elastic()) accum = elastic_accumulation(cfg, env);
+    split_global_batch(cfg.train.batch_size, env.world_size, accum);  // before the data is read
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());
+  }
   if (cfg.loss.cross_rank_negatives && env.world_size == 1)
     spdlog::info("loss.cross_rank_negatives has no effect with one worker");
   return accum;
@@ -179,6 +188,9 @@ Worker set_up_worker(const Config& cfg) {
                                                            cfg.train.gradcache_chunk)
                                              : "");
 
+  // The world-size rules before the process group: every rank knows the world from its
+  // environment, so a config that cannot train at this size ends here, on every rank alike.
+  w.grad_accum_steps = check_config_for_world(cfg, w.env);
   // The process group; every rank must run the same config.
   w.pg = ProcessGroup::init(w.env, cfg.dist.backend, w.device.is_cuda(), std::chrono::seconds(cfg.dist.timeout_s));
   if (w.pg->communicates())
@@ -186,7 +198,6 @@ Worker set_up_worker(const Config& cfg) {
   w.pg->check_same(config_hash(cfg), "the configuration (config file and --set overrides)");
   WorkerEnv world = w.env;
   world.world_size = w.pg->world_size();
-  w.grad_accum_steps = check_config_for_world(cfg, world);
   if (w.env.elastic() && w.grad_accum_steps != cfg.train.grad_accum_steps)
     spdlog::info("elastic job: {} accumulation steps a worker at {} workers (train.grad_accum_steps {} at {}), so "
                  "every micro-batch keeps its size", w.grad_accum_steps, world.world_size, cfg.train.grad_accum_steps,

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <c10/core/Device.h>
 

@@ -1,7 +1,14 @@
 // What the log says about this process: its peak memory and how long it has been running.
 #pragma once
 
+#include <chrono>
+
 namespace ddp_embed {
+
+// Seconds from `start` to now, on the steady clock: what a log line says an event took.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // The peak resident set of this process so far, in MB (getrusage's ru_maxrss).
 double peak_rss_mb();

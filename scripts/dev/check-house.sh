@@ -19,12 +19,21 @@
 #   functions       no function in lib/ or apps/ longer than 120 lines (generated *.inc
 #                   tables aside; scripts/dev/function_lengths.py measures them): a longer
 #                   one is cut at its seams
+#   files           no file in lib/ or apps/ longer than 600 lines (generated *.inc tables
+#                   aside): a file longer than a sitting is cut at its seams
+#   paths           no comment names a file of the project that is not there: in the
+#                   comments of lib/, apps/, tests/ and scripts/, and in docs/*.md and
+#                   README.md, every word made of a known top folder (lib apps tests scripts
+#                   docs configs, or a folder of lib/ for a name relative to it) and a file
+#                   name with a known extension names a file that exists, and so does every
+#                   Markdown link (scripts/dev/comment_paths.py says which words count)
 #
 # A new claim is a function claim_NAME and its name in CLAIMS.
 set -euo pipefail
 
-CLAIMS=(floors choices helpers functions)
+CLAIMS=(floors choices helpers functions files paths)
 max_function_lines=120
+max_file_lines=600
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
 failures=0
@@ -170,22 +179,52 @@ claim_functions() {
   done < <(grep -vE '^[0-9]+ functions in ' <<<"$report" || true)
 }
 
+# ---- paths -------------------------------------------------------------------------------
+
+claim_paths() {
+  local report hit
+  report=$(python3 "$root/scripts/dev/comment_paths.py" "$root") ||
+    { fail paths "scripts/dev/comment_paths.py failed"; return; }
+  while IFS= read -r hit; do
+    [ -n "$hit" ] || continue
+    fail paths "$hit"$'\n'"  names a file that is not there: name the file that holds it now, or no file"
+  done <<<"$report"
+}
+
 # ---- the self-test -----------------------------------------------------------------------
 
+# ---- files -------------------------------------------------------------------------------
+
+claim_files() {
+  local lines file
+  while read -r lines file; do
+    [ "$file" = total ] && continue
+    [ "$lines" -gt "$max_file_lines" ] &&
+      fail files "$file: $lines lines, over $max_file_lines: cut it at its seams (a private header for what its parts share)"
+  done < <(cd "$root" && sources | grep -v '\.inc$' | tr '\n' '\0' | xargs -0 -r wc -l)
+  return 0
+}
+
 # Copies the rules' inputs into a scratch tree, plants one breach of each claim, and
-# expects each claim to fail there (and to pass before the breach).
+# expects each claim to fail there (and to pass before the breach). Every other file of the
+# project is there too, empty, so that the files the copies' comments name exist.
 self_test() {
   local scratch
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' RETURN
   mkdir -p "$scratch/scripts/dev" "$scratch/lib/config" "$scratch/lib/util" "$scratch/lib/data" \
            "$scratch/lib/model" "$scratch/apps"
-  cp "$0" "$root/scripts/dev/function_lengths.py" "$scratch/scripts/dev/"
+  cp "$0" "$root/scripts/dev/function_lengths.py" "$root/scripts/dev/comment_paths.py" "$scratch/scripts/dev/"
   cp "$root/lib/floors.txt" "$scratch/lib/"
   cp "$root/lib/config/choices.h" "$scratch/lib/config/"
   cp "$root/lib/util/hash.h" "$root/lib/util/hash.cpp" "$root/lib/util/text.h" "$root/lib/util/text.cpp" \
      "$scratch/lib/util/"
   for folder in $(sed -E 's/#.*//; s/:.*//' "$root/lib/floors.txt"); do mkdir -p "$scratch/lib/$folder"; done
+  # The rest, empty (touch leaves the copies as they are).
+  local listing
+  listing=$(cd "$root" && find lib apps tests scripts docs configs data -type f 2>/dev/null; [ ! -f "$root/README.md" ] || echo README.md)
+  (cd "$scratch" && sed -n 's|/[^/]*$||p' <<<"$listing" | LC_ALL=C sort -u | tr '\n' '\0' | xargs -0 mkdir -p &&
+     tr '\n' '\0' <<<"$listing" | xargs -0 touch)
   local script=$scratch/scripts/dev/check-house.sh ok=1 claim
   if ! "$script" >/dev/null 2>&1; then
     echo "check-house: self-test: the scratch tree fails before any breach:" >&2
@@ -197,6 +236,8 @@ self_test() {
   printf 'std::string quoted(const std::string& s) {\n  return s;\n}\n' >"$scratch/apps/breach.cpp"
   { printf 'int long_function() {\n'; for _ in $(seq 130); do printf '  step();\n'; done; printf '}\n'; } \
     >"$scratch/lib/model/long_breach.cpp"
+  printf '// the model is built in train/built_nowhere.cpp\nint g();\n' >"$scratch/lib/data/stale_breach.h"
+  for _ in $(seq 610); do printf '// a line\n'; done >"$scratch/lib/data/long_file_breach.h"
   for claim in "${CLAIMS[@]}"; do
     if "$script" "$claim" >/dev/null 2>&1; then
       echo "check-house: self-test: a breach of \"$claim\" went unnoticed" >&2

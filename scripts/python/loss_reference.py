@@ -29,12 +29,15 @@ function by function, from AbsEmbedderModel and BiEncoderOnlyEmbedderModel):
   flag_kd         kl_div alone, teacher scores divided by teacher_temperature first
   ragged_kd       the same formula query by query, each over its own number of candidates
 
-sentence-transformers' GISTEmbedLoss (its class; contrast_anchors=False,
+sentence-transformers' GISTEmbedLoss (its class; but for the last two, contrast_anchors=False,
 contrast_positives=False: the query-to-document loss), on fixed embeddings and fixed guide
 embeddings (gq, gp, gn; its module's embed_columns is patched to hand them over):
   gist_<strategy>_<margin>[_hard]
                   strategy absolute | relative, margin "m0" (0) or "m" (guide_margin),
                   on [q, p] or on [q, p, n]
+  gist_<strategy>_contrast
+                  its default contrast_anchors and contrast_positives, margin guide_margin
+  gist_default    GISTEmbedLoss(model, guide) with every default (temperature 0.01)
   gist_gathered   gather_across_devices=True on rank `rank`: q against every rank's
                   positives c, guided by gc (all_gather_with_grad and get_rank patched
                   in its module to hand over the other ranks' rows)
@@ -169,6 +172,13 @@ def gist_losses(t, temperature, out):
         with_grads(f"gist_{strategy}_contrast",
                    lambda q, p: loss([{"embedding": q, "guide": t["guide_q"]}, {"embedding": p, "guide": t["guide_p"]}],
                                      None), {"q": t["q"], "p": t["p"]}, out)
+
+    # GISTEmbedLoss(model, guide) as it comes (temperature 0.01, margin 0 absolute, anchors
+    # and positives contrasted): the config docs/recipes.md gives for it.
+    as_it_comes = GISTEmbedLoss(model, guide)
+    with_grads("gist_default",
+               lambda q, p: as_it_comes([{"embedding": q, "guide": t["guide_q"]}, {"embedding": p, "guide": t["guide_p"]}],
+                                        None), {"q": t["q"], "p": t["p"]}, out)
 
     rank, b = int(t["rank"]), t["q"].size(0)
 

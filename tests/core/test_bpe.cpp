@@ -19,6 +19,7 @@
 
 #include "python_fixtures.h"
 #include "tokenize/tokenizer.h"
+#include "temp_dir.h"
 
 namespace ddp_embed {
 namespace {
@@ -85,7 +86,7 @@ void expect_parity(const Tokenizer& tokenizer, const std::vector<Ref>& lines, co
   EXPECT_EQ(bad, 0u) << kind << ": " << bad << " of " << lines.size() << " lines differ";
 }
 
-class Bpe : public testing::TestWithParam<const char*> {};
+class Bpe : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Bpe, IdsEqualAutoTokenizer) {
   const std::string kind = GetParam();
@@ -112,8 +113,8 @@ TEST(Bpe, SameIdsOnFourThreads) {
   EXPECT_EQ(bad, std::vector<size_t>(4, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(Folders, Bpe, testing::ValuesIn(kKinds),
-                         [](const testing::TestParamInfo<const char*>& info) {
+INSTANTIATE_TEST_SUITE_P(Folders, Bpe, ::testing::ValuesIn(kKinds),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            for (char& c : name)
                              if (c == '-') c = '_';
@@ -144,16 +145,7 @@ TEST(Bpe, SpecialIdsOfEachFolder) {
   EXPECT_EQ(gpt2->encode("a\xff b", 64), gpt2->encode("a\xef\xbf\xbd b", 64));
 }
 
-// A fresh folder under the temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("ddp_embed_bpe_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using ddp_embed::testing::TempDir;
 
 // save() writes tokenizer.json unchanged and tokenizer_config.json unchanged but for
 // model_max_length, so AutoTokenizer reads the same tokenizer back; ours does too.

@@ -469,6 +469,18 @@ TEST(Config, ErrorsInASetListNameTheSet) {
                   "cfg.json: loss.matryoshka_dims must be descending");
 }
 
+// With a projection the embedding's size is the config's own value: a Matryoshka size
+// beyond it is the config's error, before any model is built.
+TEST(Config, MatryoshkaSizeBeyondTheProjectionIsAConfigError) {
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"projection_dim": 32}, "loss": {"matryoshka_dims": [64, 16]}})"),
+                  "cfg.json: loss.matryoshka_dims: 64 is larger than the embedding size 32 (model.projection_dim)");
+  EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"projection_dim": 32}, "loss": {"matryoshka_dims": [32, 16]}})"),
+                                   "cfg.json"));
+  // Without a projection the size is the model's hidden size: for where it is built.
+  EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"projection_dim": 0}, "loss": {"matryoshka_dims": [4096]}})"),
+                                   "cfg.json"));
+}
+
 TEST(Config, SetAppliesInOrderAndCreatesSections) {
   const Config c =
       config_from_json(json::object(), "cfg.json", {"dist.timeout_s=5", "dist.timeout_s=7"});

@@ -11,29 +11,17 @@
 
 #include "tokenize/sentencepiece_tokenizer.h"
 #include "tokenize/tokenizer.h"
+#include "temp_dir.h"
+#include "python_fixtures.h"
 
 namespace ddp_embed {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() /
-             ("ddp_embed_sp_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using ddp_embed::testing::TempDir;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using python_fixtures::read_text;
 
 // A few hundred everyday English sentences, made from parts so that words recur (as in
 // real text) while the vocabulary stays varied enough for a 200-piece model.

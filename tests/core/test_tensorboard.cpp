@@ -9,6 +9,7 @@
 #include <map>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace ddp_embed {
 namespace {

@@ -16,6 +16,8 @@
 
 #include "tokenize/tokenizer.h"
 #include "tokenize/wordpiece.h"
+#include "temp_dir.h"
+#include "python_fixtures.h"
 
 namespace ddp_embed {
 namespace {
@@ -24,12 +26,7 @@ namespace fs = std::filesystem;
 
 const fs::path kGolden = fs::path(DDP_EMBED_SOURCE_DIR) / "tests/fixtures/golden";
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using python_fixtures::read_text;
 
 std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
   std::vector<nlohmann::json> rows;
@@ -40,17 +37,7 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
   return rows;
 }
 
-// A fresh folder under the temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() /
-             ("ddp_embed_tok_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using ddp_embed::testing::TempDir;
 
 const WordPieceTokenizer& uncased() {
   static const auto tokenizer = WordPieceTokenizer::load((kGolden / "vocab.txt").string(), true);

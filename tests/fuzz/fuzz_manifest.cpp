@@ -8,7 +8,7 @@
 namespace ddp_embed::fuzz {
 namespace {
 
-const char* const kOrigin = "step-1/manifest.json";
+const char* const kManifestOrigin = "step-1/manifest.json";
 const std::vector<std::string> kCheckpointFiles = {"model.safetensors", "optimizer.safetensors",
                                                    "state.json"};
 
@@ -28,18 +28,18 @@ int fuzz_manifest(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   CheckpointManifest manifest;
   try {
-    manifest = parse_manifest(text, kOrigin, {});
+    manifest = parse_manifest(text, kManifestOrigin, {});
   } catch (const ManifestError& e) {
     const std::string message = e.what();
-    if (message.rfind(std::string(kOrigin) + ": ", 0) != 0) fail("error without the file name: " + message);
+    if (message.rfind(std::string(kManifestOrigin) + ": ", 0) != 0) fail("error without the file name: " + message);
     return 0;
   }
-  check(same(parse_manifest(manifest_text(manifest), kOrigin, {}), manifest),
+  check(same(parse_manifest(manifest_text(manifest), kManifestOrigin, {}), manifest),
         "a manifest does not read back as written");
   bool complete = true;
   for (const auto& name : kCheckpointFiles) complete = complete && manifest.files.count(name) > 0;
   try {
-    parse_manifest(text, kOrigin, kCheckpointFiles);
+    parse_manifest(text, kManifestOrigin, kCheckpointFiles);
     check(complete, "a manifest without every checkpoint file accepted");
   } catch (const ManifestError&) {
     check(!complete, "a manifest that lists every checkpoint file refused");

@@ -14,7 +14,7 @@ namespace ddp_embed::fuzz {
 namespace {
 
 constexpr int kMaxLength = 12;  // short: truncation is exercised with small texts
-const char* const kOrigin = "fuzz.jsonl";
+const char* const kPairsOrigin = "fuzz.jsonl";
 
 const WordPieceTokenizer& bert() {
   static const WordPieceTokenizer tokenizer(bert_vocab(), WordPieceOptions{});
@@ -76,10 +76,10 @@ int fuzz_pairs(const uint8_t* data, size_t size) {
   for (const bool skip_bad_lines : {false, true}) {
     std::istringstream in(text);
     try {
-      check_dataset(load_pairs(in, kOrigin, bert(), kMaxLength, skip_bad_lines, /*threads=*/1));
+      check_dataset(load_pairs(in, kPairsOrigin, bert(), kMaxLength, skip_bad_lines, /*threads=*/1));
     } catch (const DataError& e) {
       const std::string message = e.what();
-      if (message.rfind(std::string(kOrigin) + ":", 0) != 0) fail("error without the file name: " + message);
+      if (message.rfind(std::string(kPairsOrigin) + ":", 0) != 0) fail("error without the file name: " + message);
     }
   }
   return 0;

@@ -7,7 +7,7 @@
 #       and every step of parts 1-5 among them; the second call fits 180 s.
 #   test_gpu_check.sh rehearsal SOURCE_DIR BUILD_DIR
 #       GPU_CHECK_REHEARSE=1: the steps' real plumbing on the CPU (CI's build, gloo, fp32, 2-3
-#       steps), as the calls of a lease: one cut off at once (deadline 1 s), one whose deadline
+#       steps), as the calls of an allocation: one cut off at once (deadline 1 s), one whose deadline
 #       leaves room for load only, and one that does the rest. Each must leave a report in $OUT
 #       naming what ran and what is left; the last one every step's verdicts (a name in the CUDA
 #       tests' filter that matches no test is a FAIL there). Then the bench again with a system

@@ -30,6 +30,7 @@ namespace ddp_embed::launch::testing {
 
 inline std::string launcher_binary() { return DDP_EMBED_BINARY_DIR "/ddp-launch"; }
 inline std::string worker_binary() { return DDP_EMBED_BINARY_DIR "/tests/test-worker"; }
+inline const std::string kWorker = worker_binary();
 
 // Generous: the machine may be busy compiling; a passing test never waits this long.
 constexpr double kSafetyTimeoutSeconds = 120;

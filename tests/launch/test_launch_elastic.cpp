@@ -5,8 +5,15 @@
 // training itself, across hosts, is in tests/multihost/test_elastic.cpp.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "launch/launcher.h"
 #include "launch/line_channel.h"
+#include "launch/rendezvous_protocol.h"
 #include "launch_test_support.h"
 
 namespace ddp_embed::launch::testing {
@@ -120,23 +127,36 @@ TEST(LaunchElastic, TheServingNodeLeavesAndItsLauncherServesUntilTheJobEnds) {
   EXPECT_EQ(eb.find("is gone"), std::string::npos) << eb;
 }
 
-// A peer that speaks JSON lines with a field of the wrong type is cut off; the server
-// goes on serving the job (it does not crash on it).
-TEST(LaunchElastic, AMalformedMessageCutsOffItsPeerNotTheServer) {
-  TempDir dir;
-  const int port = free_port();
-  Launcher server(dir, {"--serve-rendezvous", std::to_string(port)}, {}, "server");
-  ASSERT_TRUE(wait_until([&] { return server.err().find("serving the rendezvous") != std::string::npos; }))
-      << server.err();
+// ---- peers that do not speak the protocol -------------------------------------------------
+
+// ddp-launch --serve-rendezvous on `port`, once it says it serves.
+std::unique_ptr<Launcher> serve_rendezvous(const TempDir& dir, int port) {
+  auto server = std::make_unique<Launcher>(dir, std::vector<std::string>{"--serve-rendezvous", std::to_string(port)},
+                                           std::map<std::string, std::string>{}, "server");
+  EXPECT_TRUE(wait_until([&] { return server->err().find("serving the rendezvous") != std::string::npos; }))
+      << server->err();
+  return server;
+}
+
+// A connection to the rendezvous at `port` that the test speaks for.
+LineChannel connect_stranger(int port) {
   std::string error;
   const int fd = connect_tcp("127.0.0.1", port, std::chrono::milliseconds(2000), &error);
-  ASSERT_GE(fd, 0) << error;
-  LineChannel stranger(fd);
-  stranger.send({{"op", "leave"}, {"why", 7}});
-  ASSERT_TRUE(wait_until([&] {
-    stranger.receive();
-    return !stranger.open();
+  EXPECT_GE(fd, 0) << error;
+  return LineChannel(fd);
+}
+
+// Waits until the server has closed `peer`'s connection.
+void expect_cut_off(LineChannel& peer, const Launcher& server) {
+  EXPECT_TRUE(wait_until([&] {
+    peer.receive();
+    return !peer.open();
   })) << server.err();
+}
+
+// The job a real node then runs on the same server starts its worker and finishes, and so
+// does the server: what the stranger sent left it serving.
+void expect_the_server_still_serves(const TempDir& dir, int port, Launcher& server) {
   Launcher node(dir, {"--nnodes", "1:2", "--rdzv-endpoint", endpoint(port), "--join-timeout", "0.5", worker_binary(),
                       "--say", "started"},
                 {}, "node");
@@ -145,10 +165,9 @@ TEST(LaunchElastic, AMalformedMessageCutsOffItsPeerNotTheServer) {
   EXPECT_EQ(server.wait(), 0) << server.err();
 }
 
-// The other way round: a "server" (here the test) whose message has a field of the wrong
-// type is taken for gone, and the launcher says so and exits 1 (it does not crash on it).
-TEST(LaunchElastic, AMalformedMessageFromTheServerIsAClearError) {
-  TempDir dir;
+// The other way round: the test plays the server. `send` answers the one launcher that
+// connects; the launcher must exit 1 with `said` in its log, having started no worker.
+void expect_launcher_refuses_server_line(const TempDir& dir, const nlohmann::json& line, const std::string& said) {
   const int port = free_port();
   const int listening = listen_on_port(port);
   ASSERT_GE(listening, 0) << std::strerror(errno);
@@ -158,14 +177,78 @@ TEST(LaunchElastic, AMalformedMessageFromTheServerIsAClearError) {
   const int fd = accept(listening, nullptr, nullptr);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   LineChannel server(fd);
-  server.send({{"op", "round"}, {"round", "zero"}});
+  server.send(line);
   EXPECT_EQ(node.wait(), 1) << node.err();
   EXPECT_NE(node.err().find("the rendezvous server at " + endpoint(port) + " is gone: its connection closed (it sent a "
-                            "malformed message"),
+                            "malformed message" + said),
             std::string::npos)
       << node.err();
   EXPECT_EQ(node.out().find("started"), std::string::npos);
   close(listening);
+}
+
+// A peer that speaks JSON lines with a field of the wrong type is cut off; the server
+// goes on serving the job (it does not crash on it).
+TEST(LaunchElastic, AMalformedMessageCutsOffItsPeerNotTheServer) {
+  TempDir dir;
+  const int port = free_port();
+  const auto server = serve_rendezvous(dir, port);
+  LineChannel stranger = connect_stranger(port);
+  stranger.send({{"op", "leave"}, {"why", 7}});
+  expect_cut_off(stranger, *server);
+  expect_the_server_still_serves(dir, port, *server);
+}
+
+// The other way round: a "server" (here the test) whose message has a field of the wrong
+// type is taken for gone, and the launcher says so and exits 1 (it does not crash on it).
+TEST(LaunchElastic, AMalformedMessageFromTheServerIsAClearError) {
+  TempDir dir;
+  expect_launcher_refuses_server_line(dir, {{"op", "round"}, {"round", "zero"}}, "");
+}
+
+// A join that does not read is refused, the field it lacks named; a line with an op the
+// protocol does not have cuts its peer off. The server goes on serving the job.
+TEST(LaunchElastic, AJoinThatDoesNotReadIsRefusedNamingItsFieldAndAnUnknownOpIsCutOff) {
+  TempDir dir;
+  const int port = free_port();
+  const auto server = serve_rendezvous(dir, port);
+  LineChannel joiner = connect_stranger(port);
+  JoinRequest request;
+  request.store_port = 40000;
+  nlohmann::json join = request.to_json();
+  join.erase("nproc");
+  joiner.send(join);
+  std::vector<nlohmann::json> answer;
+  ASSERT_TRUE(wait_until([&] {
+    for (nlohmann::json& line : joiner.receive())
+      if (read_op(line) != RendezvousOp::Beat) answer.push_back(line);
+    return !answer.empty() || !joiner.open();
+  })) << server->err();
+  ASSERT_EQ(answer.size(), 1u) << server->err();
+  ASSERT_EQ(read_op(answer[0]), RendezvousOp::Refused) << answer[0].dump();
+  EXPECT_EQ(RefusedMessage::from_json(answer[0]).text, "the join message has no \"nproc\"");
+
+  LineChannel unknown = connect_stranger(port);
+  unknown.send({{"op", "frobnicate"}});
+  expect_cut_off(unknown, *server);
+  EXPECT_NE(server->err().find("unknown op \"frobnicate\""), std::string::npos) << server->err();
+  expect_the_server_still_serves(dir, port, *server);
+}
+
+// A round without its master address is no round: the launcher says which field is
+// missing and exits 1, starting no worker (it used to start them with an empty address).
+TEST(LaunchElastic, ARoundWithoutItsMasterAddressIsAClearErrorNotAnEmptyAddress) {
+  TempDir dir;
+  RoundMessage round;
+  round.nnodes = 1;
+  round.nproc = 1;
+  round.master_addr = "127.0.0.1";
+  round.master_port = free_port();
+  round.run_id = "run";
+  round.members = {{0, "h", "127.0.0.1"}};
+  nlohmann::json line = round.to_json();
+  line.erase("master_addr");
+  expect_launcher_refuses_server_line(dir, line, " (the round message has no \"master_addr\"))");
 }
 
 // A node that comes when the job runs on its most nodes waits for a place; when the job

@@ -6,7 +6,6 @@
 namespace ddp_embed::launch::testing {
 namespace {
 
-const std::string kWorker = worker_binary();
 
 TEST(LaunchFailure, FirstFailureStopsTheOthersAndIsReported) {
   TempDir dir;

@@ -1,6 +1,7 @@
 // The elastic rendezvous's decisions (lib/launch/rendezvous_rounds.h), driven event by
 // event with a made-up clock: no process, no socket.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "launch/rendezvous_rounds.h"
 
@@ -25,18 +26,32 @@ JoinRequest node(int i, int min = 2, int max = 3, double timeout = 10) {
   return r;
 }
 
-// The messages of one op sent to `id`.
-std::vector<json> to(const Outbox& out, int id, const std::string& op) {
-  std::vector<json> found;
+// The messages of one kind sent to `id`.
+template <class Message>
+std::vector<Message> to(const Outbox& out, int id) {
+  std::vector<Message> found;
   for (const auto& [who, m] : out.messages)
-    if (who == id && m["op"] == op) found.push_back(m);
+    if (who == id)
+      if (const auto* message = std::get_if<Message>(&m)) found.push_back(*message);
   return found;
 }
 
-json round_of(const Outbox& out, int id) {
-  auto r = to(out, id, "round");
+RoundMessage round_of(const Outbox& out, int id) {
+  auto r = to<RoundMessage>(out, id);
   EXPECT_EQ(r.size(), 1u) << "node " << id << " got no round";
-  return r.empty() ? json() : r[0];
+  return r.empty() ? RoundMessage() : r[0];
+}
+
+// The change a round message carries ("" fields when it carries none: the test then fails
+// on its EXPECT_TRUE(r.change)).
+MembershipChange change_of(const RoundMessage& r) {
+  EXPECT_TRUE(r.change) << "round " << r.round << " carries no membership change";
+  return r.change.value_or(MembershipChange());
+}
+
+AfterFailure after_failure_of(const RoundMessage& r) {
+  EXPECT_TRUE(r.after_failure) << "round " << r.round << " follows no failure";
+  return r.after_failure.value_or(AfterFailure());
 }
 
 // Three nodes (ids 1, 2, 3) in a running round 0.
@@ -71,21 +86,21 @@ TEST(LaunchRounds, TheFirstRoundClosesAtMaxWithRanksAndNodeZerosStore) {
   rounds.join(1, a, 0, out);
   rounds.join(2, b, 0.5, out);
   EXPECT_FALSE(rounds.running());
-  EXPECT_TRUE(to(out, 1, "round").empty());
+  EXPECT_TRUE(to<RoundMessage>(out, 1).empty());
   rounds.join(3, c, 1, out);
   ASSERT_TRUE(rounds.running());
-  const json r1 = round_of(out, 1), r2 = round_of(out, 2), r3 = round_of(out, 3);
-  EXPECT_EQ(r2["node_rank"], 0);  // its preference
-  EXPECT_EQ(r1["node_rank"], 1);  // the lowest free, in join order
-  EXPECT_EQ(r3["node_rank"], 2);
-  for (const json& r : {r1, r2, r3}) {
-    EXPECT_EQ(r["round"], 0);
-    EXPECT_EQ(r["nnodes"], 3);
-    EXPECT_EQ(r["nproc"], 2);
-    EXPECT_EQ(r["master_addr"], "10.0.0.3");  // node 0's address and port
-    EXPECT_EQ(r["master_port"], 40002);
-    EXPECT_TRUE(r["change"].is_null());
-    EXPECT_EQ(r["members"].size(), 3u);
+  const RoundMessage r1 = round_of(out, 1), r2 = round_of(out, 2), r3 = round_of(out, 3);
+  EXPECT_EQ(r2.node_rank, 0);  // its preference
+  EXPECT_EQ(r1.node_rank, 1);  // the lowest free, in join order
+  EXPECT_EQ(r3.node_rank, 2);
+  for (const RoundMessage& r : {r1, r2, r3}) {
+    EXPECT_EQ(r.round, 0);
+    EXPECT_EQ(r.nnodes, 3);
+    EXPECT_EQ(r.nproc, 2);
+    EXPECT_EQ(r.master_addr, "10.0.0.3");  // node 0's address and port
+    EXPECT_EQ(r.master_port, 40002);
+    EXPECT_FALSE(r.change);
+    EXPECT_EQ(r.members.size(), 3u);
   }
 }
 
@@ -100,7 +115,7 @@ TEST(LaunchRounds, TheFirstRoundStartsWithMinAfterTheJoinTimeout) {
   EXPECT_FALSE(rounds.running());
   rounds.tick(10, out);
   ASSERT_TRUE(rounds.running());
-  EXPECT_EQ(round_of(out, 1)["nnodes"], 2);
+  EXPECT_EQ(round_of(out, 1).nnodes, 2);
   EXPECT_FALSE(rounds.next_deadline());
 }
 
@@ -110,9 +125,9 @@ TEST(LaunchRounds, FewerThanMinAfterTheTimeoutAbortsNamingWhoIsThere) {
   rounds.join(1, node(1), 0, out);
   rounds.tick(10, out);
   ASSERT_TRUE(rounds.aborted());
-  const auto abort = to(out, 1, "abort");
+  const auto abort = to<AbortMessage>(out, 1);
   ASSERT_EQ(abort.size(), 1u);
-  const std::string text = abort[0]["text"];
+  const std::string text = abort[0].text;
   EXPECT_NE(text.find("needs at least 2 nodes (--nnodes 2:3) but 1 joined within 10 s"), std::string::npos) << text;
   EXPECT_NE(text.find("present: h1, 10.0.0.2"), std::string::npos) << text;
   EXPECT_NE(text.find("missing: 1 more node(s) never came"), std::string::npos) << text;
@@ -124,26 +139,26 @@ TEST(LaunchRounds, ALostMemberStopsTheOthersAtOnceAndTheSurvivorsGoOnWithoutWait
   job.rounds.lost(3, "its connection closed", 5, out);  // node 2 (joined third)
   EXPECT_FALSE(job.rounds.running());
   for (int id : {1, 2}) {
-    const auto ended = to(out, id, "ended");
+    const auto ended = to<EndedMessage>(out, id);
     ASSERT_EQ(ended.size(), 1u);
-    EXPECT_EQ(ended[0]["stop"], "now");
-    EXPECT_EQ(ended[0]["cause"], "lost");
-    EXPECT_NE(ended[0]["text"].get<std::string>().find("node 2 (h3, 10.0.0.4) lost: its connection closed"),
+    EXPECT_EQ(ended[0].stop, RoundStop::Now);
+    EXPECT_EQ(ended[0].cause, RoundEndCause::Lost);
+    EXPECT_NE(ended[0].text.find("node 2 (h3, 10.0.0.4) lost: its connection closed"),
               std::string::npos);
   }
   out = job.rejoin({2}, 6);
   EXPECT_FALSE(job.rounds.running());  // node 0 is still stopping its workers
   out = job.rejoin({1}, 7);
   ASSERT_TRUE(job.rounds.running());  // everyone it waited for: no join timeout
-  const json r = round_of(out, 1);
-  EXPECT_EQ(r["round"], 1);
-  EXPECT_EQ(r["nnodes"], 2);
-  EXPECT_EQ(r["node_rank"], 0);  // ranks kept
-  EXPECT_EQ(round_of(out, 2)["node_rank"], 1);
-  EXPECT_EQ(r["change"]["text"], "continuing on 2 of 3 nodes");
-  EXPECT_EQ(r["change"]["detail"], "lost: node 2, 10.0.0.4");
-  EXPECT_EQ(r["membership_changes"], 1);
-  EXPECT_EQ(r["failures"], 0);
+  const RoundMessage r = round_of(out, 1);
+  EXPECT_EQ(r.round, 1);
+  EXPECT_EQ(r.nnodes, 2);
+  EXPECT_EQ(r.node_rank, 0);  // ranks kept
+  EXPECT_EQ(round_of(out, 2).node_rank, 1);
+  EXPECT_EQ(change_of(r).text, "continuing on 2 of 3 nodes");
+  EXPECT_EQ(change_of(r).detail, "lost: node 2, 10.0.0.4");
+  EXPECT_EQ(r.membership_changes, 1);
+  EXPECT_EQ(r.failures, 0);
 }
 
 // A survivor whose workers are stuck in a collective with the lost node takes up to its
@@ -174,12 +189,12 @@ TEST(LaunchRounds, ASurvivorStoppingItsWorkersIsWaitedForUpToItsGrace) {
       again.grace_s = 30;
       rounds.join(1, again, 35, out);
       ASSERT_TRUE(rounds.running());
-      EXPECT_EQ(round_of(out, 1)["nnodes"], 2);
+      EXPECT_EQ(round_of(out, 1).nnodes, 2);
       continue;
     }
     rounds.tick(45, out);
     ASSERT_TRUE(rounds.aborted());
-    const std::string text = to(out, 1, "abort")[0]["text"];
+    const std::string text = to<AbortMessage>(out, 1)[0].text;
     EXPECT_NE(text.find("but 1 joined within 40 s (--join-timeout 10 s + the --grace of the nodes stopping their "
                         "workers)"),
               std::string::npos)
@@ -194,21 +209,21 @@ TEST(LaunchRounds, ANodeLostWhileTheOthersStopIsToldToThemSoTheyStopNow) {
   ThreeRunning job;
   Outbox out;
   job.rounds.join(4, node(4, 2, 4), 1, out);  // refused: another --nnodes
-  ASSERT_EQ(to(out, 4, "refused").size(), 1u);
-  EXPECT_NE(to(out, 4, "refused")[0]["text"].get<std::string>().find("--nnodes 2:4, the job with --nnodes 2:3"),
+  ASSERT_EQ(to<RefusedMessage>(out, 4).size(), 1u);
+  EXPECT_NE(to<RefusedMessage>(out, 4)[0].text.find("--nnodes 2:4, the job with --nnodes 2:3"),
             std::string::npos);
   out = {};
   job.rounds.leave(2, "SIGTERM", 2, out);  // node 1 leaves: a checkpoint stop
-  ASSERT_EQ(to(out, 1, "ended").size(), 1u);
-  EXPECT_EQ(to(out, 1, "ended")[0]["stop"], "checkpoint");
+  ASSERT_EQ(to<EndedMessage>(out, 1).size(), 1u);
+  EXPECT_EQ(to<EndedMessage>(out, 1)[0].stop, RoundStop::Checkpoint);
   out = {};
   job.rounds.lost(3, "no heartbeat for 5 s", 3, out);  // node 2 dies while they checkpoint
-  ASSERT_EQ(to(out, 1, "lost").size(), 1u);
+  ASSERT_EQ(to<LostMessage>(out, 1).size(), 1u);
   out = job.rejoin({1}, 4);
   EXPECT_FALSE(job.rounds.running());  // 1 node, MIN 2
   job.rounds.tick(2 + 10, out);
   ASSERT_TRUE(job.rounds.aborted());
-  const std::string text = to(out, 1, "abort")[0]["text"];
+  const std::string text = to<AbortMessage>(out, 1)[0].text;
   EXPECT_NE(text.find("node 1 of round 0 (h2, 10.0.0.3): it left"), std::string::npos) << text;
   EXPECT_NE(text.find("node 2 of round 0 (h3, 10.0.0.4): lost, no heartbeat for 5 s"), std::string::npos) << text;
 }
@@ -218,16 +233,16 @@ TEST(LaunchRounds, ALeavingNodeCheckpointsWithTheOthersAndIsNamedAsLeft) {
   Outbox out;
   job.rounds.leave(3, "SIGTERM", 1, out);
   for (int id : {1, 2, 3}) {  // the leaver's workers checkpoint too
-    ASSERT_EQ(to(out, id, "ended").size(), 1u) << id;
-    EXPECT_EQ(to(out, id, "ended")[0]["stop"], "checkpoint");
-    EXPECT_EQ(to(out, id, "ended")[0]["cause"], "leave");
+    ASSERT_EQ(to<EndedMessage>(out, id).size(), 1u) << id;
+    EXPECT_EQ(to<EndedMessage>(out, id)[0].stop, RoundStop::Checkpoint);
+    EXPECT_EQ(to<EndedMessage>(out, id)[0].cause, RoundEndCause::Leave);
   }
   out = job.rejoin({1, 2}, 2);
   ASSERT_TRUE(job.rounds.running());  // not waiting for the leaver
-  const json r = round_of(out, 1);
-  EXPECT_EQ(r["change"]["detail"], "left: node 2, 10.0.0.4");
-  EXPECT_EQ(r["change"]["left"], json::array({"node 2, 10.0.0.4"}));
-  EXPECT_TRUE(r["change"]["lost"].empty());
+  const RoundMessage r = round_of(out, 1);
+  EXPECT_EQ(change_of(r).detail, "left: node 2, 10.0.0.4");
+  EXPECT_EQ(change_of(r).left, std::vector<std::string>{"node 2, 10.0.0.4"});
+  EXPECT_TRUE(change_of(r).lost.empty());
   out = {};
   job.rounds.lost(3, "its connection closed", 3, out);  // it exits, as it said
   EXPECT_TRUE(job.rounds.running());
@@ -245,63 +260,80 @@ TEST(LaunchRounds, AnArrivalCheckpointsTheRunningNodesAndJoinsTheNextRound) {
   rounds.join(3, node(3), 20, out);
   EXPECT_FALSE(rounds.running());
   for (int id : {1, 2}) {
-    ASSERT_EQ(to(out, id, "ended").size(), 1u);
-    EXPECT_EQ(to(out, id, "ended")[0]["stop"], "checkpoint");
-    EXPECT_EQ(to(out, id, "ended")[0]["cause"], "join");
+    ASSERT_EQ(to<EndedMessage>(out, id).size(), 1u);
+    EXPECT_EQ(to<EndedMessage>(out, id)[0].stop, RoundStop::Checkpoint);
+    EXPECT_EQ(to<EndedMessage>(out, id)[0].cause, RoundEndCause::Join);
   }
   out = {};
   rounds.join(1, node(1), 21, out);
   rounds.join(2, node(2), 21, out);
   ASSERT_TRUE(rounds.running());
-  const json r = round_of(out, 3);
-  EXPECT_EQ(r["nnodes"], 3);
-  EXPECT_EQ(r["node_rank"], 2);
-  EXPECT_EQ(r["change"]["text"], "continuing on 3 nodes (was 2)");
-  EXPECT_EQ(r["change"]["detail"], "joined: 10.0.0.4");
+  const RoundMessage r = round_of(out, 3);
+  EXPECT_EQ(r.nnodes, 3);
+  EXPECT_EQ(r.node_rank, 2);
+  EXPECT_EQ(change_of(r).text, "continuing on 3 nodes (was 2)");
+  EXPECT_EQ(change_of(r).detail, "joined: 10.0.0.4");
 }
 
 TEST(LaunchRounds, AtMaxANewcomerWaitsAndTakesTheFirstFreePlace) {
   ThreeRunning job;
   Outbox out;
   job.rounds.join(4, node(4), 1, out);
-  ASSERT_EQ(to(out, 4, "wait").size(), 1u);
+  ASSERT_EQ(to<WaitMessage>(out, 4).size(), 1u);
   EXPECT_TRUE(job.rounds.running());  // no restart for it
   out = {};
   job.rounds.lost(1, "its connection closed", 2, out);  // node 0
   out = job.rejoin({2, 3}, 3);
   ASSERT_TRUE(job.rounds.running());
-  const json r = round_of(out, 4);
-  EXPECT_EQ(r["nnodes"], 3);
-  EXPECT_EQ(r["node_rank"], 0);  // the lost node's rank, the only one free
-  EXPECT_EQ(r["master_addr"], "10.0.0.5");
-  EXPECT_EQ(r["change"]["detail"], "lost: node 0, 10.0.0.2; joined: 10.0.0.5");
+  const RoundMessage r = round_of(out, 4);
+  EXPECT_EQ(r.nnodes, 3);
+  EXPECT_EQ(r.node_rank, 0);  // the lost node's rank, the only one free
+  EXPECT_EQ(r.master_addr, "10.0.0.5");
+  EXPECT_EQ(change_of(r).detail, "lost: node 0, 10.0.0.2; joined: 10.0.0.5");
+}
+
+// A worker whose input is wrong (embed-train's status 78) ends the job for every node at
+// once, however many restarts are left: no round can mend a config.
+TEST(LaunchRounds, AFailureOfTheInputEndsTheJobForEveryNodeWithoutARound) {
+  ThreeRunning job(/*max_restarts=*/5);
+  Outbox out;
+  job.rounds.failed_on_input(2, "rank 3 (local rank 1) ended with exit code 78", out);
+  for (int node : {1, 2, 3}) {
+    ASSERT_EQ(to<AbortMessage>(out, node).size(), 1u) << "node " << node;
+    EXPECT_NE(to<AbortMessage>(out, node)[0].text.find("rank 3 (local rank 1) ended with exit code 78: its input is "
+                                                       "wrong"),
+              std::string::npos)
+        << to<AbortMessage>(out, node)[0].text;
+    EXPECT_EQ(to<AbortMessage>(out, node)[0].kind, AbortKind::BadInput);
+  }
+  EXPECT_TRUE(to<RoundMessage>(out, 1).empty());
 }
 
 TEST(LaunchRounds, AFailureIsChargedToItsNodeWhichLeavesWhenOutOfRestarts) {
   ThreeRunning job(/*max_restarts=*/1);
   Outbox out;
   job.rounds.failed(2, "rank 3 (local rank 1) ended with SIGKILL (9)", 1, out);
-  ASSERT_EQ(to(out, 1, "ended").size(), 1u);
-  EXPECT_EQ(to(out, 1, "ended")[0]["stop"], "now");
+  ASSERT_EQ(to<EndedMessage>(out, 1).size(), 1u);
+  EXPECT_EQ(to<EndedMessage>(out, 1)[0].stop, RoundStop::Now);
   out = {};
   job.rounds.failed(1, "rank 1 ended with exit code 1", 1.1, out);  // a consequence: ignored
   EXPECT_TRUE(out.messages.empty());
   out = job.rejoin({1, 2, 3}, 2, 1);
   ASSERT_TRUE(job.rounds.running());
-  EXPECT_EQ(round_of(out, 2)["failures"], 1);
-  EXPECT_EQ(round_of(out, 1)["failures"], 0);
-  EXPECT_EQ(round_of(out, 1)["after_failure"]["charged"], true);
-  EXPECT_TRUE(round_of(out, 1)["change"].is_null());  // the same nodes: no membership change
+  EXPECT_EQ(round_of(out, 2).failures, 1);
+  EXPECT_EQ(round_of(out, 1).failures, 0);
+  EXPECT_EQ(after_failure_of(round_of(out, 1)).charged, true);
+  EXPECT_FALSE(round_of(out, 1).change);  // the same nodes: no membership change
 
   out = {};
   job.rounds.failed(2, "rank 3 ended with exit code 1", 3, out);
   out = job.rejoin({1, 2, 3}, 4, 1);
-  ASSERT_EQ(to(out, 2, "abort").size(), 1u);  // its second failure, --max-restarts 1
-  EXPECT_EQ(to(out, 2, "abort")[0]["kind"], "out_of_restarts");
+  ASSERT_EQ(to<AbortMessage>(out, 2).size(), 1u);  // its second failure, --max-restarts 1
+  EXPECT_EQ(to<AbortMessage>(out, 2)[0].kind, AbortKind::OutOfRestarts);
   ASSERT_TRUE(job.rounds.running());
-  const json r = round_of(out, 1);
-  EXPECT_EQ(r["nnodes"], 2);
-  EXPECT_EQ(r["change"]["detail"], "lost: node 1, 10.0.0.3");
+  const RoundMessage r = round_of(out, 1);
+  EXPECT_EQ(r.nnodes, 2);
+  EXPECT_EQ(change_of(r).detail, "lost: node 1, 10.0.0.3");
   out = {};
   job.rounds.lost(2, "its connection closed", 5, out);  // its launcher exits, as told
   EXPECT_TRUE(job.rounds.running());
@@ -314,10 +346,10 @@ TEST(LaunchRounds, AFailureBesideALostNodeIsChargedToNoOne) {
   job.rounds.lost(3, "no heartbeat for 5 s", 1.5, out);
   out = job.rejoin({1, 2}, 2);
   ASSERT_TRUE(job.rounds.running());
-  const json r = round_of(out, 1);
-  EXPECT_EQ(r["failures"], 0);
-  EXPECT_EQ(r["after_failure"]["charged"], false);
-  EXPECT_TRUE(to(out, 1, "abort").empty());
+  const RoundMessage r = round_of(out, 1);
+  EXPECT_EQ(r.failures, 0);
+  EXPECT_EQ(after_failure_of(r).charged, false);
+  EXPECT_TRUE(to<AbortMessage>(out, 1).empty());
 }
 
 TEST(LaunchRounds, TwoOfThreeLostWithMinTwoEndTheJobAfterTheTimeout) {
@@ -330,7 +362,7 @@ TEST(LaunchRounds, TwoOfThreeLostWithMinTwoEndTheJobAfterTheTimeout) {
   EXPECT_DOUBLE_EQ(*job.rounds.next_deadline(), 11);
   job.rounds.tick(11, out);
   ASSERT_TRUE(job.rounds.aborted());
-  const std::string text = to(out, 1, "abort")[0]["text"];
+  const std::string text = to<AbortMessage>(out, 1)[0].text;
   EXPECT_NE(text.find("round 1 needs at least 2 nodes"), std::string::npos) << text;
   EXPECT_NE(text.find("present: node 0 (h1, 10.0.0.2)"), std::string::npos) << text;
   EXPECT_NE(text.find("node 1 of round 0 (h2, 10.0.0.3): lost, its connection closed"), std::string::npos) << text;
@@ -347,7 +379,7 @@ TEST(LaunchRounds, EveryNodeDoneFinishesTheJob) {
   EXPECT_TRUE(job.rounds.running());
   job.rounds.done(3, 1.2, out);
   EXPECT_TRUE(job.rounds.finished());
-  EXPECT_EQ(to(out, 3, "finished").size(), 1u);
+  EXPECT_EQ(to<FinishedMessage>(out, 3).size(), 1u);
 }
 
 TEST(LaunchRounds, TooManyMembershipChangesEndTheJob) {
@@ -364,7 +396,7 @@ TEST(LaunchRounds, TooManyMembershipChangesEndTheJob) {
   out = {};
   rounds.join(1, a, 4, out);
   ASSERT_TRUE(rounds.aborted());
-  const std::string text = to(out, 1, "abort")[0]["text"];
+  const std::string text = to<AbortMessage>(out, 1)[0].text;
   EXPECT_NE(text.find("changed its nodes 2 times, more than --max-membership-changes 1"), std::string::npos) << text;
 }
 

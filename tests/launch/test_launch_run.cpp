@@ -11,7 +11,6 @@
 namespace ddp_embed::launch::testing {
 namespace {
 
-const std::string kWorker = worker_binary();
 
 TEST(LaunchRun, EnvironmentOfEveryRank) {
   TempDir dir;

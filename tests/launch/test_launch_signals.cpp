@@ -7,7 +7,6 @@
 namespace ddp_embed::launch::testing {
 namespace {
 
-const std::string kWorker = worker_binary();
 
 bool all_files_exist(const TempDir& dir, const std::string& prefix, int n) {
   for (int r = 0; r < n; ++r)

@@ -11,16 +11,13 @@
 
 #include <sys/wait.h>
 
+#include "../core/python_fixtures.h"
+
 namespace {
 
 const std::string kScripts = std::string(DDP_EMBED_SOURCE_DIR) + "/scripts/slurm/";
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using python_fixtures::read_text;
 
 // `bash -n FILE`: parse without running. The exit status and what it printed.
 std::pair<int, std::string> bash_parse(const std::string& file) {

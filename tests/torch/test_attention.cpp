@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "compat/cuda_support.h"
@@ -27,13 +29,13 @@ struct Problem {
   bool causal;
 };
 
-struct Inputs {
+struct AttentionInputs {
   at::Tensor q, k, v;  // packed [N, heads, D], requiring grad
   at::Tensor weights;  // the loss: sum(out * weights)
 };
 
-Inputs random_inputs(const Problem& p, int64_t q_rows, int64_t tokens) {
-  Inputs in;
+AttentionInputs random_inputs(const Problem& p, int64_t q_rows, int64_t tokens) {
+  AttentionInputs in;
   in.q = at::randn({q_rows, p.q_heads, p.dims}).requires_grad_(true);
   in.k = at::randn({tokens, p.kv_heads, p.dims}).requires_grad_(true);
   in.v = at::randn({tokens, p.kv_heads, p.dims}).requires_grad_(true);
@@ -44,7 +46,7 @@ Inputs random_inputs(const Problem& p, int64_t q_rows, int64_t tokens) {
 // The reference: each batch padded here to its longest, SDPA with a boolean mask, grouped
 // heads repeated. one_query: q holds one row a sequence, its last token's (which sees the
 // whole sequence, causal or not).
-at::Tensor reference(const Inputs& in, const Problem& p, bool one_query) {
+at::Tensor reference(const AttentionInputs& in, const Problem& p, bool one_query) {
   const int64_t batch = static_cast<int64_t>(p.lengths.size());
   int64_t longest = 0;
   for (int64_t l : p.lengths) longest = std::max(longest, l);
@@ -80,7 +82,7 @@ struct Result {
 };
 
 template <class F>
-Result run(const Inputs& in, F&& attend) {
+Result run(const AttentionInputs& in, F&& attend) {
   for (const at::Tensor& t : {in.q, in.k, in.v}) t.mutable_grad() = at::Tensor();
   Result r;
   r.out = attend();
@@ -144,7 +146,7 @@ TEST(Attention, EveryPathMatchesPaddedSdpaForwardAndGradients) {
       int64_t tokens = 0;
       for (int64_t l : lengths) tokens += l;
       const TokenLayout layout(lengths, *std::max_element(lengths.begin(), lengths.end()) + 3, at::kCPU);
-      const Inputs in = random_inputs(p, tokens, tokens);
+      const AttentionInputs in = random_inputs(p, tokens, tokens);
       const Result want = run(in, [&] { return reference(in, p, false); });
       for (const AttentionMode mode : {AttentionMode::Packed, AttentionMode::Padded, AttentionMode::Auto}) {
         for (const bool recompute : {false, true}) {
@@ -175,14 +177,14 @@ TEST(Attention, GroupedMatchesPaddedSdpaForwardAndGradients) {
       int64_t tokens = 0;
       for (int64_t l : lengths) tokens += l;
       const TokenLayout layout(lengths, *std::max_element(lengths.begin(), lengths.end()) + 2, at::kCPU);
-      const Inputs in = random_inputs(p, tokens, tokens);
+      const AttentionInputs in = random_inputs(p, tokens, tokens);
       AttentionCall call;
       call.causal = causal;
       const Result want = run(in, [&] { return reference(in, p, false); });
       const Result got = run(in, [&] { return cpu_attention_grouped(in.q, in.k, in.v, layout, call); });
       EXPECT_LT(worst(got, want), 1e-5) << (causal ? "causal" : "bidirectional") << ", " << lengths.size() << " texts";
       if (std::count(lengths.begin(), lengths.end(), int64_t{0}) > 0) continue;  // the reference: NaN there
-      const Inputs one = random_inputs(p, layout.batch, tokens);
+      const AttentionInputs one = random_inputs(p, layout.batch, tokens);
       call.one_query_per_sequence = true;
       const Result want_one = run(one, [&] { return reference(one, p, true); });
       const Result got_one = run(one, [&] { return cpu_attention_grouped(one.q, one.k, one.v, layout, call); });
@@ -193,7 +195,7 @@ TEST(Attention, GroupedMatchesPaddedSdpaForwardAndGradients) {
     const std::vector<int64_t> lengths = {2, 6000, 3, 1};
     const Problem p{lengths, 4, causal ? 2 : 4, 16, causal};
     const TokenLayout layout(lengths, 6000, at::kCPU);
-    const Inputs one = random_inputs(p, layout.batch, layout.tokens);
+    const AttentionInputs one = random_inputs(p, layout.batch, layout.tokens);
     AttentionCall call;
     call.causal = causal;
     call.one_query_per_sequence = true;
@@ -211,7 +213,7 @@ TEST(Attention, OneQueryPerSequenceSeesItsWholeSequenceOnEveryPath) {
       int64_t tokens = 0;
       for (int64_t l : lengths) tokens += l;
       const TokenLayout layout(lengths, *std::max_element(lengths.begin(), lengths.end()), at::kCPU);
-      const Inputs in = random_inputs(p, static_cast<int64_t>(lengths.size()), tokens);
+      const AttentionInputs in = random_inputs(p, static_cast<int64_t>(lengths.size()), tokens);
       const Result want = run(in, [&] { return reference(in, p, true); });
       for (const AttentionMode mode : {AttentionMode::Packed, AttentionMode::Padded}) {
         AttentionCall call;
@@ -237,7 +239,7 @@ TEST_P(AttentionDropout, BackwardIsTheGradientOfItsForward) {
   const int64_t tokens = packed ? 29 : 243;
   const TokenLayout layout(p.lengths, packed ? 14 : 120, at::kCPU);
   at::manual_seed(5);
-  const Inputs in = random_inputs(p, tokens, tokens);
+  const AttentionInputs in = random_inputs(p, tokens, tokens);
   AttentionCall call;
   call.causal = true;
   call.dropout_p = 0.3;
@@ -304,6 +306,46 @@ TEST(Attention, AutoTakesAPathOnRealTokensWhereverThereIsPaddingAndPaddedForADen
     attention(y, y, y, skewed_batch, call);
     EXPECT_EQ(attention_path_counts()[size_t(path)] - was[size_t(path)], 1) << attention_path_name(path);
   }
+}
+
+// Each path's first call logs it; the line is made that once, not on each layer's call,
+// from one thread or from several at once.
+TEST(Attention, EachPathsLogLineIsMadeOnceHoweverManyCallsTakeIt) {
+  const TokenLayout skewed_batch({4, 6, 8, 5, 7, 12, 9, 6}, 12, at::kCPU);
+  const at::Tensor y = at::randn({skewed_batch.tokens, 2, 8});
+  AttentionCall packed, padded, grouped;
+  packed.mode = AttentionMode::Packed;
+  padded.mode = AttentionMode::Padded;
+  grouped.dropout_p = 0.1;  // auto with dropout and padding: grouped
+  for (const auto& [call, path] : {std::pair{packed, AttentionPath::CpuPacked}, {padded, AttentionPath::CpuPadded}}) {
+    const auto calls = attention_path_counts();
+    for (int i = 0; i < 50; ++i) attention(y, y, y, skewed_batch, call);
+    EXPECT_EQ(attention_path_counts()[size_t(path)] - calls[size_t(path)], 50) << attention_path_name(path);
+    EXPECT_EQ(attention_log_lines_built()[size_t(path)], 1) << attention_path_name(path);
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      at::NoGradGuard no_grad;
+      for (int i = 0; i < 10; ++i) attention(y, y, y, skewed_batch, grouped);
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(attention_log_lines_built()[size_t(AttentionPath::CpuGrouped)], 1);
+}
+
+// Inputs attention cannot take are a ModelError (model/model_error.h) that says which.
+TEST(Attention, InputsOfTheWrongShapeAreAModelErrorNamingThem) {
+  const TokenLayout layout({3, 2}, 3, at::kCPU);
+  const at::Tensor x = at::randn({layout.tokens, 2, 8});
+  try {
+    attention(x, x, x.narrow(0, 0, 4), layout, AttentionCall{});
+    ADD_FAILURE() << "k and v of different shapes were taken";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("attention: k [5, 2, 8] and v [4, 2, 8] differ"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(attention(x.narrow(0, 0, 4), x, x, layout, AttentionCall{}), ModelError);
+  EXPECT_THROW(TokenLayout(at::tensor({int64_t{0}, int64_t{1}}).view({1, 2})), ModelError) << "left padding";
 }
 
 // What sits in the padding (other token ids, any length of it) changes no real token's
@@ -381,9 +423,9 @@ TEST(Attention, OnAGpuVarlenKernelsMatchPadded) {
         int64_t tokens = 0;
         for (int64_t l : lengths) tokens += l;
         const TokenLayout layout(lengths, 48, gpu);
-        Inputs cpu = random_inputs(p, one_query ? static_cast<int64_t>(lengths.size()) : tokens, tokens);
+        AttentionInputs cpu = random_inputs(p, one_query ? static_cast<int64_t>(lengths.size()) : tokens, tokens);
         const auto to_gpu = [&](const at::Tensor& t) { return t.detach().to(gpu, c.type).requires_grad_(true); };
-        const Inputs in{to_gpu(cpu.q), to_gpu(cpu.k), to_gpu(cpu.v), cpu.weights.to(gpu, c.type)};
+        const AttentionInputs in{to_gpu(cpu.q), to_gpu(cpu.k), to_gpu(cpu.v), cpu.weights.to(gpu, c.type)};
         AttentionCall call;
         call.causal = causal;
         call.one_query_per_sequence = one_query;

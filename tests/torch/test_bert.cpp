@@ -16,10 +16,13 @@
 
 #include "io/safetensors.h"
 #include "model/embedder.h"
+#include "config/config.h"
 #include "model/loss.h"
 #include "model/weights.h"
 
+#include "loss_support.h"
 #include "one_thread.h"
+#include "../core/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace ddp_embed;
@@ -88,12 +91,7 @@ BertConfig small_config() {
   return c;
 }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("bert_test_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using ddp_embed::testing::TempDir;
 
 }  // namespace
 
@@ -457,7 +455,7 @@ TEST(Bert, EmbedderClsShortcutGivesTheSameLossAndGradients) {
   const auto full_embed = [&](const EncoderInput& in) {
     return model->projection(pool(model->bert(in.ids, in.mask), in.mask, Pooling::Cls));
   };
-  const at::Tensor full = contrastive_loss(full_embed(q), full_embed(p), 0, LossType::PairwiseSigmoid, 0.05);
+  const at::Tensor full = pair_loss(full_embed(q), full_embed(p), {}, {}, LossConfig{}).loss;
   full.backward();
   EXPECT_NEAR(fast.item<double>(), full.item<double>(), 1e-6);
   for (const auto& param : model->named_parameters()) {
@@ -479,20 +477,21 @@ TEST(Bert, EmbedderForwardIsTheLossOfItsEmbeddings) {
   const at::Tensor eq = model->embed(q), ep = model->embed(p), en = model->embed(n);
 
   // In-batch, with positives of the same and of a different padded length.
-  const double want = contrastive_loss(eq, ep, 0, LossType::Infonce, 0.1).item<double>();
+  const double want = loss_support::loss_against(eq, ep, 0, LossType::Infonce, 0.1).item<double>();
   EXPECT_NEAR(model->forward(q, p, {}, settings).loss.item<double>(), want, 1e-5);
   const EncoderInput p_longer{at::cat({p.ids, at::zeros({5, 3}, at::kLong)}, 1),
                               at::cat({p.mask, at::zeros({5, 3}, at::kLong)}, 1)};
   EXPECT_NEAR(model->forward(q, p_longer, {}, settings).loss.item<double>(), want, 1e-5);
 
   // Hard negatives join the candidates.
-  const double with_neg = contrastive_loss(eq, at::cat({ep, en}), 0, LossType::Infonce, 0.1).item<double>();
+  const double with_neg = loss_support::loss_against(eq, at::cat({ep, en}), 0, LossType::Infonce, 0.1).item<double>();
   EXPECT_NEAR(model->forward(q, p, n, settings).loss.item<double>(), with_neg, 1e-5);
 
   // Cross-rank: as rank 1 of 2, with rank 0's candidates in front.
   const at::Tensor rank0 = at::randn({8, 16});
   CandidateExchange exchange{[&](const at::Tensor& local, const std::vector<int64_t>&) { return at::cat({rank0, local}); }, {}, 1};
-  const double gathered = contrastive_loss(eq, at::cat({rank0, ep, en}), 8, LossType::Infonce, 0.1).item<double>();
+  const double gathered =
+      loss_support::loss_against(eq, at::cat({rank0, ep, en}), 8, LossType::Infonce, 0.1).item<double>();
   EXPECT_NEAR(model->forward(q, p, n, settings, exchange).loss.item<double>(), gathered, 1e-5);
 }
 

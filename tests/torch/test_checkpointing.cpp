@@ -66,7 +66,7 @@ Step train_step(SentenceEmbedder& model, std::optional<bool> checkpointing, Prec
       loss = model->forward(q, p, {}, LossConfig{}).loss;  // pairwise_sigmoid at 0.05
     } else {
       const at::Tensor e = model->embed({at::cat({q.ids, p.ids}), at::cat({q.mask, p.mask})});
-      loss = contrastive_loss(e.narrow(0, 0, 6), e.narrow(0, 6, 6), 0, LossType::PairwiseSigmoid, 0.05);
+      loss = pair_loss(e.narrow(0, 0, 6), e.narrow(0, 6, 6), {}, {}, LossConfig{}).loss;
     }
   }
   loss.backward();

@@ -17,7 +17,7 @@ using namespace e2e;
 
 namespace {
 
-using Matrix = std::vector<std::vector<float>>;
+using EmbeddingRows = std::vector<std::vector<float>>;
 
 void write_lines(const fs::path& path, const std::vector<std::string>& lines) {
   std::ofstream out(path);
@@ -25,8 +25,8 @@ void write_lines(const fs::path& path, const std::vector<std::string>& lines) {
 }
 
 // The rows of an encode JSONL output, checking each "text" against `texts`.
-Matrix read_jsonl_embeddings(const fs::path& path, const std::vector<std::string>& texts) {
-  Matrix rows;
+EmbeddingRows read_jsonl_embeddings(const fs::path& path, const std::vector<std::string>& texts) {
+  EmbeddingRows rows;
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
@@ -51,7 +51,7 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   return dot(a, b) / std::sqrt(dot(a, a) * dot(b, b));
 }
 
-void expect_rows_near(const Matrix& a, const Matrix& b, double tol, const std::string& what) {
+void expect_rows_near(const EmbeddingRows& a, const EmbeddingRows& b, double tol, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].size(), b[i].size()) << what << " row " << i;
@@ -158,7 +158,7 @@ TEST_F(EncodeEval, NpyIsFloat32RowsInNumpyFormat) {
   // The same numbers as the JSONL output, row for row.
   r = encode(work / "mixed.txt", work / "mixed.jsonl");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const Matrix rows = read_jsonl_embeddings(work / "mixed.jsonl", kMixed);
+  const EmbeddingRows rows = read_jsonl_embeddings(work / "mixed.jsonl", kMixed);
   ASSERT_EQ(npy.data.size(), kMixed.size() * 16);
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t k = 0; k < 16; ++k) EXPECT_EQ(npy.data[i * 16 + k], rows[i][k]) << "row " << i;
@@ -176,8 +176,8 @@ TEST_F(EncodeEval, InputOrderIsKeptAndBatchingDoesNotChangeEmbeddings) {
           (work / "order.txt").string() + " --output " + (work / "batched.jsonl").string() + " --batch-size 3 >" +
           out.string() + " 2>" + err.string() + ")");
   ASSERT_EQ(r.exit_code, 0) << read_file(err);
-  const Matrix alone = read_jsonl_embeddings(work / "alone.jsonl", kMixed);
-  const Matrix batched = read_jsonl_embeddings(work / "batched.jsonl", kMixed);
+  const EmbeddingRows alone = read_jsonl_embeddings(work / "alone.jsonl", kMixed);
+  const EmbeddingRows batched = read_jsonl_embeddings(work / "batched.jsonl", kMixed);
   expect_rows_near(batched, alone, 1e-5, "batch of 3 against one at a time");
   // The repeated sentence, in different batches, gives the same embedding.
   expect_rows_near({batched[0]}, {batched[5]}, 1e-5, "the same sentence twice");
@@ -205,7 +205,7 @@ TEST_F(EncodeEval, JsonlAndWindowsTextInputGiveTheSameAsText) {
   ASSERT_EQ(encode(work / "in.jsonl", work / "from-jsonl.jsonl").exit_code, 0);
   ASSERT_EQ(encode(work / "crlf.txt", work / "from-crlf.jsonl").exit_code, 0);
   // Each checks its "text" against the plain sentences, so "\r" did not stay.
-  const Matrix from_jsonl = read_jsonl_embeddings(work / "from-jsonl.jsonl", kMixed);
+  const EmbeddingRows from_jsonl = read_jsonl_embeddings(work / "from-jsonl.jsonl", kMixed);
   expect_rows_near(read_jsonl_embeddings(work / "from-crlf.jsonl", kMixed), from_jsonl, 0, "text against JSONL");
 
   write_lines(work / "bad.jsonl", {R"({"text": "fine"})", R"({"sentence": "no text field"})"});
@@ -218,8 +218,8 @@ TEST_F(EncodeEval, NormalizeGivesUnitVectorsInTheSameDirection) {
   write_lines(work / "norm.txt", kMixed);
   ASSERT_EQ(encode(work / "norm.txt", work / "raw.jsonl").exit_code, 0);
   ASSERT_EQ(encode(work / "norm.txt", work / "unit.jsonl", "--normalize").exit_code, 0);
-  const Matrix raw = read_jsonl_embeddings(work / "raw.jsonl", kMixed);
-  const Matrix unit = read_jsonl_embeddings(work / "unit.jsonl", kMixed);
+  const EmbeddingRows raw = read_jsonl_embeddings(work / "raw.jsonl", kMixed);
+  const EmbeddingRows unit = read_jsonl_embeddings(work / "unit.jsonl", kMixed);
   ASSERT_EQ(raw.size(), unit.size());
   for (size_t i = 0; i < raw.size(); ++i) {
     EXPECT_NEAR(std::sqrt(dot(unit[i], unit[i])), 1.0, 1e-6) << "row " << i;
@@ -399,7 +399,7 @@ TEST_F(EncodeEval, StsCorrelationsAreThoseOfTheCosines) {
   EXPECT_EQ(m["pairs"], 7);
 
   ASSERT_EQ(encode(work / "sts-texts.txt", work / "sts-emb.jsonl").exit_code, 0);
-  const Matrix e = read_jsonl_embeddings(work / "sts-emb.jsonl", texts);
+  const EmbeddingRows e = read_jsonl_embeddings(work / "sts-emb.jsonl", texts);
   std::vector<double> cos;
   for (size_t i = 0; i < pairs.size(); ++i) cos.push_back(cosine(e[2 * i], e[2 * i + 1]));
   EXPECT_NEAR(m["pearson"].get<double>(), pearson(cos, gold), 1e-5);

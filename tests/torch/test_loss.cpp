@@ -1,15 +1,25 @@
-// contrastive_loss against the formulas evaluated directly in double precision with
-// loops (values and hand-derived gradients), extreme similarities, offsets and extra
-// negatives, dtypes.
+// pair_loss's contrastive terms, through loss_support::loss_against (loss_support.h),
+// against the formulas evaluated directly in double precision with loops (values and
+// hand-derived gradients), extreme similarities, offsets and extra negatives, dtypes; its
+// refusals; and, counted by an observer of ATen's ops, that it asks the device for
+// nothing that would make the host wait (no unique, no value read back, no copy to it).
 #include "model/loss.h"
 
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "loss_support.h"
+#include "model/model_error.h"
+
 using namespace ddp_embed;
+using loss_support::loss_against;
 
 namespace {
 
@@ -107,12 +117,12 @@ void expect_close(const Matrix& got, const Matrix& want, double rel, const char*
 // loss.type's spelling as the loss takes it.
 LossType loss_type(const std::string& name) { return parse_choice<LossType>(name, "loss.type"); }
 
-// Runs contrastive_loss on q and c (as given dtype) and compares with the reference.
+// Runs pair_loss on q and c (as given dtype) and compares with the reference.
 void check_against_reference(const at::Tensor& q0, const at::Tensor& c0, int64_t offset, const std::string& type,
                              double t, double rel) {
   const at::Tensor q = q0.detach().clone().requires_grad_(true);
   const at::Tensor c = c0.detach().clone().requires_grad_(true);
-  const at::Tensor loss = contrastive_loss(q, c, offset, loss_type(type), t);
+  const at::Tensor loss = loss_against(q, c, offset, loss_type(type), t);
   loss.backward();
   const Reference r = reference(to_matrix(q0), to_matrix(c0), offset, type, t);
   EXPECT_NEAR(loss.item<double>(), r.loss, rel * std::abs(r.loss)) << type;
@@ -154,7 +164,7 @@ TEST(ContrastiveLoss, PairwiseSigmoidIsTheReferenceRecipe) {
   const at::Tensor sim = at::cosine_similarity(q.unsqueeze(1), p.unsqueeze(0), -1) / 0.05;
   const at::Tensor diff = (sim.diag().unsqueeze(1) - sim).masked_fill(at::eye(5, at::kBool), 1e9);
   const double recipe = (-at::log(at::sigmoid(diff))).sum().item<double>() / (5 * 5 - 5);
-  EXPECT_NEAR(contrastive_loss(q, p, 0, LossType::PairwiseSigmoid, 0.05).item<double>(), recipe, 1e-9 * recipe);
+  EXPECT_NEAR(loss_against(q, p, 0, LossType::PairwiseSigmoid, 0.05).item<double>(), recipe, 1e-9 * recipe);
 }
 
 TEST(ContrastiveLoss, InfoNceIsLogSoftmaxCrossEntropy) {
@@ -168,7 +178,7 @@ TEST(ContrastiveLoss, InfoNceIsLogSoftmaxCrossEntropy) {
     const double pos = dot(qm[i], cm[3 + i]) / (norm(qm[i]) * norm(cm[3 + i])) / 0.2;
     want += (std::log(z) - pos) / 4;
   }
-  EXPECT_NEAR(contrastive_loss(q, c, 3, LossType::Infonce, 0.2).item<double>(), want, 1e-9 * want);
+  EXPECT_NEAR(loss_against(q, c, 3, LossType::Infonce, 0.2).item<double>(), want, 1e-9 * want);
 }
 
 TEST(ContrastiveLoss, Float32MatchesDoubleReference) {
@@ -187,7 +197,7 @@ TEST(ContrastiveLoss, HugeSimilaritiesStayFinite) {
                           base[0].unsqueeze(0), -base[2].unsqueeze(0), base[1].unsqueeze(0)});
   for (const std::string type : {"pairwise_sigmoid", "infonce"}) {
     const at::Tensor qg = q.clone().requires_grad_(true), cg = c.clone().requires_grad_(true);
-    const at::Tensor loss = contrastive_loss(qg, cg, 0, loss_type(type), 1e-4);
+    const at::Tensor loss = loss_against(qg, cg, 0, loss_type(type), 1e-4);
     loss.backward();
     EXPECT_TRUE(std::isfinite(loss.item<double>())) << type;
     EXPECT_TRUE(qg.grad().isfinite().all().item<bool>()) << type;
@@ -198,7 +208,7 @@ TEST(ContrastiveLoss, HugeSimilaritiesStayFinite) {
   }
   // Half-precision inputs with extreme similarities: computed in fp32, still finite.
   const at::Tensor qh = q.to(at::kHalf).requires_grad_(true);
-  const at::Tensor loss = contrastive_loss(qh, c.to(at::kHalf), 0, LossType::PairwiseSigmoid, 1e-4);
+  const at::Tensor loss = loss_against(qh, c.to(at::kHalf), 0, LossType::PairwiseSigmoid, 1e-4);
   loss.backward();
   EXPECT_TRUE(std::isfinite(loss.item<double>()));
   EXPECT_TRUE(qh.grad().to(at::kFloat).isfinite().all().item<bool>());
@@ -212,7 +222,7 @@ TEST(ContrastiveLoss, ZeroVectorGivesFiniteLossAndGradients) {
   c[2].zero_();
   for (const std::string type : {"pairwise_sigmoid", "infonce"}) {
     const at::Tensor qg = q.clone().requires_grad_(true), cg = c.clone().requires_grad_(true);
-    const at::Tensor loss = contrastive_loss(qg, cg, 0, loss_type(type), 0.05);
+    const at::Tensor loss = loss_against(qg, cg, 0, loss_type(type), 0.05);
     loss.backward();
     EXPECT_TRUE(std::isfinite(loss.item<double>()));
     EXPECT_TRUE(qg.grad().isfinite().all().item<bool>());
@@ -223,24 +233,133 @@ TEST(ContrastiveLoss, ZeroVectorGivesFiniteLossAndGradients) {
 TEST(ContrastiveLoss, ComputesInFloat32ForHalfInputs) {
   at::manual_seed(8);
   const at::Tensor q = randn({4, 16}).to(at::kBFloat16), c = randn({4, 16}).to(at::kBFloat16);
-  const at::Tensor loss = contrastive_loss(q, c, 0, LossType::PairwiseSigmoid, 0.05);
+  const at::Tensor loss = loss_against(q, c, 0, LossType::PairwiseSigmoid, 0.05);
   EXPECT_EQ(loss.scalar_type(), at::kFloat);
   EXPECT_EQ(loss.dim(), 0);
   const double want =
-      contrastive_loss(q.to(at::kDouble), c.to(at::kDouble), 0, LossType::PairwiseSigmoid, 0.05).item<double>();
+      loss_against(q.to(at::kDouble), c.to(at::kDouble), 0, LossType::PairwiseSigmoid, 0.05).item<double>();
   EXPECT_NEAR(loss.item<double>(), want, 1e-5 * want);
 }
 
 TEST(ContrastiveLoss, RejectsBadArguments) {
   const at::Tensor q = randn({4, 8}), c = randn({4, 8});
-  EXPECT_THROW(contrastive_loss(q, c, 0, LossType::None, 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q, c, 1, LossType::Infonce, 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q, c, -1, LossType::Infonce, 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q, c, 0, LossType::Infonce, 0.0), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q, randn({4, 7}), 0, LossType::Infonce, 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q[0], c, 0, LossType::Infonce, 0.05), std::invalid_argument);
-  EXPECT_THROW(contrastive_loss(q.slice(0, 0, 1), c.slice(0, 0, 1), 0, LossType::PairwiseSigmoid, 0.05),
-               std::invalid_argument);
+  LossConfig infonce;
+  infonce.type = LossType::Infonce;
+  // Rank `rank` of an exchange that hands back this rank's own rows only: positives
+  // before the first candidate, or after the last.
+  const auto alone_as = [](int64_t rank) {
+    return CandidateExchange{[](const at::Tensor& local, const std::vector<int64_t>&) { return local; }, {}, rank};
+  };
+  LossConfig none;
+  none.type = LossType::None;  // no contrastive term, and no other: lib/config refuses it
+  EXPECT_THROW(pair_loss(q, c, {}, {}, none), std::logic_error);
+  EXPECT_THROW(pair_loss(q, c, {}, {}, infonce, alone_as(1)), ModelError);
+  EXPECT_THROW(pair_loss(q, c, {}, {}, infonce, alone_as(-1)), ModelError);
+  LossConfig cold = infonce;
+  cold.temperature = 0.0;
+  EXPECT_THROW(pair_loss(q, c, {}, {}, cold), ModelError);
+  EXPECT_THROW(pair_loss(q, randn({4, 7}), {}, {}, infonce), ModelError);
+  EXPECT_THROW(pair_loss(q[0], c[0], {}, {}, infonce), ModelError);
+  EXPECT_THROW(pair_loss(q.slice(0, 0, 1), c.slice(0, 0, 1), {}, {}, LossConfig{}), ModelError);  // pairwise_sigmoid
   EXPECT_TRUE(find_choice<LossType>("infonce"));
   EXPECT_FALSE(find_choice<LossType>("softmax"));
+}
+
+// ---- what pair_loss asks of the device -------------------------------------------------------
+
+namespace {
+
+// While it lives, collects the ATen ops of this thread that make a CUDA host wait for the
+// device: an output whose size depends on the data (unique, nonzero, masked_select), a
+// value read back (item), and an explicit move to a device (.to(device): the host's data
+// copied over). On the CPU they cost nothing, so the test observes the calls themselves.
+class HostWaits {
+ public:
+  HostWaits() : handle_(at::addThreadLocalCallback(at::RecordFunctionCallback(&HostWaits::seen).needsInputs(true))) {
+    found().clear();
+  }
+  ~HostWaits() { at::removeCallback(handle_); }
+  HostWaits(const HostWaits&) = delete;
+  HostWaits& operator=(const HostWaits&) = delete;
+
+  static std::vector<std::string>& found() {
+    thread_local std::vector<std::string> ops;
+    return ops;
+  }
+
+ private:
+  static std::unique_ptr<at::ObserverContext> seen(const at::RecordFunction& fn) {
+    static const std::vector<std::string> data_dependent = {
+        "aten::_unique",       "aten::_unique2",      "aten::unique_dim",       "aten::unique_consecutive",
+        "aten::unique_dim_consecutive", "aten::nonzero", "aten::masked_select", "aten::_local_scalar_dense",
+        "aten::item",          "aten::is_nonzero"};
+    const std::string name = fn.name();
+    bool waits = std::find(data_dependent.begin(), data_dependent.end(), name) != data_dependent.end();
+    if (name == "aten::to" || name == "aten::_to_copy")
+      for (const c10::IValue& input : fn.inputs()) waits = waits || input.isDevice();
+    if (waits) found().push_back(name);
+    return nullptr;
+  }
+
+  at::CallbackHandle handle_;
+};
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
+// The same-text mask, the pairwise_sigmoid divisor across ranks, the directions, hardness
+// and the guide: once a micro-batch each, every one without making the host wait (on a
+// GPU each such op is a sync that stalls the step's queue of kernels).
+TEST(PairLoss, AsksTheDeviceForNothingThatMakesTheHostWait) {
+  at::manual_seed(9);
+  constexpr int64_t n = 4, k = 4;
+  const at::Tensor q = randn({n, 8}), pos = randn({n, 8}), neg = randn({k, 8});
+  CandidateLabels labels;
+  labels.hashes = at::tensor(std::vector<int64_t>{1, 2, 1, 3, 4, 2, 5, 6});  // duplicates: masks to count
+  labels.owners = at::tensor(std::vector<int64_t>{0, 1, 2, 3, 0, 0, 2, 3});
+  // Two ranks, the other holding copies of this rank's rows (the numbers do not matter here).
+  const auto twice = [](const at::Tensor& local, const std::vector<int64_t>&) { return at::cat({local, local}); };
+  const CandidateExchange two_ranks{twice, twice, 1};
+  LossConfig sigmoid;
+  LossConfig every_direction;
+  every_direction.type = LossType::Infonce;
+  every_direction.directions = {LossDirection::QueryToDoc, LossDirection::QueryToQuery, LossDirection::DocToQuery,
+                                LossDirection::DocToDoc};
+  every_direction.hardness_mode = HardnessMode::AllNegatives;
+  every_direction.hardness_strength = 5;
+  every_direction.matryoshka_dims = {8, 4};
+  for (const bool guide : {false, true})
+    for (const LossConfig* base : {&sigmoid, &every_direction})
+      for (const bool gathered : {false, true}) {
+        LossConfig loss = *base;
+        CandidateLabels l = labels;
+        if (guide) {
+          loss.guide.model = "guide";
+          l.guide_queries = randn({n, 6});
+          l.guide_candidates = randn({n + k, 6});
+        }
+        SCOPED_TRACE(std::string(loss.type == LossType::Infonce ? "infonce" : "pairwise_sigmoid") +
+                     (guide ? ", guided" : "") + (gathered ? ", two ranks" : ""));
+        PairLoss out;
+        {
+          const HostWaits waits;
+          out = pair_loss(q, pos, neg, l, loss, gathered ? two_ranks : CandidateExchange{});
+          EXPECT_TRUE(HostWaits::found().empty()) << joined(HostWaits::found());
+        }
+        EXPECT_TRUE(std::isfinite(out.loss.item<double>()));
+        EXPECT_GT(out.masked.item<int64_t>(), 0);
+      }
+  // With teeth: what the same-text count ran before, unique and the ranks' starts copied
+  // over, is seen.
+  const HostWaits waits;
+  at::_unique2(labels.hashes, true, true, true);
+  at::tensor(std::vector<int64_t>{0, n + k}).to(labels.hashes.device());
+  const auto& found = HostWaits::found();
+  EXPECT_EQ(std::count(found.begin(), found.end(), "aten::_unique2"), 1) << joined(found);
+  EXPECT_EQ(std::count(found.begin(), found.end(), "aten::to"), 1) << joined(found);
 }

@@ -12,7 +12,8 @@
 //     embeddings) for loss.guide: query-to-document only (contrast_anchors and
 //     contrast_positives off) with both margin strategies, margin 0 and above, with and
 //     without hard negatives, and across ranks; and its default (anchors and positives
-//     contrasted) as query_to_doc + query_to_query + doc_to_doc on pairs;
+//     contrasted) as query_to_doc + query_to_query + doc_to_doc on pairs, at our margin
+//     and with every one of its defaults (the config the docs give a port);
 //   - the same-text mask written from its definition, on a global batch of three ranks
 //     with duplicates within and across ranks: the ranks' losses, each computed as the
 //     trainer would with the other ranks' candidates gathered, average to the loss one
@@ -27,6 +28,7 @@
 #include <iterator>
 
 #include "e2e_support.h"
+#include "loss_support.h"
 #include "model/loss.h"
 #include "model/weights.h"
 #include "util/hash.h"
@@ -39,7 +41,7 @@ namespace {
 constexpr int64_t kBatch = 6, kDim = 12, kRanks = 3, kRank = 1, kGuideDim = 8;
 constexpr double kGuideMargin = 0.3;
 constexpr double kTemperature = 0.05, kTeacherTemperature = 2.0, kDistillWeight = 0.3;
-const std::vector<int64_t> kDims = {12, 6, 3};
+const std::vector<int64_t> kReferenceDims = {12, 6, 3};
 const std::vector<double> kWeights = {1.0, 0.5, 0.25};
 const auto kF64 = at::TensorOptions().dtype(at::kDouble);
 
@@ -55,10 +57,11 @@ struct Ours {
   at::Tensor grad_q, grad_candidates;
 };
 
-// contrastive_loss and its gradients on double inputs (the peers' run in double too).
+// pair_loss against the candidates as one matrix (loss_support.h), and its gradients, on
+// double inputs (the peers' run in double too).
 Ours ours(const at::Tensor& q, const at::Tensor& candidates, int64_t offset, const std::string& type) {
   at::Tensor lq = q.clone().requires_grad_(true), lc = candidates.clone().requires_grad_(true);
-  at::Tensor loss = contrastive_loss(lq, lc, offset, parse_choice<LossType>(type, "loss.type"), kTemperature);
+  at::Tensor loss = loss_support::loss_against(lq, lc, offset, parse_choice<LossType>(type, "loss.type"), kTemperature);
   loss.backward();
   return {loss.item<double>(), lq.grad(), lc.grad()};
 }
@@ -135,7 +138,7 @@ Duplicates duplicates() {
 }
 
 // The inputs, and the peers' losses on them: Python runs once for the whole suite.
-struct Case {
+struct ReferenceCase {
   at::Tensor q, p, n, all_p, ch, teacher, rc, rgroups, rteacher, hash1;
   at::Tensor n2, gq, gp, gn1, gn2, mteacher1, mteacher2;  // directions, hardness, MarginMSE
   at::Tensor guide_q, guide_p, guide_n, guide_all_p;  // the guide's embeddings of q, p, n and of every rank's positives
@@ -144,9 +147,9 @@ struct Case {
   std::string error;  // Python failed: every test fails with its output
 };
 
-const Case& the_case() {
-  static const Case c = [] {
-    Case c;
+const ReferenceCase& the_case() {
+  static const ReferenceCase c = [] {
+    ReferenceCase c;
     // Positives and hard negatives near their queries, with enough noise that at
     // temperature 0.05 the losses are neither saturated nor uniform.
     at::manual_seed(11);
@@ -203,7 +206,7 @@ const Case& the_case() {
     save_tensors(in, {{"q", c.q}, {"p", c.p}, {"n", c.n}, {"c", c.all_p}, {"ch", c.ch},
                       {"rank", at::tensor(double(kRank), kF64)}, {"ranks", at::tensor(double(kRanks), kF64)},
                       {"temperature", at::tensor(kTemperature, kF64)},
-                      {"dims", at::tensor(kDims, at::kLong)}, {"weights", at::tensor(kWeights, kF64)},
+                      {"dims", at::tensor(kReferenceDims, at::kLong)}, {"weights", at::tensor(kWeights, kF64)},
                       {"teacher", c.teacher}, {"teacher_temperature", at::tensor(kTeacherTemperature, kF64)},
                       {"distill_weight", at::tensor(kDistillWeight, kF64)},
                       {"rc", c.rc}, {"rgroups", c.rgroups}, {"rteacher", c.rteacher},
@@ -241,7 +244,7 @@ const Case& the_case() {
 class PeerLosses : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(c.error.empty()) << "loss_reference.py failed:\n" << c.error; }
-  const Case& c = the_case();
+  const ReferenceCase& c = the_case();
   const at::Tensor &q = c.q, &p = c.p, &n = c.n, &all_p = c.all_p;
   const NamedTensors& theirs = c.theirs;
 };
@@ -286,7 +289,7 @@ TEST_F(PeerLosses, PairwiseSigmoidIsTheSeedsLoss) {
 
 TEST_F(PeerLosses, MatryoshkaIsSentenceTransformersMatryoshkaLoss) {
   LossConfig s = settings("infonce");
-  s.matryoshka_dims = kDims;
+  s.matryoshka_dims = kReferenceDims;
   s.matryoshka_weights = kWeights;
   const OursPair o = ours_pair(q, p, {}, {}, s);
   expect_loss(o.loss, theirs, "matryoshka");
@@ -304,7 +307,7 @@ TEST_F(PeerLosses, MatryoshkaIsSentenceTransformersMatryoshkaLoss) {
 
 TEST_F(PeerLosses, MatryoshkaAcrossRanksIsMatryoshkaLossOnTheGatheredCandidates) {
   LossConfig s = settings("infonce");
-  s.matryoshka_dims = kDims;
+  s.matryoshka_dims = kReferenceDims;
   s.matryoshka_weights = kWeights;
   // Rank kRank of kRanks: the other ranks' blocks of ch, this rank's own [p; n] between.
   const int64_t block = 2 * kBatch;
@@ -418,6 +421,27 @@ TEST_F(PeerLosses, GuidedAllDirectionsAreGistEmbedLossContrastingAnchorsAndPosit
                       find(theirs, "gist_absolute_m.loss").item<double>()), 1e-3);
 }
 
+// A port's line: GISTEmbedLoss(model, guide) as it comes (temperature 0.01, absolute
+// margin 0, anchors and positives contrasted) is the config docs/recipes.md and
+// docs/config.md give for it — loss.type infonce, loss.temperature 0.01, loss.guide with
+// its defaults, loss.directions query_to_doc, query_to_query, doc_to_doc.
+TEST_F(PeerLosses, GistEmbedLossAsItComesIsTheDocumentedConfig) {
+  LossConfig s = settings("infonce");
+  s.temperature = 0.01;
+  s.guide.model = "guide";
+  s.directions = {LossDirection::QueryToDoc, LossDirection::QueryToQuery, LossDirection::DocToDoc};
+  CandidateLabels labels;
+  labels.guide_queries = c.guide_q;
+  labels.guide_candidates = c.guide_p;
+  at::Tensor lq = q.clone().requires_grad_(true), lp = p.clone().requires_grad_(true);
+  const PairLoss l = pair_loss(lq, lp, {}, labels, s);
+  l.loss.backward();
+  expect_loss(l.loss.item<double>(), theirs, "gist_default");
+  expect_close(lq.grad(), find(theirs, "gist_default.grad_q"), "gist_default dloss/dq");
+  expect_close(lp.grad(), find(theirs, "gist_default.grad_p"), "gist_default dloss/dp");
+  EXPECT_GT(l.guided.item<int64_t>(), 0);  // the guide masks some pair: its margin 0 is at work
+}
+
 // ---- distillation: FlagEmbedding's kl_div --------------------------------------------------
 
 TEST_F(PeerLosses, InfoNcePlusDistillationIsFlagEmbeddingsKlDivRecipe) {
@@ -524,7 +548,7 @@ TEST_F(PeerLosses, MatryoshkaMasksAndDistillationTogetherAreTheirSum) {
   labels.groups = at::stack({at::arange(kBatch, at::kLong), at::arange(kBatch, 2 * kBatch, at::kLong)}, 1);
   labels.teacher_scores = c.teacher;
   LossConfig s = settings("infonce");
-  s.matryoshka_dims = kDims;
+  s.matryoshka_dims = kReferenceDims;
   s.matryoshka_weights = kWeights;
   s.distill.weight = kDistillWeight;
   s.distill.temperature = kTeacherTemperature;
@@ -664,7 +688,7 @@ TEST_F(PeerLosses, MarginMseIsSentenceTransformersMarginMseLoss) {
   two.groups = at::stack({rows, rows * 2 + kBatch, rows * 2 + kBatch + 1}, 1);
   two.teacher_scores = c.mteacher2;
   expect_pair_grads(ours_pair(q, p, query_major(n, c.n2), two, s), theirs, "margin2", true);
-  s.matryoshka_dims = kDims;
+  s.matryoshka_dims = kReferenceDims;
   s.matryoshka_weights = kWeights;
   expect_pair_grads(ours_pair(q, p, query_major(n, c.n2), two, s), theirs, "margin2_matryoshka", true);
 

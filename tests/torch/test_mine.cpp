@@ -12,7 +12,6 @@ using namespace e2e;
 
 namespace {
 
-const std::string kMiniLM = DDP_EMBED_MINILM_DIR;  // empty: not found when configured
 
 // The first `n` lines of the WordNet test pairs.
 fs::path head_of_train(const fs::path& dir, int n) {

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 
+#include "config/config.h"
 #include "model/embedder.h"
 #include "model/loss.h"
 #include "train/checkpoint.h"
@@ -165,7 +167,7 @@ TEST(Precision, Bf16AutocastOnTheCpu) {
     EXPECT_EQ(y.scalar_type(), at::kBFloat16);
     // bf16 keeps 8 significant bits: within a few parts in a hundred of the fp32 product.
     EXPECT_LT((y.to(at::kFloat) - want).abs().max().item<double>(), 0.03 * want.abs().max().item<double>());
-    const at::Tensor loss = contrastive_loss(y, y, 0, LossType::PairwiseSigmoid, 0.05);
+    const at::Tensor loss = pair_loss(y, y, {}, {}, LossConfig{}).loss;  // pairwise_sigmoid
     EXPECT_EQ(loss.scalar_type(), at::kFloat);
   }
   EXPECT_EQ(at::linear(x, w).scalar_type(), at::kFloat);
@@ -184,5 +186,7 @@ TEST(Precision, Fp16AutocastOnCuda) {
   AutocastScope scope(Precision::Fp16, cuda);
   const at::Tensor y = at::linear(x, w);
   EXPECT_EQ(y.scalar_type(), at::kHalf);
-  EXPECT_EQ(contrastive_loss(y, y, 0, LossType::Infonce, 0.05).scalar_type(), at::kFloat);
+  LossConfig infonce;
+  infonce.type = LossType::Infonce;
+  EXPECT_EQ(pair_loss(y, y, {}, {}, infonce).loss.scalar_type(), at::kFloat);
 }

@@ -12,7 +12,6 @@ using namespace e2e;
 namespace {
 
 const std::string kPython = DDP_EMBED_PYTHON;
-const std::string kMiniLM = DDP_EMBED_MINILM_DIR;  // empty: not found when configured
 
 // A few fine-tuning steps of the pretrained model on the WordNet test pairs, two workers.
 json finetune_config(const fs::path& out, int64_t projection_dim) {

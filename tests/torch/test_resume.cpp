@@ -47,6 +47,29 @@ void expect_killed_run_resumes_bit_identical(const std::string& name, const json
 // 2 workers, 20 steps, checkpoint every 5, dropout on: one worker SIGKILLed after step 12
 // under --max-restarts 1 resumes from step 10 and ends with the same bytes as a run that
 // was never interrupted.
+// A restart helps a run that crashed, never one whose input is wrong: a batch that does
+// not split over the workers ends the job at the first attempt, with embed-train's status
+// for bad input (util/exit_status.h), its error quoted once in the report with its rank,
+// and no restart spent, however many --max-restarts allows.
+TEST(Restarts, AConfigThatCannotTrainEndsTheJobWithoutARestart) {
+  const auto d = fresh_dir("bad-input-no-restart");
+  json c = tiny_config(d / "out");
+  c["train"]["batch_size"] = 3;  // over 2 workers
+  const auto r = run(launch_command(write_config(d, c), 2, "", "--max-restarts 3"));
+  EXPECT_EQ(r.exit_code, 78) << r.output;
+  EXPECT_NE(r.output.find("not restarting: rank "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("its input is wrong"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("restarting all"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("attempt 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| embed-train: error: train.batch_size (3) must be divisible by WORLD_SIZE (2)"),
+            std::string::npos)
+      << r.output;
+  // And a crash is still restarted (the control): a worker killed at its first step.
+  const auto crashed = run(launch_command(write_config(d, tiny_config(d / "out2")), 2,
+                                          "DDP_EMBED_TEST_DIE_AT_STEP=1:1", "--max-restarts 1"));
+  EXPECT_NE(crashed.output.find("restarting all"), std::string::npos) << crashed.output;
+}
+
 TEST(Resume, KilledWorkerRestartsAndEndsBitIdentical) {
   json c = tiny_config("unused");
   c["model"]["dropout"] = 0.1;  // the dropout masks must resume exactly too

@@ -19,6 +19,7 @@
 #include "tokenize/sentencepiece_tokenizer.h"
 #include "tokenize/spm_library.h"
 #include "tokenize/tokenizer.h"
+#include "../core/temp_dir.h"
 
 using namespace ddp_embed;
 
@@ -26,15 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir()
-      : path(fs::temp_directory_path() / ("ddp_embed_spm_torch_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using ddp_embed::testing::TempDir;
 
 std::vector<std::string> sentences() {
   const char* who[] = {"The farmer", "A small child", "My sister", "The old captain",

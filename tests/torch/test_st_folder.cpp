@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <nlohmann/json.hpp>
 
 #include "../core/golden_fixture.h"
 #include "e2e_support.h"
@@ -169,7 +170,7 @@ std::vector<std::vector<int32_t>> tokenize(const fs::path& model, const fs::path
   return ids;
 }
 
-double norm(const std::vector<double>& v) {
+double vector_norm(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x * x;
   return std::sqrt(s);
@@ -177,7 +178,7 @@ double norm(const std::vector<double>& v) {
 
 std::vector<double> unit(const std::vector<double>& v) {
   std::vector<double> u = v;
-  const double n = std::max(norm(v), 1e-12);
+  const double n = std::max(vector_norm(v), 1e-12);
   for (double& x : u) x /= n;
   return u;
 }
@@ -246,7 +247,7 @@ TEST(StFolder, NormalizeGivesUnitVectorsInThePooledDirection) {
   spec.normalize = true;
   const fs::path model = make_st_folder(work / "model", spec);
   const Rows rows = encode(model, work);
-  for (const auto& row : rows) EXPECT_NEAR(norm(row), 1.0, 1e-5);
+  for (const auto& row : rows) EXPECT_NEAR(vector_norm(row), 1.0, 1e-5);
   expect_rows_near(rows, each_golden([](const GoldenText& g) { return unit(g.mean); }), 1e-5, "unit mean");
   // --normalize on a folder that already normalizes changes nothing.
   expect_rows_near(encode(model, work, " --normalize"), rows, 1e-7, "normalized twice");
@@ -592,7 +593,7 @@ TEST(StFolder, ModelInitKeepsPoolingDenseNormalizeAndLowerCasing) {
   EXPECT_TRUE(layout.lower_case_text);
   for (const auto& row : encode(final_dir, work)) {
     EXPECT_EQ(row.size(), 8u);
-    EXPECT_NEAR(norm(row), 1.0, 1e-5);
+    EXPECT_NEAR(vector_norm(row), 1.0, 1e-5);
   }
 }
 

@@ -55,14 +55,16 @@ TEST(Training, TwoWorkersEqualOneWorkerWithAccumulation) {
 // An elastic job (--nnodes 1:3, one worker a node) may run at 1, 2 or 3 workers: a step
 // of 3 micro-batches (batch 16, accumulation 1 at 3 workers) cannot be shared by 2, so
 // embed-train refuses before training, naming the sizes and the fix, and the launcher
-// ends the job with it.
+// ends the job with it: with embed-train's status for bad input (util/exit_status.h).
 TEST(Training, AnElasticJobRefusesABatchThatCannotSplitTheSameAtEverySize) {
   auto d = fresh_dir("elastic-refusal");
   const fs::path cfg = write_config(d, tiny_config(d / "out"));
   const std::string port = std::to_string(20000 + ::getpid() % 10000);
   const auto r = run(kThreads + kBin + "/ddp-launch --nnodes 1:3 --rdzv-endpoint 127.0.0.1:" + port +
                      " --join-timeout 0 " + kBin + "/embed-train --config " + cfg.string());
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 78) << r.output;
+  EXPECT_EQ(r.output.find("joined round 1"), std::string::npos) << "the job met again over a config:\n" << r.output;
+  EXPECT_NE(r.output.find("its input is wrong"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("train.batch_size 16 with train.grad_accum_steps 1 cannot train the same model at every "
                           "world size of this elastic job (--nnodes 1:3, 1 worker(s) a node), 1, 2 or 3 workers: each "
                           "step is 3 micro-batches (1 a worker at 3 workers), which 2 workers cannot share evenly, and "

@@ -1,0 +1,123 @@
+// The rules that tie keys together (config/config_rules.h): each error blamed on who gave
+// the keys, the --set that gave one of them, else the file.
+#include "config/config_rules.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/choices.h"
+
+namespace ddp_embed::config_detail {
+namespace {
+
+using json = nlohmann::json;
+
+// loss.directions, loss.partition_mode, loss.hardness_* (infonce's, as sentence-transformers
+// 6's MultipleNegativesRankingLoss checks them) and the two spellings of MarginMSE.
+template <class OriginOf>
+void check_loss_terms(const LossConfig& l, const OriginOf& origin_of, std::vector<std::string>& errors) {
+  const auto has = [&](LossDirection d) { return std::count(l.directions.begin(), l.directions.end(), d); };
+  if (has(LossDirection::QueryToDoc) == 0)
+    errors.push_back(origin_of({"loss.directions"}) +
+                     ": loss.directions must hold \"query_to_doc\" (it holds each query's positive)");
+  for (const auto& spelling : ChoiceTable<LossDirection>::spellings)
+    if (has(spelling.value) > 1)
+      errors.push_back(origin_of({"loss.directions"}) + ": loss.directions names \"" + std::string(spelling.name) +
+                       "\" twice");
+  if (l.partition_mode == PartitionMode::PerDirection &&
+      (has(LossDirection::QueryToQuery) > 0 || has(LossDirection::DocToDoc) > 0))
+    errors.push_back(origin_of({"loss.partition_mode", "loss.directions"}) +
+                     ": loss.partition_mode \"per_direction\" needs every direction's candidates to hold the "
+                     "positive pair, and loss.directions' \"query_to_query\" and \"doc_to_doc\" hold only "
+                     "same-type similarities (each alone would be a negative, ill-defined loss): use loss.partition_mode "
+                     "\"joint\", or leave those directions out");
+  if (l.type != LossType::Infonce) {
+    const LossConfig defaults;
+    const std::string why = " to loss.type \"infonce\" only, and loss.type is \"" + choice_name(l.type) + "\"";
+    if (l.directions != defaults.directions)
+      errors.push_back(origin_of({"loss.directions", "loss.type"}) + ": loss.directions applies" + why);
+    if (l.partition_mode != defaults.partition_mode)
+      errors.push_back(origin_of({"loss.partition_mode", "loss.type"}) + ": loss.partition_mode applies" + why);
+    if (l.hardness_mode != defaults.hardness_mode || l.hardness_strength != defaults.hardness_strength)
+      errors.push_back(origin_of({"loss.hardness_mode", "loss.hardness_strength", "loss.type"}) +
+                       ": loss.hardness_mode / loss.hardness_strength apply" + why);
+  }
+  if (l.type == LossType::MarginMse && l.margin_mse.weight > 0)
+    errors.push_back(origin_of({"loss.margin_mse.weight", "loss.type"}) +
+                     ": MarginMSE is set twice: loss.type \"margin_mse\" trains on it alone, loss.margin_mse.weight "
+                     "adds it beside a contrastive loss.type: keep one");
+}
+
+}  // namespace
+
+// Rules that tie two keys together, each error blamed on who gave the keys: the --set
+// that gave one of them, else the file.
+void check_relations(const Config& c, const Reader& reader, std::vector<std::string>& errors) {
+  const BertConfig& a = c.model.architecture;
+  const auto origin_of = [&](std::vector<std::string> keys) { return reader.writer_of_any(keys); };
+  if (a.num_heads > 0 && a.hidden_size % a.num_heads != 0) {
+    errors.push_back(origin_of({"model.hidden_size", "model.num_heads"}) + ": model.hidden_size (" + std::to_string(a.hidden_size) +
+                     ") must be divisible by model.num_heads (" +
+                     std::to_string(a.num_heads) + ")");
+  }
+  if (c.tokenizer.max_length > a.max_position) {
+    errors.push_back(origin_of({"tokenizer.max_length", "model.max_position"}) + ": tokenizer.max_length (" + std::to_string(c.tokenizer.max_length) +
+                     ") must be <= model.max_position (" + std::to_string(a.max_position) +
+                     ")");
+  }
+  const auto& sources = c.data.train;
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (sources[i].name == sources[j].name)
+        errors.push_back(origin_of({"data.train"}) + ": data.train[" + std::to_string(i) + "] and data.train[" + std::to_string(j) +
+                         "] are both named \"" + sources[i].name + "\": give each source a \"name\" of its own");
+  if (c.data.mixing == Mixing::Mixed)
+    for (const auto& s : sources)
+      if (s.negatives_per_query.value_or(c.data.negatives_per_query) !=
+          sources.front().negatives_per_query.value_or(c.data.negatives_per_query))
+        errors.push_back(origin_of({"data.mixing", "data.train", "data.negatives_per_query"}) +
+                         ": data.mixing \"mixed\" puts sources in one batch, so they need the same "
+                         "negatives_per_query (source \"" + s.name + "\" has another)");
+  const auto& dims = c.loss.matryoshka_dims;
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i] >= dims[i - 1]) {
+      errors.push_back(origin_of({"loss.matryoshka_dims"}) + ": loss.matryoshka_dims must be descending (largest first), not " +
+                       json(dims).dump());
+      break;
+    }
+  // With a projection the embedding's size is a value of the config: a larger size is
+  // an error here (without one it is the model's hidden size, checked where it is built).
+  const int projection = c.model.projection_dim;
+  if (projection > 0 && !dims.empty() && dims.front() > projection)
+    errors.push_back(origin_of({"loss.matryoshka_dims", "model.projection_dim"}) + ": loss.matryoshka_dims: " +
+                     std::to_string(dims.front()) + " is larger than the embedding size " + std::to_string(projection) +
+                     " (model.projection_dim): every size must be at most " + std::to_string(projection));
+  if (!c.loss.matryoshka_weights.empty() && c.loss.matryoshka_weights.size() != dims.size())
+    errors.push_back(origin_of({"loss.matryoshka_weights", "loss.matryoshka_dims"}) + ": loss.matryoshka_weights has " + std::to_string(c.loss.matryoshka_weights.size()) +
+                     " weights for " + std::to_string(dims.size()) + " loss.matryoshka_dims");
+  const std::string& best = c.output.keep_best;
+  if (!best.empty() && best.rfind("eval/", 0) != 0)
+    errors.push_back(origin_of({"output.keep_best"}) + ": output.keep_best \"" + best +
+                     "\" is not an evaluation metric: name one as metrics.jsonl does, e.g. \"eval/NAME/ndcg@10\"");
+  else if (!best.empty() && c.data.eval.empty())
+    errors.push_back(origin_of({"output.keep_best", "data.eval"}) + ": output.keep_best needs an evaluation set: set data.eval");
+  if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0) && !(c.loss.margin_mse.weight > 0))
+    errors.push_back(origin_of({"loss.type", "loss.distill.weight"}) +
+                     ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
+  check_loss_terms(c.loss, origin_of, errors);
+  bool negatives = c.data.negatives_per_query > 0;
+  for (const auto& source : sources) negatives = negatives || source.negatives_per_query.value_or(0) > 0;
+  if (margin_mse_weight(c.loss) > 0 && !negatives)
+    errors.push_back(origin_of({"loss.type", "loss.margin_mse.weight", "data.negatives_per_query"}) +
+                     ": MarginMSE compares each positive with the pair's hard negatives: set "
+                     "data.negatives_per_query > 0 (and give the pairs \"neg\" with \"neg_scores\")");
+  if (c.loss.guide.model && (c.loss.type == LossType::None || c.loss.type == LossType::MarginMse))
+    errors.push_back(origin_of({"loss.guide.model", "loss.type"}) +
+                     ": loss.guide masks the contrastive loss's negatives, and loss.type \"" +
+                     choice_name(c.loss.type) + "\" has none: set loss.type, or remove loss.guide");
+}
+
+}  // namespace ddp_embed::config_detail

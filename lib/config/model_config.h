@@ -1,0 +1,38 @@
+// model.* and tokenizer.*: what the model and its tokenizer are made from (docs/config.md).
+// The types only; config/config.h reads and validates them.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "config/bert_config.h"
+#include "config/choices.h"
+
+namespace ddp_embed {
+
+struct ModelConfig {
+  std::optional<std::string> init;  // a Hugging Face BERT folder; its architecture wins
+  BertConfig architecture;          // model.vocab_size ... model.max_position: a model from scratch
+  double dropout = 0.1;             // both of the architecture's dropouts, pretrained or not
+  // "auto" is no value: model.init's Pooling module, else cls (lasttoken for a decoder).
+  std::optional<Pooling> pooling;
+  AttentionMode attention = AttentionMode::Auto;  // model/attention.h
+  int projection_dim = 128;     // 0 = no projection
+  // Named texts put before inputs ("query" -> "query: "), written into the model folder
+  // (config_sentence_transformers.json) beside those model.init brings; a name here wins.
+  std::map<std::string, std::string> prompts;
+  // > 0: LoRA (model/lora.h): adapters of this rank on every linear layer of the encoder,
+  // which is otherwise frozen; the saved model has them merged. 0: a full fine-tune.
+  int lora_rank = 0;
+  double lora_alpha = 16;  // the adapters' scale is lora_alpha / lora_rank
+};
+
+struct TokenizerConfig {
+  TokenizerType type = TokenizerType::SentencePiece;
+  std::string path = "runs/demo/tokenizer";
+  int max_length = 64;
+  bool lower_case = true;  // wordpiece only; a vocab folder's tokenizer_config.json wins
+};
+
+}  // namespace ddp_embed

@@ -1,0 +1,330 @@
+// Reading a model folder's structure (model_folder.h: read_model_folder_layout) from its
+// small files: modules.json and each module's config, or a plain Hugging Face folder's
+// config.json; the prompts of config_sentence_transformers.json. No weights are read here.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "model/model_folder.h"
+#include "model/model_folder_files.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace ddp_embed {
+namespace {
+
+using namespace folder_files;
+
+// ---- reading: modules.json --------------------------------------------------------------
+
+enum class ModuleKind { Transformer, Pooling, Dense, Normalize };
+
+const char* kind_name(ModuleKind kind) {
+  switch (kind) {
+    case ModuleKind::Transformer: return "Transformer";
+    case ModuleKind::Pooling: return "Pooling";
+    case ModuleKind::Dense: return "Dense";
+    case ModuleKind::Normalize: return "Normalize";
+  }
+  return "?";
+}
+
+// The "type" strings that sentence-transformers releases write for the modules embed-train
+// implements: type(module).__module__ up to 5.x, the class's full path from 6.0 on. Nothing
+// else is accepted: another spelling would name another class (a subclass, remote code).
+ModuleKind module_kind(const std::string& type, const fs::path& modules_file) {
+  static const std::map<std::string, ModuleKind> kTypes = {
+      {"sentence_transformers.models.Transformer", ModuleKind::Transformer},
+      {"sentence_transformers.base.modules.transformer.Transformer", ModuleKind::Transformer},
+      {"sentence_transformers.models.Pooling", ModuleKind::Pooling},
+      {"sentence_transformers.sentence_transformer.modules.pooling.Pooling", ModuleKind::Pooling},
+      {"sentence_transformers.models.Dense", ModuleKind::Dense},
+      {"sentence_transformers.base.modules.dense.Dense", ModuleKind::Dense},
+      {"sentence_transformers.models.Normalize", ModuleKind::Normalize},
+      {"sentence_transformers.base.modules.normalize.Normalize", ModuleKind::Normalize}};
+  const auto it = kTypes.find(type);
+  if (it == kTypes.end())
+    fail(modules_file, "module type " + type +
+                           " is not implemented (embed-train has sentence_transformers.models.Transformer (BERT, "
+                           "XLM-RoBERTa or Qwen3), Pooling, Dense and Normalize)");
+  return it->second;
+}
+
+// A module's folder, relative to the model folder ("" = the folder itself).
+std::string checked_module_path(const std::string& path, const fs::path& modules_file) {
+  const fs::path p(path);
+  bool escapes = p.is_absolute();
+  for (const auto& part : p) escapes = escapes || part == "..";
+  if (escapes) fail(modules_file, "module path \"" + path + "\" leads outside the model folder");
+  return path;
+}
+
+struct ModuleEntry {
+  ModuleKind kind;
+  std::string path;
+};
+
+// embed-train's model is Transformer, Pooling, then optionally Dense, then optionally
+// Normalize; sentence-transformers runs the modules in list order, so any other list
+// would compute something else.
+void check_module_chain(const std::vector<ModuleEntry>& modules, const fs::path& modules_file) {
+  using K = ModuleKind;
+  static const std::vector<std::vector<K>> kChains = {{K::Transformer, K::Pooling},
+                                                      {K::Transformer, K::Pooling, K::Dense},
+                                                      {K::Transformer, K::Pooling, K::Normalize},
+                                                      {K::Transformer, K::Pooling, K::Dense, K::Normalize}};
+  std::vector<K> kinds;
+  std::string names;
+  for (const auto& m : modules) {
+    kinds.push_back(m.kind);
+    names += (names.empty() ? "" : ", ") + std::string(kind_name(m.kind));
+  }
+  if (std::find(kChains.begin(), kChains.end(), kinds) != kChains.end()) return;
+  fail(modules_file, "modules " + names +
+                         ": embed-train runs Transformer, Pooling, Dense (optional), Normalize (optional), "
+                         "each once and in this order");
+}
+
+std::vector<ModuleEntry> read_modules(const fs::path& modules_file) {
+  const json list = read_json(modules_file);
+  if (!list.is_array() || list.empty())
+    fail(modules_file, "expected a list of modules, each {\"idx\", \"name\", \"path\", \"type\"}");
+  std::vector<ModuleEntry> modules;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& m = list[i];
+    if (!m.is_object() || !m.contains("type") || !m["type"].is_string() || !m.contains("path") ||
+        !m["path"].is_string())
+      fail(modules_file, "module " + std::to_string(i) + ": expected an object with string \"type\" and \"path\"");
+    modules.push_back({module_kind(m["type"].get<std::string>(), modules_file),
+                       checked_module_path(m["path"].get<std::string>(), modules_file)});
+  }
+  check_module_chain(modules, modules_file);
+  return modules;
+}
+
+// ---- reading: each module -------------------------------------------------------------
+
+// A path as a Python string literal in a shell command's double quotes: 'PATH'.
+std::string python_string(const fs::path& p) {
+  std::string text = "'";
+  text += p.string();
+  text += "'";
+  return text;
+}
+
+// Where a folder holds only pickled weights: the one-line conversion to safetensors.
+std::string hugging_face_conversion(const fs::path& dir) {
+  return "python -c \"from transformers import AutoModel; AutoModel.from_pretrained(" + python_string(dir) +
+         ").save_pretrained(" + python_string(dir) + ", safe_serialization=True)\"";
+}
+std::string sentence_transformers_conversion(const fs::path& root) {
+  return "python -c \"from sentence_transformers import SentenceTransformer; SentenceTransformer(" + python_string(root) +
+         ").save(" + python_string(root) + ", safe_serialization=True)\"";
+}
+
+// dir/model.safetensors, which must exist. Pickled PyTorch weights are never read (loading
+// them runs code); a folder holding only those gets the command that converts it.
+void require_safetensors(const fs::path& dir, const std::string& conversion) {
+  const fs::path file = dir / "model.safetensors";
+  if (fs::exists(file) || fs::exists(dir / "model.safetensors.index.json")) return;  // one file, or shards
+  const fs::path pickled = dir / "pytorch_model.bin";
+  if (fs::exists(pickled))
+    fail(pickled, "embed-train reads safetensors only (" + file.string() +
+                      "), never pickled PyTorch weights; convert them once with\n  " + conversion);
+  fail(file, "missing (the weights, as safetensors)");
+}
+
+// The encoder: config.json and model.safetensors; the tokenizer files are read later.
+void read_transformer(ModelFolderLayout& layout, const fs::path& dir, const std::string& conversion) {
+  if (!fs::is_directory(dir)) fail(dir, "the Transformer's folder does not exist");
+  const fs::path config = dir / "config.json";
+  if (!fs::exists(config)) fail(config, "missing (the encoder's architecture, a Hugging Face config.json)");
+  layout.encoder = encoder_config_from_hf_json(config.string());
+  require_safetensors(dir, conversion);
+  layout.transformer_dir = dir.string();
+}
+
+// The Transformer's own settings (sentence-transformers reads them from its folder).
+// Keys other than these two (6.x writes a few) do not change a BERT's embeddings.
+void read_sentence_bert_config(ModelFolderLayout& layout) {
+  const fs::path file = fs::path(layout.transformer_dir) / "sentence_bert_config.json";
+  if (!fs::exists(file)) return;
+  const json config = read_json_object(file);
+  const auto it = config.find("max_seq_length");
+  if (it != config.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 2 || it->get<int64_t>() > (1 << 24))
+      fail(file, "max_seq_length must be an integer of at least 2 ([CLS] and [SEP]), not " + it->dump());
+    layout.max_seq_length = static_cast<int>(it->get<int64_t>());
+  }
+  layout.lower_case_text = bool_key(config, "do_lower_case", false, file);
+  // sentence-transformers 6 renders every text through the tokenizer's chat template when
+  // the folder lists a "message" modality (it writes one for any tokenizer that has a
+  // template); embed-train feeds the text as it is, as the models' own folders say.
+  const auto modalities = config.find("modality_config");
+  if (modalities != config.end() && modalities->is_object() && modalities->contains("message"))
+    fail(file, "modality_config.message: sentence-transformers would put every text through the tokenizer's chat "
+               "template, which embed-train does not do; remove the \"message\" entry (or write "
+               "{\"max_seq_length\": N} alone, as the model's own folder has it) so that both feed the text as it is");
+}
+
+// 1_Pooling/config.json's boolean keys, in the order sentence-transformers concatenates
+// their outputs; the mode's name in messages is the key without "pooling_mode_".
+constexpr std::array<const char*, 6> kPoolingModeKeys = {
+    "pooling_mode_cls_token",           "pooling_mode_max_tokens",          "pooling_mode_mean_tokens",
+    "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"};
+
+// The modes embed-train pools as, by the names sentence-transformers' files give them:
+// the boolean keys' (without "pooling_mode_") and 6.x's pooling_mode names. File format,
+// not config: mapped to the one Pooling of config/choices.h.
+const std::map<std::string, Pooling> kPoolingModes = {
+    {"cls_token", Pooling::Cls}, {"mean_tokens", Pooling::Mean}, {"lasttoken", Pooling::LastToken},
+    {"cls", Pooling::Cls},       {"mean", Pooling::Mean},
+};
+
+// The modes a Pooling config turns on: 6.x writes "pooling_mode" (a name or a list of
+// names), earlier releases one boolean key per mode. No mode on means mean, the default of
+// every release. (A config that sets cls but leaves out the mean key is cls here and in
+// 6.x, cls + mean in 3.x-5.x, whose constructor defaults that key to true; no release
+// writes such a file.)
+std::vector<std::string> pooling_modes(const json& config, const fs::path& file) {
+  std::vector<std::string> modes;
+  const auto named = config.find("pooling_mode");
+  if (named != config.end() && !named->is_null()) {
+    const json list = named->is_array() ? *named : json::array({*named});
+    for (const auto& mode : list) {
+      if (!mode.is_string()) fail(file, "pooling_mode must be a mode name or a list of them, not " + named->dump());
+      modes.push_back(mode.get<std::string>());
+    }
+    if (modes.empty()) fail(file, "pooling_mode is an empty list");
+    return modes;
+  }
+  for (const char* key : kPoolingModeKeys)
+    if (bool_key(config, key, false, file)) modes.push_back(key + std::strlen("pooling_mode_"));
+  if (modes.empty()) modes.push_back("mean_tokens");
+  return modes;
+}
+
+// The mode, and include_prompt into `include_prompt` (sentence-transformers' default: true).
+Pooling read_pooling(const fs::path& file, int64_t hidden_size, bool& include_prompt) {
+  const json config = read_json_object(file);
+  include_prompt = bool_key(config, "include_prompt", true, file);
+  for (const char* key : {"word_embedding_dimension", "embedding_dimension"}) {
+    const auto it = config.find(key);
+    if (it != config.end() && !(it->is_number_integer() && it->get<int64_t>() == hidden_size))
+      fail(file, std::string(key) + " " + it->dump() + " is not the encoder's hidden_size " + std::to_string(hidden_size));
+  }
+  const std::vector<std::string> modes = pooling_modes(config, file);
+  for (const auto& mode : modes)
+    if (!kPoolingModes.count(mode))
+      fail(file, "pooling mode " + mode + " is not implemented (embed-train has cls, mean and lasttoken)");
+  if (modes.size() > 1) {
+    std::string names;
+    for (const auto& mode : modes) names += (names.empty() ? "" : " + ") + mode;
+    fail(file, "pooling modes " + names +
+                   " together (concatenated) are not implemented (embed-train has cls, mean or lasttoken, one of them)");
+  }
+  return kPoolingModes.at(modes[0]);
+}
+
+// sentence-transformers' Dense is activation(linear(x)), the activation Tanh unless the
+// config names another; embed-train's projection is the linear part alone.
+void check_identity_activation(const json& config, const fs::path& file) {
+  const auto it = config.find("activation_function");
+  if (it != config.end() && it->is_string() && it->get<std::string>() == kIdentity) return;
+  const std::string named = it == config.end() ? "absent (sentence-transformers then uses Tanh)"
+                                               : (it->is_string() ? it->get<std::string>() : it->dump());
+  fail(file, "activation_function " + named + " is not implemented (embed-train's projection is linear: " +
+                 std::string(kIdentity) + ")");
+}
+
+ModelFolderLayout::Dense read_dense(const fs::path& dir, int64_t hidden_size, const fs::path& root) {
+  const fs::path file = dir / "config.json";
+  const json config = read_json_object(file);
+  ModelFolderLayout::Dense dense;
+  dense.dir = dir.string();
+  dense.in_features = required_int_key(config, "in_features", file);
+  dense.out_features = required_int_key(config, "out_features", file);
+  if (dense.in_features != hidden_size)
+    fail(file, "in_features " + std::to_string(dense.in_features) + " does not match the encoder's hidden_size " +
+                   std::to_string(hidden_size) + " (the Dense layer takes the pooled embedding)");
+  if (dense.out_features <= 0) fail(file, "out_features must be positive, not " + std::to_string(dense.out_features));
+  if (!bool_key(config, "bias", true, file))
+    fail(file, "bias false is not implemented (embed-train's projection has a bias)");
+  if (bool_key(config, "use_residual", false, file)) fail(file, "use_residual true is not implemented");
+  check_identity_activation(config, file);
+  require_safetensors(dir, sentence_transformers_conversion(root));
+  return dense;
+}
+
+void read_sentence_transformers_folder(ModelFolderLayout& layout, const fs::path& root) {
+  const fs::path modules_file = root / "modules.json";
+  layout.sentence_transformers = true;
+  // check_module_chain put the Transformer first: the hidden size is known for the rest.
+  for (const ModuleEntry& m : read_modules(modules_file)) {
+    const fs::path dir = m.path.empty() ? root : root / m.path;
+    switch (m.kind) {
+      case ModuleKind::Transformer:
+        read_transformer(layout, dir, sentence_transformers_conversion(root));
+        read_sentence_bert_config(layout);
+        break;
+      case ModuleKind::Pooling:
+        layout.pooling = read_pooling(dir / "config.json", layout.encoder.hidden_size(), layout.include_prompt);
+        layout.pooling_config = (dir / "config.json").string();
+        break;
+      case ModuleKind::Dense:
+        layout.dense = read_dense(dir, layout.encoder.hidden_size(), root);
+        break;
+      case ModuleKind::Normalize:
+        layout.normalize = true;  // no parameters; 6.x's config.json only names its input
+        break;
+    }
+  }
+}
+
+// config_sentence_transformers.json's "prompts" and "default_prompt_name", when it has them.
+void read_prompts(ModelFolderLayout& layout, const fs::path& root) {
+  const fs::path file = root / "config_sentence_transformers.json";
+  if (!fs::exists(file)) return;
+  const json config = read_json_object(file);
+  const auto prompts = config.find("prompts");
+  if (prompts != config.end() && !prompts->is_null()) {
+    if (!prompts->is_object()) fail(file, "prompts must be an object of names and texts, not " + prompts->dump());
+    for (const auto& item : prompts->items()) {
+      if (!item.value().is_string())
+        fail(file, "prompts." + item.key() + " must be a string, not " + item.value().dump());
+      layout.prompts[item.key()] = item.value().get<std::string>();
+    }
+  }
+  const auto name = config.find("default_prompt_name");
+  if (name != config.end() && !name->is_null()) {
+    if (!name->is_string() || !layout.prompts.count(name->get<std::string>()))
+      fail(file, "default_prompt_name " + name->dump() + " is not one of its prompts");
+    layout.default_prompt_name = name->get<std::string>();
+  }
+}
+
+}  // namespace
+
+ModelFolderLayout read_model_folder_layout(const std::string& dir) {
+  const fs::path root(dir);
+  if (!fs::is_directory(root))
+    throw ModelError("model folder " + dir + (fs::exists(root) ? " is not a folder" : " does not exist"));
+  ModelFolderLayout layout;
+  layout.dir = dir;
+  if (fs::exists(root / "modules.json"))
+    read_sentence_transformers_folder(layout, root);
+  else if (fs::exists(root / "config.json"))
+    read_transformer(layout, root, hugging_face_conversion(root));
+  else
+    fail(root, "not a model folder: it has neither modules.json (a sentence-transformers folder) nor config.json "
+               "(a Hugging Face folder: config.json, model.safetensors and the tokenizer files)");
+  read_prompts(layout, root);
+  return layout;
+}
+
+}  // namespace ddp_embed

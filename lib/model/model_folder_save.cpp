@@ -1,0 +1,149 @@
+// Writing a model folder (model_folder.h: save_model_folder): a Hugging Face encoder folder
+// with its tokenizer, wrapped in sentence-transformers' modules, written aside and swapped
+// in whole.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/lora.h"
+#include "model/model_folder.h"
+#include "model/model_folder_files.h"
+#include "model/weights.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace ddp_embed {
+namespace {
+
+using namespace folder_files;
+
+// sentence-transformers passes each module's config.json to the module's constructor as
+// keyword arguments: a key the installed release does not know is a TypeError, a key
+// left out takes the constructor's default. So the writers below give exactly the keys
+// that every release since kSentenceTransformersFormat accepts.
+//
+// That release is the first to read every key written here ("similarity_fn_name" in
+// config_sentence_transformers.json, "include_prompt" in 1_Pooling/config.json); an
+// older one warns that the folder was made for a newer release.
+constexpr const char* kSentenceTransformersFormat = "3.0.0";
+
+// Transformer, Pooling, then the optional Dense and Normalize, in the order
+// sentence-transformers runs them. Normalize has no files; its path follows
+// sentence-transformers' "<idx>_Normalize" naming.
+json modules_json(bool with_dense, bool with_normalize) {
+  auto module = [](int idx, const std::string& path, const std::string& type) {
+    return json{{"idx", idx}, {"name", std::to_string(idx)}, {"path", path},
+                {"type", "sentence_transformers.models." + type}};
+  };
+  json modules = json::array({module(0, "", "Transformer"), module(1, "1_Pooling", "Pooling")});
+  if (with_dense) modules.push_back(module(2, "2_Dense", "Dense"));
+  if (with_normalize) {
+    const int idx = static_cast<int>(modules.size());
+    modules.push_back(module(idx, std::to_string(idx) + "_Normalize", "Normalize"));
+  }
+  return modules;
+}
+
+json pooling_json(int64_t hidden_size, Pooling pooling) {
+  return {{"word_embedding_dimension", hidden_size},
+          {"pooling_mode_cls_token", pooling == Pooling::Cls},
+          {"pooling_mode_mean_tokens", pooling == Pooling::Mean},
+          {"pooling_mode_max_tokens", false},
+          {"pooling_mode_mean_sqrt_len_tokens", false},
+          {"pooling_mode_weightedmean_tokens", false},
+          {"pooling_mode_lasttoken", pooling == Pooling::LastToken},
+          {"include_prompt", true}};
+}
+
+// Identity spelled out: sentence-transformers' Dense defaults to Tanh.
+json dense_json(int64_t in_features, int64_t out_features) {
+  return {{"in_features", in_features},
+          {"out_features", out_features},
+          {"bias", true},
+          {"activation_function", kIdentity}};
+}
+
+json sentence_transformers_json(const ModelFolderOptions& options) {
+  return {{"__version__", {{"sentence_transformers", kSentenceTransformersFormat}}},
+          {"model_type", "SentenceTransformer"},
+          {"prompts", json(options.prompts)},
+          {"default_prompt_name", options.default_prompt_name ? json(*options.default_prompt_name) : json(nullptr)},
+          {"similarity_fn_name", "cosine"}};
+}
+
+// Hugging Face tokenizers truncate to tokenizer_config.json's model_max_length; more
+// tokens than the model has positions would fail inside the model, so cap it there.
+void cap_tokenizer_max_length(const fs::path& dir, int64_t max_position) {
+  const fs::path path = dir / "tokenizer_config.json";
+  if (!fs::exists(path)) return;
+  nlohmann::ordered_json config;
+  {
+    std::ifstream in(path);
+    config = nlohmann::ordered_json::parse(in);
+  }
+  auto it = config.find("model_max_length");
+  if (it != config.end() && it->is_number_integer() && it->get<int64_t>() <= max_position) return;
+  config["model_max_length"] = max_position;
+  std::ofstream out(path);
+  out << config.dump(2) << "\n";
+  if (!out) fail(path, "cannot write");
+}
+
+}  // namespace
+
+void save_model_folder(const std::string& dir, SentenceEmbedder& model, const Tokenizer& tokenizer,
+                       const ModelFolderOptions& options, const json& extra) {
+  const fs::path final_dir(dir);
+  const fs::path tmp = final_dir.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+
+  // Module 0, the Transformer: a Hugging Face encoder folder with its tokenizer.
+  const TextEncoderImpl& encoder = model->encoder();
+  const EncoderConfig& config = encoder.encoder_config();
+  write_json(tmp / "config.json", encoder.hf_config_json());
+  // An encoder fine-tuned with LoRA is written with its adapters merged: a plain model.
+  NamedTensors tensors = merged_tensors(encoder);
+  for (const auto& item : options.carried)
+    if (std::none_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == item.first; }))
+      tensors.push_back(item);
+  save_as_float32((tmp / "model.safetensors").string(), tensors);
+  tokenizer.save(tmp.string());
+  cap_tokenizer_max_length(tmp, config.max_length());
+  write_json(tmp / "sentence_bert_config.json",
+             {{"max_seq_length", options.max_length}, {"do_lower_case", options.lower_case_text}});
+
+  // Module 1, Pooling; module 2, the projection as a Dense layer; then Normalize.
+  write_json(tmp / "1_Pooling" / "config.json", pooling_json(config.hidden_size(), model->pooling()));
+  if (model->projection) {
+    write_json(tmp / "2_Dense" / "config.json", dense_json(config.hidden_size(), model->embedding_dim()));
+    save_module(*model->projection, (tmp / "2_Dense" / "model.safetensors").string(), "linear.");
+  }
+  write_json(tmp / "modules.json", modules_json(static_cast<bool>(model->projection), options.normalize));
+  write_json(tmp / "config_sentence_transformers.json", sentence_transformers_json(options));
+
+  json info = extra;
+  info["format"] = "ddp-embed model folder";
+  info["format_version"] = 1;
+  info["architecture"] = architecture_name(config.architecture);
+  info["pooling"] = choice_name(model->pooling());
+  info["projection_dim"] = model->projection ? model->embedding_dim() : 0;
+  info["normalize"] = options.normalize;
+  info["tokenizer"] = {{"type", tokenizer.type()},
+                       {"max_length", options.max_length},
+                       {"lower_case_text", options.lower_case_text}};
+  write_json(tmp / "embed_train.json", info);
+
+  // Swap in: the old folder (if any) moves aside first and is removed only after the
+  // new one is in place, so a crash leaves one complete folder under some name.
+  const fs::path old = final_dir.string() + ".old-" + std::to_string(::getpid());
+  if (fs::exists(final_dir)) fs::rename(final_dir, old);
+  fs::rename(tmp, final_dir);
+  fs::remove_all(old);
+}
+
+}  // namespace ddp_embed
