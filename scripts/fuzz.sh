@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [--time SECONDS] [TARGET...]
 #
-# TARGET: safetensors pairs config wordpiece vocab manifest prepared tokenizer_json (default: all, one after the
+# TARGET: safetensors pairs config wordpiece vocab manifest prepared tokenizer_json rendezvous (default: all, one after the
 # other), each run for SECONDS (default 60). The harnesses are tests/fuzz/fuzz_<target>.cpp.
 #
 # Builds build-fuzz/ (FUZZ_BUILD_DIR to change it) with -DDDP_EMBED_FUZZ=ON: embed_core
@@ -22,7 +22,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-all_targets=(safetensors pairs config wordpiece vocab manifest prepared tokenizer_json)
+all_targets=(safetensors pairs config wordpiece vocab manifest prepared tokenizer_json rendezvous)
 seconds=60
 targets=()
 

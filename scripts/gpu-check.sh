@@ -667,7 +667,7 @@ build_here() {
   arch=$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
   if [ -d "$pack_dir/debs" ]; then
     # shellcheck disable=SC2046
-    unpack_set root $(echo "$deb_list" | awk '$1 ~ /^lib(cli11|fmt|gmock|gtest|sentencepiece|spdlog|xxhash)|^nlohmann/ { print $1 }') || return 1
+    unpack_set root $(echo "$deb_list" | awk '$1 ~ /^lib(cli11|fmt|gmock|gtest|sentencepiece|spdlog|ssl-dev|xxhash)|^nlohmann/ { print $1 }') || return 1
     d=$build/deps/root/usr
     prefix_path+=";$d"
     export LD_LIBRARY_PATH="$d/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

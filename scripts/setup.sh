@@ -34,6 +34,7 @@ packages=(
   zlib1g-dev              # gzip-compressed training files
   libtcmalloc-minimal4    # embed-train's malloc (CMakeLists.txt: less peak memory than glibc's)
   libxxhash-dev           # XXH3, the prepared folders' checksums (header only)
+  libssl-dev              # libcrypto's HMAC-SHA256: the rendezvous's job secret (linked statically)
   wordnet-base            # source of the demo and test pairs (scripts/make-demo-data.sh)
   python3 python3-venv    # the reference environment (part 3)
   iproute2                # ip netns: the test hosts of the multi-node tests (tests/multihost)

@@ -51,6 +51,41 @@ void check_loss_terms(const LossConfig& l, const OriginOf& origin_of, std::vecto
                      "adds it beside a contrastive loss.type: keep one");
 }
 
+// Settings that would change nothing, or train nothing, without a word: each an error
+// naming its keys and the fix. `negatives`: some source takes hard negatives.
+template <class OriginOf>
+void check_inert_settings(const LossConfig& l, bool negatives, const OriginOf& origin_of,
+                          std::vector<std::string>& errors) {
+  if (l.type == LossType::Infonce && l.hardness_mode == HardnessMode::None && l.hardness_strength > 0)
+    errors.push_back(origin_of({"loss.hardness_strength", "loss.hardness_mode"}) +
+                     ": loss.hardness_strength weights the negatives loss.hardness_mode picks, and loss.hardness_mode "
+                     "is \"none\": nothing would be weighted. Set loss.hardness_mode (\"in_batch_negatives\", "
+                     "\"hard_negatives\" or \"all_negatives\"), or remove loss.hardness_strength");
+  if (l.type == LossType::Infonce && l.hardness_mode == HardnessMode::HardNegatives && !negatives)
+    errors.push_back(origin_of({"loss.hardness_mode", "data.negatives_per_query"}) +
+                     ": loss.hardness_mode \"hard_negatives\" weights each query's own hard negatives, and the batches "
+                     "have none (data.negatives_per_query is 0): set data.negatives_per_query > 0 (with \"neg\" in "
+                     "the pairs), or loss.hardness_mode \"in_batch_negatives\"");
+  const GuideConfig defaults;
+  if (!l.guide.model && (l.guide.margin != defaults.margin || l.guide.margin_strategy != defaults.margin_strategy))
+    errors.push_back(origin_of({"loss.guide.margin", "loss.guide.margin_strategy", "loss.guide.model"}) +
+                     ": loss.guide.margin / loss.guide.margin_strategy set the guide's mask, and loss.guide.model "
+                     "is unset, so there is no guide: set loss.guide.model, or remove them");
+  // Cosines lie in [-1, 1]: an absolute margin of 2 puts every candidate above the
+  // positive's cosine less the margin, one of -2 none.
+  const std::string margin = number_text(l.guide.margin);
+  if (l.guide.model && l.guide.margin_strategy == GuideMargin::Absolute && l.guide.margin >= 2)
+    errors.push_back(origin_of({"loss.guide.margin"}) + ": loss.guide.margin " + margin +
+                     " (\"absolute\") masks every negative: the positive's cosine less " + margin + " is at most -1, "
+                     "the least a cosine can be, so the contrastive loss would be constant and nothing would train. "
+                     "Use a margin below 2 (0, the default, masks what the guide rates above the positive)");
+  if (l.guide.model && l.guide.margin_strategy == GuideMargin::Absolute && l.guide.margin <= -2)
+    errors.push_back(origin_of({"loss.guide.margin"}) + ": loss.guide.margin " + margin +
+                     " (\"absolute\") masks no negative: the positive's cosine plus " + number_text(-l.guide.margin) +
+                     " is at least 1, the most a cosine can be, so the guide would cost a forward a step and change "
+                     "nothing. Use a margin above -2, or remove loss.guide");
+}
+
 }  // namespace
 
 // Rules that tie two keys together, each error blamed on who gave the keys: the --set
@@ -110,6 +145,11 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
   check_loss_terms(c.loss, origin_of, errors);
   bool negatives = c.data.negatives_per_query > 0;
   for (const auto& source : sources) negatives = negatives || source.negatives_per_query.value_or(0) > 0;
+  check_inert_settings(c.loss, negatives, origin_of, errors);
+  if (c.train.max_steps == 0)
+    errors.push_back(origin_of({"train.max_steps"}) +
+                     ": train.max_steps 0 would train nothing: -1 (the default) trains train.epochs passes over the "
+                     "data, a positive number that many steps");
   if (margin_mse_weight(c.loss) > 0 && !negatives)
     errors.push_back(origin_of({"loss.type", "loss.margin_mse.weight", "data.negatives_per_query"}) +
                      ": MarginMSE compares each positive with the pair's hard negatives: set "

@@ -37,16 +37,12 @@ std::string show(const json& value) {
   return s;
 }
 
-namespace {
-
 std::string number_text(double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
   std::ostringstream os;
   os << v;
   return os.str();
 }
-
-}  // namespace
 
 namespace {
 

@@ -63,6 +63,8 @@ std::vector<std::string> path_parts(const std::string& path);
 
 // Compact text of a bad value for messages, cut short when long.
 std::string show(const json& value);
+// A number as messages write it: "2", "-2.5", "1e-05".
+std::string number_text(double v);
 // "a positive integer", "a number in [0, 1)": what a rule asks of a number.
 std::string describe_number(const Rule& r, bool integer);
 bool within(const Rule& r, double v);

@@ -1,32 +1,88 @@
 #include "data/beir.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
+
+#include "data/input_files.h"
 
 namespace ddp_embed {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kLayout = "a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv";
+constexpr const char* kBom = "\xEF\xBB\xBF";  // U+FEFF in UTF-8
 
-std::ifstream open_in(const fs::path& folder, const std::string& file) {
-  const fs::path path = folder / file;
-  std::ifstream in(path);
-  if (!in) throw DataError(path.string() + ": cannot open (" + kLayout + ")");
-  return in;
+enum class Entry { Missing, File, Folder };
+
+// What `path` is, following links. A loop of links or a path that cannot be looked at
+// (no permission) is a DataError naming it, not filesystem_error's library text.
+Entry entry_at(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? Entry::Folder : Entry::File;
+  if (errno == ENOENT || errno == ENOTDIR) return Entry::Missing;
+  if (errno == ELOOP)
+    throw DataError(path.string() + ": too many levels of symbolic links (a link that leads back to itself?)");
+  throw DataError(path.string() + ": " + std::strerror(errno));
+}
+
+// The file `name` of the folder, or its gzip-compressed `name.gz` (as the Hugging Face
+// copies of BEIR come): its path, "" when neither is there. A folder in its place, or
+// both files, is a DataError naming it.
+std::string beir_file(const fs::path& folder, const std::string& name) {
+  std::string found;
+  for (const std::string& candidate : {name, name + ".gz"}) {
+    const fs::path path = folder / candidate;
+    const Entry entry = entry_at(path);
+    if (entry == Entry::Folder) throw DataError(path.string() + ": is a folder, a file was expected (" + kLayout + ")");
+    if (entry == Entry::Missing) continue;
+    if (!found.empty())
+      throw DataError((folder / name).string() + " and " + candidate + " are both there: keep one");
+    found = path.string();
+  }
+  return found;
+}
+
+// beir_file's path, or a DataError when neither file is there.
+std::string required_beir_file(const fs::path& folder, const std::string& name) {
+  const std::string path = beir_file(folder, name);
+  if (path.empty()) throw DataError((folder / name).string() + ": cannot open (" + kLayout + ")");
+  return path;
+}
+
+// Line `number` of a file: a UTF-8 byte-order mark at the start of the file is not text.
+void strip_file_bom(std::string& line, int64_t number) {
+  if (number == 1 && line.compare(0, 3, kBom) == 0) line.erase(0, 3);
+}
+
+// Ids are compared byte for byte: one that holds a byte-order mark (a file joined from
+// files that each began with one) would match nothing, silently.
+void check_no_bom(const std::string& id, const std::string& where) {
+  const size_t at = id.find(kBom);
+  if (at == std::string::npos) return;
+  std::string shown = id;
+  shown.erase(at, 3);
+  throw DataError(where + ": an id holds a byte-order mark (U+FEFF), at byte " + std::to_string(at) + " of \"" +
+                  shown + "\": ids are compared byte for byte, so it would match nothing: remove the mark "
+                  "(joining files that each begin with one leaves the later ones' inside the text)");
 }
 
 // An id as text: BEIR writes strings; a number is taken as written.
 std::string id_of(const nlohmann::json& record, const std::string& where) {
   const auto it = record.find("_id");
   if (it == record.end()) throw DataError(where + ": missing \"_id\"");
-  if (it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
-  if (it->is_number_integer()) return it->dump();
-  throw DataError(where + ": \"_id\" must be a non-empty string, not " + it->dump());
+  std::string id;
+  if (it->is_string() && !it->get<std::string>().empty()) id = it->get<std::string>();
+  else if (it->is_number_integer()) id = it->dump();
+  else throw DataError(where + ": \"_id\" must be a non-empty string, not " + it->dump());
+  check_no_bom(id, where);
+  return id;
 }
 
 std::string text_field(const nlohmann::json& record, const char* key, bool required, const std::string& where) {
@@ -40,19 +96,22 @@ std::string text_field(const nlohmann::json& record, const char* key, bool requi
 }
 
 // A JSONL file of {"_id", "text"(, "title")} records: ids and texts in file order, each id
-// once. `where_of_id` maps each id to its index.
+// once. `index_of` maps each id to its index.
 struct Records {
   std::vector<std::string> ids, texts;
   std::unordered_map<std::string, int64_t> index_of;
 };
 
 Records read_records(const fs::path& folder, const std::string& file, bool with_title) {
-  std::ifstream in = open_in(folder, file);
+  const std::string path = required_beir_file(folder, file);
+  const auto in = open_input_file(path);  // plain or gzip-compressed, whatever its name says
+  const std::string name = fs::path(path).filename().string();
   Records out;
   std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  for (int64_t number = 1; std::getline(*in, line); ++number) {
+    strip_file_bom(line, number);
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = (folder / file).string() + ":" + std::to_string(number);
+    const std::string where = path + ":" + std::to_string(number);
     const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!record.is_object()) throw DataError(where + ": not a JSON object");
     std::string id = id_of(record, where);
@@ -62,11 +121,11 @@ Records read_records(const fs::path& folder, const std::string& file, bool with_
       if (!title.empty()) text = text.empty() ? title : title + " " + text;
     }
     if (!out.index_of.emplace(id, static_cast<int64_t>(out.ids.size())).second)
-      throw DataError(where + ": the id \"" + id + "\" appears twice in " + file);
+      throw DataError(where + ": the id \"" + id + "\" appears twice in " + name);
     out.ids.push_back(std::move(id));
     out.texts.push_back(std::move(text));
   }
-  if (out.ids.empty()) throw DataError((folder / file).string() + ": no records");
+  if (out.ids.empty()) throw DataError(path + ": no records");
   return out;
 }
 
@@ -80,27 +139,45 @@ std::vector<std::string> split_tabs(const std::string& line) {
   return fields;
 }
 
+// The header line BEIR writes ("query-id corpus-id score"): a first line whose score field
+// is a word (no digit in it). A first line with a number there ("0.5") is a judgement, and
+// is read, or refused, as every other line is.
+bool is_header(const std::vector<std::string>& fields, int64_t number) {
+  const std::string& score = fields[2];
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  return number == 1 && !score.empty() && std::none_of(score.begin(), score.end(), digit);
+}
+
+// A relevance score: a whole number, as BEIR's own loader (int()) reads it.
+int64_t score_of(const std::string& text, const std::string& where) {
+  try {
+    size_t used = 0;
+    const int64_t score = std::stoll(text, &used);
+    if (used == text.size()) return score;
+  } catch (const std::exception&) {
+  }
+  throw DataError(where + ": the score \"" + text + "\" is not an integer (a relevance grade: 0 judged not relevant, "
+                  "1 or more relevant)");
+}
+
 // qrels/<split>.tsv → per query index (of `queries`), its relevant documents (of `corpus`).
 std::vector<std::vector<int64_t>> read_qrels(const fs::path& folder, const std::string& split,
                                              const Records& queries, const Records& corpus) {
   const std::string file = "qrels/" + split + ".tsv";
-  std::ifstream in = open_in(folder, file);
+  const std::string path = required_beir_file(folder, file);
+  const auto in = open_input_file(path);
   std::vector<std::vector<int64_t>> relevant(queries.ids.size());
   std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  for (int64_t number = 1; std::getline(*in, line); ++number) {
+    strip_file_bom(line, number);
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = (folder / file).string() + ":" + std::to_string(number);
+    const std::string where = path + ":" + std::to_string(number);
     const std::vector<std::string> f = split_tabs(line);
     if (f.size() != 3) throw DataError(where + ": expected 3 tab-separated fields (query-id, corpus-id, score)");
-    int64_t score = 0;
-    try {
-      size_t used = 0;
-      score = std::stoll(f[2], &used);
-      if (used != f[2].size()) throw std::invalid_argument("trailing text");
-    } catch (const std::exception&) {
-      if (number == 1) continue;  // the header line ("query-id corpus-id score")
-      throw DataError(where + ": the score \"" + f[2] + "\" is not an integer");
-    }
+    if (is_header(f, number)) continue;
+    const int64_t score = score_of(f[2], where);
+    check_no_bom(f[0], where);
+    check_no_bom(f[1], where);
     const auto q = queries.index_of.find(f[0]);
     if (q == queries.index_of.end())
       throw DataError(where + ": the query id \"" + f[0] + "\" is not in queries.jsonl");
@@ -125,14 +202,21 @@ bool is_beir_folder(const std::string& path) {
 
 std::string default_beir_split(const std::string& folder) {
   const fs::path qrels = fs::path(folder) / "qrels";
-  if (fs::exists(qrels / "test.tsv")) return "test";
+  const Entry entry = entry_at(qrels);
+  if (entry == Entry::Missing) throw DataError(qrels.string() + ": no qrels file (" + kLayout + ")");
+  if (entry == Entry::File) throw DataError(qrels.string() + ": is a file, a folder was expected (" + kLayout + ")");
+  if (!beir_file(qrels, "test.tsv").empty()) return "test";
   std::vector<std::string> splits;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(qrels, ec))
-    if (entry.path().extension() == ".tsv") splits.push_back(entry.path().stem().string());
+  for (const auto& entry : fs::directory_iterator(qrels, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0) name.resize(name.size() - 3);
+    if (fs::path(name).extension() == ".tsv") splits.push_back(fs::path(name).stem().string());
+  }
+  std::sort(splits.begin(), splits.end());
+  splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
   if (splits.size() == 1) return splits.front();
   if (splits.empty()) throw DataError(qrels.string() + ": no qrels file (" + kLayout + ")");
-  std::sort(splits.begin(), splits.end());
   std::string names;
   for (const auto& s : splits) names += (names.empty() ? "" : ", ") + s;
   throw DataError(qrels.string() + ": no test.tsv, and several splits (" + names + "): name one");
@@ -143,7 +227,8 @@ BeirSet load_beir(const std::string& folder, const std::string& split, const Tok
   if (!is_beir_folder(folder)) throw DataError(folder + ": not a folder (" + kLayout + ")");
   // A folder with none of BEIR's files was most likely meant as something else: say both.
   const fs::path root(folder);
-  if (!fs::exists(root / "corpus.jsonl") && !fs::exists(root / "queries.jsonl") && !fs::exists(root / "qrels"))
+  if (beir_file(root, "corpus.jsonl").empty() && beir_file(root, "queries.jsonl").empty() &&
+      entry_at(root / "qrels") == Entry::Missing)
     throw DataError(folder + " is a folder, not a file of pairs (JSONL, or .gz); nor is it a BEIR folder: " + kLayout);
   BeirSet set;
   set.folder = folder;

@@ -4,15 +4,21 @@
 //   corpus.jsonl     {"_id": "d1", "title": "...", "text": "..."} a line (title optional)
 //   queries.jsonl    {"_id": "q1", "text": "..."} a line
 //   qrels/SPLIT.tsv  query-id <tab> corpus-id <tab> score, after a header line
-// A document's text is its title and text joined by a space (either may be empty), as
-// BEIR's own sentence-transformers models read them. A qrels line with score > 0 makes the
-// document relevant to the query; score 0 is a judged non-relevant document (BEIR's and
-// pytrec_eval's meaning). Only queries with at least one relevant document are evaluated,
-// in queries.jsonl's order, as sentence-transformers' InformationRetrievalEvaluator does.
+// Each file may instead be gzip-compressed as NAME.gz (the Hugging Face copies), and a
+// file whose bytes are gzip's is read as such whatever its name. A UTF-8 byte-order mark
+// at the start of a file is skipped. A document's text is its title and text joined by a
+// space (either may be empty), as BEIR's own sentence-transformers models read them. A qrels
+// line with score > 0 makes the document relevant to the query; score 0 is a judged
+// non-relevant document (BEIR's and pytrec_eval's meaning). Only queries with at least one
+// relevant document are evaluated, in queries.jsonl's order, as sentence-transformers'
+// InformationRetrievalEvaluator does.
 //
 // Every id the qrels name must be in corpus.jsonl / queries.jsonl, and ids are unique in
-// each: anything else is a DataError naming the file and line. The folder is read whole
-// (a BEIR corpus of a few million passages takes a few GB of text while it is tokenized).
+// each: anything else is a DataError naming the file and line. Ids are compared byte for
+// byte, so one holding a byte-order mark is an error too, and so is a score that is not
+// an integer ("0.5"); the header is the first line when its score field is a word. The
+// folder is read whole (a BEIR corpus of a few million passages takes a few GB of text
+// while it is tokenized).
 #pragma once
 
 #include <cstdint>
@@ -42,14 +48,16 @@ struct BeirSet {
 // Whether `path` is a folder: data.eval's folders are BEIR folders, its files pair files.
 bool is_beir_folder(const std::string& path);
 
-// The qrels split read when none is asked for: "test" when qrels/test.tsv exists, else the
-// only .tsv in qrels/. Throws DataError naming the folder when neither holds.
+// The qrels split read when none is asked for: "test" when qrels/test.tsv(.gz) exists,
+// else the only .tsv(.gz) in qrels/. Throws DataError naming the folder when neither holds.
 std::string default_beir_split(const std::string& folder);
 
 // Reads and tokenizes a BEIR folder; `split` empty = default_beir_split(). The prompts
 // (their texts) go before each query and each document. Throws DataError naming the file
-// and line: a missing file, a line that is not a JSON object with a string "_id" and
-// "text", a duplicate id, a qrels line that is not 3 tab-separated fields or names an id
+// and line: a missing file, a folder or a loop of symbolic links where a file belongs, a
+// file there both plain and as .gz, a cut .gz file, a line that is not a JSON object with
+// a string "_id" and "text", a duplicate id, an id holding a byte-order mark, a qrels line
+// that is not 3 tab-separated fields, has a score that is not an integer or names an id
 // that is not there, no query with a relevant document.
 BeirSet load_beir(const std::string& folder, const std::string& split, const Tokenizer& tokenizer, int max_length,
                   const std::string& query_prompt = "", const std::string& passage_prompt = "");

@@ -12,7 +12,16 @@
 //   teacher_scores.f32   per sequence, the teacher's score (NaN: none); only when any pair has some
 //
 // Little-endian, as the machine writes them. A folder appears whole or not at all: it is
-// written beside itself (DIR.tmp) and renamed into place; manifest.json is written last.
+// written beside itself (DIR.tmp) and renamed into place; manifest.json is written last,
+// with a checksum of itself ("manifest_xxh3"), so that an edit to it is refused, not trained on.
+//
+// Who touches a folder at once (PreparedFolderLock, flock(2) on DIR.lock beside it): a
+// prepare holds the lock exclusively from before it looks at DIR until DIR is published;
+// a run holds it shared while it opens DIR (manifest, mapping, verification). A second
+// prepare, and a run opening DIR while a prepare holds it, fail at once naming the holder:
+// the rename alone would not do, as a prepare removes a stale DIR at its start and again
+// just before its rename, and a run between the two would take the gap for damage. Once a
+// run has mapped the arrays, a prepare may replace DIR: the run keeps the files it mapped.
 //
 // What a folder holds is verified when a run opens it (data/prepared_check.h): the
 // manifest's counts and ranges against each other and against the files' sizes, every
@@ -27,6 +36,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "data/pairs.h"
 
@@ -98,12 +109,46 @@ std::vector<std::pair<std::string, int64_t>> expected_files(const PreparedManife
 // DIR.parts are written beside DIR).
 std::string folder_path(const std::string& dir);
 
+inline constexpr const char* kPreparedManifestName = "manifest.json";
+
 // Whether `dir` is a prepared folder (holds manifest.json).
 bool is_prepared_folder(const std::string& dir);
 // DataError naming the file and the key when it is not a manifest we wrote, or its
-// counts, source ranges or checksums do not fit together; a folder of the older format
-// (version 1, without checksums) is refused with "prepare it again".
+// counts, source ranges or checksums do not fit together, or (checked last) it does not
+// match its own checksum: edited or damaged since it was written. A folder of an older
+// format (version 1 without checksums, 2 without the manifest's own) is refused with
+// "prepare it again".
 PreparedManifest read_manifest(const std::string& dir);
+
+// manifest.json's text for `m` (counts, sources, checksums as they are), stamped with
+// its checksum of itself.
+std::string prepared_manifest_text(const PreparedManifest& m);
+// That checksum ("manifest_xxh3"): XXH3-64, as 16 hex digits, of the compact dump of
+// every other key of `manifest` (nlohmann::json sorts keys: the layout of the file and
+// the order of its keys do not count, their values do).
+std::string manifest_self_checksum(const nlohmann::json& manifest);
+
+// The lock on a prepared folder (above): flock(2) on DIR.lock, released by the kernel
+// when its process dies, however it dies. Two of them conflict within one process too.
+class PreparedFolderLock {
+ public:
+  enum class Mode {
+    Prepare,  // exclusive; DIR.lock is created, holds "PID HOST", and is removed on release
+    Read,     // shared; nothing is created (a folder on a read-only disk opens)
+  };
+  // Takes the lock on folder_path(dir) or throws DataError at once, naming DIR and who
+  // holds it (a prepare's pid and host; a run opening it). Where the file system cannot
+  // lock, a prepare logs a warning and goes on unlocked.
+  PreparedFolderLock(const std::string& dir, Mode mode);
+  ~PreparedFolderLock();
+  PreparedFolderLock(const PreparedFolderLock&) = delete;
+  PreparedFolderLock& operator=(const PreparedFolderLock&) = delete;
+
+ private:
+  std::string path_;
+  Mode mode_;
+  int fd_ = -1;
+};
 
 // Writes `data` as the prepared folder `dir` (replacing one there), with `manifest`'s
 // tokenizer, max_length and source files; its counts and the sources' pair ranges come

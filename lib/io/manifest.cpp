@@ -1,5 +1,6 @@
 #include "io/manifest.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -123,11 +124,12 @@ CheckpointManifest parse_manifest(std::string_view text, const std::string& orig
   return manifest;
 }
 
-void verify_manifest(const std::string& dir, const std::vector<std::string>& required) {
-  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
-  const CheckpointManifest manifest =
-      parse_manifest(read_manifest_file(manifest_path), manifest_path, required);
-  for (const auto& name : required) {
+namespace {
+
+// Each of `names` inside `dir` against `manifest`, which lists them.
+void verify_manifest_entries(const std::string& dir, const CheckpointManifest& manifest,
+                             const std::vector<std::string>& names) {
+  for (const auto& name : names) {
     const std::string path = (fs::path(dir) / name).string();
     const ManifestEntry& entry = manifest.files.at(name);
     std::error_code ec;
@@ -139,6 +141,38 @@ void verify_manifest(const std::string& dir, const std::vector<std::string>& req
     if (hash_hex(fnv1a64_file(path)) != entry.fnv1a64)
       fail_manifest(path, "checksum does not match the manifest (corrupt file)");
   }
+}
+
+}  // namespace
+
+void verify_manifest(const std::string& dir, const std::vector<std::string>& required) {
+  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+  verify_manifest_entries(dir, parse_manifest(read_manifest_file(manifest_path), manifest_path, required), required);
+}
+
+CheckpointManifest describe_folder(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const std::string name = fs::relative(it->path(), dir).generic_string();
+    if (it->is_regular_file() && name != "manifest.json") names.push_back(name);
+  }
+  if (ec) fail_manifest(dir, "cannot list its files: " + ec.message());
+  return describe_files(dir, names);
+}
+
+void verify_folder_manifest(const std::string& dir, const std::vector<std::string>& required) {
+  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+  const CheckpointManifest manifest = parse_manifest(read_manifest_file(manifest_path), manifest_path, required);
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : manifest.files) {
+    const fs::path p(name);
+    if (name.empty() || p.is_absolute() || std::find(p.begin(), p.end(), fs::path("..")) != p.end())
+      fail_manifest(manifest_path, "lists " + json_quoted(name) + ", which is not a file inside the folder");
+    names.push_back(name);
+  }
+  verify_manifest_entries(dir, manifest, names);
 }
 
 }  // namespace ddp_embed

@@ -1,4 +1,5 @@
-// The manifest of a training checkpoint (manifest.json), without LibTorch.
+// The manifest of a training checkpoint (manifest.json), without LibTorch; the kept best
+// model folder (OUTPUT_DIR/best, output.keep_best) carries one too.
 //
 //   {"format": "ddp-embed checkpoint", "version": 1,
 //    "files": {"model.safetensors": {"bytes": 1234, "fnv1a64": "<16 hex digits>"}, ...}}
@@ -56,5 +57,14 @@ CheckpointManifest parse_manifest(std::string_view text, const std::string& orig
 //   DIR/model.safetensors: size 12 does not match the manifest
 //   DIR/model.safetensors: checksum does not match the manifest (corrupt file)
 void verify_manifest(const std::string& dir, const std::vector<std::string>& required);
+
+// The manifest of every regular file under `dir`, in its subfolders too ("1_Pooling/
+// config.json"), but manifest.json: for a folder whose files are not known in advance.
+CheckpointManifest describe_folder(const std::string& dir);
+
+// verify_manifest() of every file DIR/manifest.json lists; each name in `required` must be
+// listed. A listed name that leaves DIR (absolute, or with a ".." part) is refused. Throws
+// ManifestError as verify_manifest() does.
+void verify_folder_manifest(const std::string& dir, const std::vector<std::string>& required);
 
 }  // namespace ddp_embed

@@ -14,8 +14,10 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "launch/job_secret.h"
 #include "launch/line_channel.h"
 #include "launch/output_mux.h"
+#include "launch/rendezvous_handshake.h"
 #include "launch/rendezvous_protocol.h"
 #include "launch/rendezvous_server.h"
 #include "launch/signal_relay.h"
@@ -26,6 +28,9 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+// How long a launcher waits for the server's side of the handshake.
+constexpr auto kHandshakeLimit = std::chrono::seconds(5);
 
 void say(const std::string& line) { write_whole(2, "ddp-launch: " + line + "\n"); }
 
@@ -99,10 +104,14 @@ class ElasticAgent : public AttemptHooks {
               !write_file(group_.attempt_dir() + "/failure.json", format_failure_json(report)))
             say("cannot write " + group_.attempt_dir() + "/failure.json: " + std::strerror(errno));
           const WorkerExit& root = report.workers.at(report.root_cause);
+          const bool bad_input = !root.signaled && root.exit_code == kExitBadInput;
           say("round " + std::to_string(round_) + " failed: rank " + std::to_string(root.rank) + " (local rank " +
               std::to_string(root.local_rank) + ", pid " + std::to_string(root.pid) + ") ended with " +
-              describe_exit(root) + "; joining the next round (whether it counts against --max-restarts " +
-              std::to_string(plan_.layout.max_restarts) + " the rendezvous decides: not when a node was lost)");
+              describe_exit(root) +
+              (bad_input ? ", its input is wrong: the job ends for every node"
+                         : "; joining the next round (whether it counts against --max-restarts " +
+                               std::to_string(plan_.layout.max_restarts) +
+                               " the rendezvous decides: not when a node was lost)"));
           last_failure_ = std::move(report);
           continue;
         }
@@ -158,7 +167,7 @@ class ElasticAgent : public AttemptHooks {
       return false;
     }
     std::string error;
-    if (!server_.start(fd, &error)) {
+    if (!server_.start(fd, job_of_this_launcher(), s_.secret, &error)) {
       say("cannot start the rendezvous server: " + error);
       return false;
     }
@@ -166,7 +175,22 @@ class ElasticAgent : public AttemptHooks {
     return true;
   }
 
-  // Connects, retrying for the join timeout. -1 when connected, else the exit status.
+  // The job as this launcher's command line says it, for the server it starts.
+  RendezvousJob job_of_this_launcher() const {
+    RendezvousJob job;
+    job.min_nodes = s_.min_nodes;
+    job.max_nodes = s_.max_nodes;
+    job.join_timeout_s = s_.join_timeout_s;
+    job.grace_s = plan_.layout.grace_seconds;
+    job.max_membership_changes = s_.max_membership_changes;
+    job.run_id = plan_.layout.run_id;
+    job.run_id_given = s_.run_id_given;
+    job.nproc = plan_.layout.nproc;
+    return job;
+  }
+
+  // Connects and proves the job secret (rendezvous_handshake.h), retrying for the join
+  // timeout. -1 when connected, else the exit status.
   int connect() {
     const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(std::max(s_.join_timeout_s, 1.0)));
@@ -175,7 +199,16 @@ class ElasticAgent : public AttemptHooks {
       const int fd = connect_tcp(s_.endpoint_host, s_.endpoint_port, std::chrono::milliseconds(1000), &error);
       if (fd >= 0) {
         channel_ = LineChannel(fd);
-        break;
+        HandshakeResult shake = prove_to_server(channel_, s_.secret, kHandshakeLimit);
+        if (shake.ok) {
+          early_lines_ = std::move(shake.rest);
+          break;
+        }
+        if (shake.final) {
+          say("the rendezvous server at " + endpoint() + ": " + shake.error);
+          return kExitBadInput;
+        }
+        error = shake.error;
       }
       if (Clock::now() >= give_up) {
         say("cannot reach the rendezvous server at " + endpoint() + " within " + seconds_text(s_.join_timeout_s) +
@@ -254,7 +287,10 @@ class ElasticAgent : public AttemptHooks {
   // means the server is gone.
   void read_server() {
     channel_.flush();
-    for (const json& line : channel_.receive()) {
+    std::vector<json> lines = std::move(early_lines_);
+    early_lines_.clear();
+    for (json& line : channel_.receive()) lines.push_back(std::move(line));
+    for (const json& line : lines) {
       try {
         handle(line);
       } catch (const RendezvousProtocolError& e) {  // no server of ours (rendezvous_protocol.h)
@@ -459,6 +495,7 @@ class ElasticAgent : public AttemptHooks {
   RendezvousServerProcess server_;
   bool serving_ = false;
   LineChannel channel_;
+  std::vector<json> early_lines_;  // what came with the handshake's welcome: read first
 
   std::optional<RoundMessage> round_message_;
   int round_ = -1;
@@ -501,17 +538,44 @@ int supervise_elastic(const LaunchPlan& plan, const ElasticSettings& settings) {
   return agent.run();
 }
 
-int serve_rendezvous_alone(int port) {
+int serve_rendezvous_alone(const LaunchOptions& options, const std::string& secret) {
+  const int port = *options.serve_rendezvous;
+  RendezvousJob job;
+  job.min_nodes = *options.min_nnodes;
+  job.max_nodes = *options.max_nnodes;
+  job.join_timeout_s = options.join_timeout_s;
+  job.grace_s = options.grace_seconds;
+  job.max_membership_changes = options.max_membership_changes;
+  job.run_id = options.run_id.value_or("");
+  job.run_id_given = options.run_id.has_value();
+  job.nproc = options.nproc.value_or(0);
   const int fd = listen_on_port(port);
   if (fd < 0) {
     say("cannot serve the rendezvous on port " + std::to_string(port) + ": " + std::strerror(errno) +
         (errno == EADDRINUSE ? " (another job's server, or another program, holds it)" : ""));
     return kExitRuntimeError;
   }
-  say("serving the rendezvous on port " + std::to_string(port) +
-      " until the job ends; start each training node with --nnodes MIN:MAX --rdzv-endpoint THIS_HOST:" +
-      std::to_string(port));
-  return serve_rendezvous(fd, -1);
+  say("serving the rendezvous on port " + std::to_string(port) + " for --nnodes " + std::to_string(job.min_nodes) +
+      ":" + std::to_string(job.max_nodes) + " until the job ends; start each training node with --nnodes " +
+      std::to_string(job.min_nodes) + ":" + std::to_string(job.max_nodes) + " --rdzv-endpoint THIS_HOST:" +
+      std::to_string(port) + (secret.empty() ? "" : " and the same --rdzv-secret-file"));
+  return serve_rendezvous(fd, -1, job, secret);
+}
+
+bool job_secret_of(const LaunchOptions& options, const Environment& env, std::string* secret, std::string* error) {
+  std::string path = options.rdzv_secret_file.value_or("");
+  const auto from_env = env.find("DDP_LAUNCH_SECRET_FILE");
+  if (path.empty() && from_env != env.end()) path = from_env->second;
+  if (path.empty()) {
+    say("warning: no job secret (--rdzv-secret-file or DDP_LAUNCH_SECRET_FILE): anyone who reaches the "
+        "rendezvous port can join this job as a node and choose where its workers meet; see docs/security.md");
+    secret->clear();
+    return true;
+  }
+  const bool from_option = options.rdzv_secret_file.has_value();
+  if (read_job_secret(path, secret, error)) return true;
+  *error = (from_option ? "--rdzv-secret-file: " : "DDP_LAUNCH_SECRET_FILE: ") + *error;
+  return false;
 }
 
 }  // namespace ddp_embed::launch

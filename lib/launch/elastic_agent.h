@@ -53,6 +53,7 @@ struct ElasticSettings {
   int store_port = 0;        // --master-port, else 0: a free one at each join
   std::string local_addr;    // --local-addr, else "" (the server sees it)
   bool run_id_given = false; // --run-id or SLURM's
+  std::string secret;        // the job secret (job_secret.h), "" : none
 };
 
 // From the parsed options (elastic() is true) and the layout: what the agent needs.
@@ -63,7 +64,13 @@ ElasticSettings elastic_settings(const LaunchOptions& options, const JobLayout& 
 // job aborted or the rendezvous server is gone). Expects SignalRelay to be installed.
 int supervise_elastic(const LaunchPlan& plan, const ElasticSettings& settings);
 
-// `ddp-launch --serve-rendezvous PORT`: the server alone, until the job ends.
-int serve_rendezvous_alone(int port);
+// `ddp-launch --serve-rendezvous PORT --nnodes MIN:MAX`: the server alone, until the job
+// ends, with the job's settings from its own command line.
+int serve_rendezvous_alone(const LaunchOptions& options, const std::string& secret);
+
+// The job secret: --rdzv-secret-file, else $DDP_LAUNCH_SECRET_FILE, else none ("" and
+// true, after one warning on stderr that anyone who reaches the rendezvous port can join).
+// False with *error when the file cannot serve (job_secret.h).
+bool job_secret_of(const LaunchOptions& options, const Environment& env, std::string* secret, std::string* error);
 
 }  // namespace ddp_embed::launch

@@ -51,10 +51,13 @@ int run_launcher(const std::vector<std::string>& args, char** envp) {
       break;
   }
   const LaunchOptions& options = parsed.options;
-  if (options.serve_rendezvous) return serve_rendezvous_alone(*options.serve_rendezvous);
-
   LaunchPlan plan;
   plan.base_env = environment_from(envp);
+  std::string secret, error;
+  if ((options.serve_rendezvous || options.elastic()) && !job_secret_of(options, plan.base_env, &secret, &error))
+    return fail(kExitUsage, error);
+  if (options.serve_rendezvous) return serve_rendezvous_alone(options, secret);
+
   LayoutResult layout = resolve_layout(options, plan.base_env,
                                        [&] { return count_visible_gpus(plan.base_env); });
   if (!layout.ok) return fail(kExitUsage, layout.error);
@@ -75,7 +78,6 @@ int run_launcher(const std::vector<std::string>& args, char** envp) {
   plan.argv.insert(plan.argv.end(), options.program_args.begin(), options.program_args.end());
 
   JobLayout& job = plan.layout;
-  std::string error;
   if (options.elastic()) {
     // The master is assigned at each rendezvous round; the endpoint is what must resolve.
     if (!address_resolves(*options.rdzv_host, &error))
@@ -85,7 +87,9 @@ int run_launcher(const std::vector<std::string>& args, char** envp) {
     plan.omp_threads = default_omp_threads(plan.base_env, job.nproc, usable_cores());
     plan.host = host_name();
     if (!SignalRelay::install(&error)) return fail(kExitRuntimeError, error);
-    return supervise_elastic(plan, elastic_settings(options, job, plan.base_env));
+    ElasticSettings settings = elastic_settings(options, job, plan.base_env);
+    settings.secret = secret;
+    return supervise_elastic(plan, settings);
   }
 
   // The master's address must resolve on every node (else each worker would retry its

@@ -59,6 +59,9 @@ struct LaunchOptions {
   int max_membership_changes = kDefaultMaxMembershipChanges;  // --max-membership-changes K
   std::optional<std::string> local_addr;  // --local-addr: how other nodes reach this one
   std::optional<int> serve_rendezvous;    // --serve-rendezvous PORT: the server alone, no PROGRAM
+  // --rdzv-secret-file FILE (else $DDP_LAUNCH_SECRET_FILE): the elastic job's secret
+  // (job_secret.h), the same file on every node and on the server.
+  std::optional<std::string> rdzv_secret_file;
   int max_restarts = 0;
   std::string log_dir;               // empty = no log files
   std::vector<std::string> devices;  // --devices 0,2,3 (empty = not given)

@@ -19,9 +19,6 @@
 namespace ddp_embed::launch {
 namespace {
 
-// A line longer than this is no message of ours.
-constexpr size_t kMaxLine = 1 << 20;
-
 std::string address_text(const sockaddr_storage& addr) {
   char text[INET6_ADDRSTRLEN] = {};
   if (addr.ss_family == AF_INET) {
@@ -56,6 +53,7 @@ LineChannel& LineChannel::operator=(LineChannel&& other) noexcept {
     close_reason_ = std::move(other.close_reason_);
     in_ = std::move(other.in_);
     out_ = std::move(other.out_);
+    max_line_ = other.max_line_;
     last_heard_ = other.last_heard_;
     last_sent_ = other.last_sent_;
     other.fd_ = -1;
@@ -108,11 +106,20 @@ std::vector<nlohmann::json> LineChannel::receive() {
   std::vector<nlohmann::json> messages;
   if (!open()) return messages;
   char buffer[16 * 1024];
-  while (true) {
+  for (size_t got = 0;;) {
+    if (got >= kReadPerTurn) break;  // the rest: poll() says POLLIN again
     ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
     if (n > 0) {
       in_.append(buffer, static_cast<size_t>(n));
+      got += static_cast<size_t>(n);
       last_heard_ = SteadyClock::now();
+      // An unfinished line past the bound is no message of ours: stop buffering it now.
+      const size_t newline = in_.rfind('\n');
+      if (in_.size() - (newline == std::string::npos ? 0 : newline + 1) > max_line_) {
+        close_now("the peer sent a line longer than " + std::to_string(max_line_) + " bytes");
+        in_.clear();
+        return messages;
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -122,6 +129,11 @@ std::vector<nlohmann::json> LineChannel::receive() {
   }
   size_t start = 0;
   for (size_t newline; (newline = in_.find('\n', start)) != std::string::npos; start = newline + 1) {
+    if (newline - start > max_line_) {
+      close_now("the peer sent a line longer than " + std::to_string(max_line_) + " bytes");
+      in_.clear();
+      return messages;
+    }
     const std::string line = in_.substr(start, newline - start);
     if (line.empty()) continue;
     nlohmann::json message = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -133,10 +145,6 @@ std::vector<nlohmann::json> LineChannel::receive() {
     messages.push_back(std::move(message));
   }
   in_.erase(0, start);
-  if (in_.size() > kMaxLine) {
-    close_now("the peer sent a line longer than 1 MB");
-    in_.clear();
-  }
   return messages;
 }
 

@@ -24,6 +24,10 @@ using SteadyClock = std::chrono::steady_clock;
 inline constexpr auto kHeartbeatEvery = std::chrono::seconds(1);
 inline constexpr auto kHeartbeatTimeout = std::chrono::seconds(5);
 
+// What one receive() reads at most, and the longest line by default.
+inline constexpr size_t kReadPerTurn = 64 * 1024;
+inline constexpr size_t kDefaultMaxLine = 1 << 20;
+
 class LineChannel {
  public:
   LineChannel() = default;
@@ -49,10 +53,17 @@ class LineChannel {
   // The events to poll for: POLLIN, and POLLOUT while output waits.
   short poll_events() const;
 
-  // Reads what has arrived and returns the complete messages. A line that is not a JSON
-  // object with a string "op" closes the connection (a stranger speaking another
-  // protocol); what the op and fields say is read_op()'s and from_json's to check.
+  // Reads what has arrived (at most kReadPerTurn bytes a call: what a peer that floods has
+  // left in the socket waits for the next turn of the poll loop, the others are served
+  // meanwhile) and returns the
+  // complete messages. A line that is not a JSON object with a string "op", or longer than
+  // max_line(), closes the connection (a stranger speaking another protocol); what the op
+  // and fields say is read_op()'s and from_json's to check.
   std::vector<nlohmann::json> receive();
+  // The longest line the peer may send (default kDefaultMaxLine); what is buffered of an
+  // unfinished line never exceeds it.
+  void set_max_line(size_t bytes) { max_line_ = bytes; }
+  size_t max_line() const { return max_line_; }
 
   // Heartbeats: when this side should next send one, and whether the peer has been
   // silent for longer than kHeartbeatTimeout.
@@ -69,6 +80,7 @@ class LineChannel {
   bool closed_ = false;
   std::string close_reason_;
   std::string in_, out_;
+  size_t max_line_ = kDefaultMaxLine;
   SteadyClock::time_point last_heard_ = SteadyClock::now();
   SteadyClock::time_point last_sent_ = SteadyClock::now();
 };

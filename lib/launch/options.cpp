@@ -16,7 +16,7 @@ namespace {
 enum class Opt {
   nproc, nnodes, node_rank, master_addr, master_port, max_restarts, log_dir, devices,
   grace, run_id, rdzv_endpoint, standalone, join_timeout, max_membership_changes, local_addr,
-  serve_rendezvous, help, version
+  serve_rendezvous, rdzv_secret_file, help, version
 };
 
 struct OptionName {
@@ -57,6 +57,8 @@ constexpr OptionName kOptionNames[] = {
     {"--local-addr", Opt::local_addr, true},
     {"--local_addr", Opt::local_addr, true},
     {"--serve-rendezvous", Opt::serve_rendezvous, true},
+    {"--rdzv-secret-file", Opt::rdzv_secret_file, true},
+    {"--rdzv_secret_file", Opt::rdzv_secret_file, true},
     {"--help", Opt::help, false},
     {"-h", Opt::help, false},
     {"--version", Opt::version, false},
@@ -240,6 +242,10 @@ std::string apply_option(Opt opt, const std::string& spelled, const std::string&
       if (!parse_int(value, 1, 65535, &number)) return got("a port number 1-65535");
       o.serve_rendezvous = number;
       return "";
+    case Opt::rdzv_secret_file:
+      if (value.empty()) return got("a file name");
+      o.rdzv_secret_file = value;
+      return "";
     case Opt::standalone:
     case Opt::help:
     case Opt::version:
@@ -305,6 +311,12 @@ ParseResult parse_command_line(const std::vector<std::string>& args) {
     if (i < args.size())
       return fail("--serve-rendezvous runs the rendezvous server alone and takes no PROGRAM (got '" + args[i] +
                   "'); start the training nodes with --rdzv-endpoint THIS_HOST:" + std::to_string(*o.serve_rendezvous));
+    // The job's settings are the server's own, never a joining node's.
+    if (o.nnodes) o.min_nnodes = o.max_nnodes = o.nnodes;
+    if (!o.min_nnodes)
+      return fail("--serve-rendezvous needs the job's --nnodes MIN:MAX (with its --join-timeout, "
+                  "--max-membership-changes, --run-id and --grace if the nodes give them): the server takes the "
+                  "job's settings from its own command line, never from a node that joins");
     result.outcome = ParseOutcome::run;
     return result;
   }
@@ -345,7 +357,7 @@ constexpr const char kHelpDescription[] = R"(NAME
 SYNOPSIS
     ddp-launch [options] [--] PROGRAM [ARGS...]
     ddp-launch --nnodes MIN:MAX --rdzv-endpoint HOST:PORT [options] PROGRAM [ARGS...]
-    ddp-launch --serve-rendezvous PORT
+    ddp-launch --serve-rendezvous PORT --nnodes MIN:MAX [--rdzv-secret-file FILE]
 
 DESCRIPTION
     Starts --nproc copies of PROGRAM on this node, each with the environment of one
@@ -436,6 +448,12 @@ constexpr const char kHelpReference[] = R"(OPTIONS
                            (default: the one the rendezvous server sees).
     --serve-rendezvous P   serve an elastic job's rendezvous on port P and nothing
                            else, until the job ends (a machine that trains nothing).
+                           The job's --nnodes (and --join-timeout, --grace,
+                           --max-membership-changes, --run-id) are the server's own.
+    --rdzv-secret-file F   elastic: the job secret (at least 16 bytes, mode 600, the
+                           same file on every node and the server); a launcher joins
+                           only by proving it. Without one, anyone who reaches the
+                           port can join. Also DDP_LAUNCH_SECRET_FILE.
     --standalone           one node on its own: --nnodes 1, 127.0.0.1, a free port
                            unless --master-port is given.
     -h, --help             show this text.
@@ -471,6 +489,7 @@ ENVIRONMENT
     command line says otherwise: SLURM_STEP_NUM_NODES, SLURM_JOB_NUM_NODES or
     SLURM_NNODES (nodes), SLURM_NODEID (node rank), SLURM_STEP_NODELIST,
     SLURM_JOB_NODELIST or SLURM_NODELIST (first host = master).
+    Also read: DDP_LAUNCH_SECRET_FILE (elastic: --rdzv-secret-file when not given).
 
 EXIT STATUS
     0      every worker exited 0 (also after a forwarded SIGTERM they obeyed).

@@ -97,7 +97,9 @@ int pick_free_port(std::string* error) {
 int listen_on_port(int port) {
   int fd = bind_wildcard(port);
   if (fd < 0) return -1;
-  if (listen(fd, 64) != 0) {
+  // The longest queue the system allows: a flood of strangers' connections must not fill
+  // it, or a real launcher's connect waits a second for its SYN to be sent again.
+  if (listen(fd, SOMAXCONN) != 0) {
     int saved = errno;
     close(fd);
     errno = saved;

@@ -3,8 +3,10 @@
 // missing or mistyped.
 #include "launch/rendezvous_protocol.h"
 
+#include <cctype>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <type_traits>
 #include <nlohmann/json.hpp>
@@ -55,9 +57,22 @@ class Fields {
   Fields(const json& object, RendezvousOp op, std::string prefix = "")
       : object_(object), op_(op), prefix_(std::move(prefix)) {}
 
-  std::string text(const char* key) const { return need(key, &json::is_string, "a string").get<std::string>(); }
+  std::string text(const char* key) const {
+    std::string value = need(key, &json::is_string, "a string").get<std::string>();
+    check_text(key, value);
+    return value;
+  }
   bool flag(const char* key) const { return need(key, &json::is_boolean, "a boolean").get<bool>(); }
-  double number(const char* key) const { return need(key, &json::is_number, "a number").get<double>(); }
+  // A finite number within [least, most].
+  double number(const char* key, double least, double most) const {
+    const double value = need(key, &json::is_number, "a number").get<double>();
+    if (!(value >= least && value <= most)) {  // NaN too
+      char text[96];
+      std::snprintf(text, sizeof text, "is %g, outside %g..%g", value, least, most);
+      fail(key, text);
+    }
+    return value;
+  }
   int integer(const char* key) const {
     const json& v = need(key, &json::is_number_integer, "an integer");
     const bool fits = v.is_number_unsigned() ? v.get<unsigned long long>() <= static_cast<unsigned long long>(INT_MAX)
@@ -69,9 +84,10 @@ class Fields {
     const json& array = need(key, &json::is_array, "an array of strings");
     std::vector<std::string> items;
     for (size_t i = 0; i < array.size(); ++i) {
-      if (!array[i].is_string())
-        fail(key + ("[" + std::to_string(i) + "]"), "is " + what_it_is(array[i]) + ", not a string");
+      const std::string item = key + ("[" + std::to_string(i) + "]");
+      if (!array[i].is_string()) fail(item, "is " + what_it_is(array[i]) + ", not a string");
       items.push_back(array[i].get<std::string>());
+      check_text(item, items.back());
     }
     return items;
   }
@@ -102,6 +118,18 @@ class Fields {
 
  private:
   std::string message() const { return "the " + wire_name(op_) + " message"; }
+  // No control character (a newline or an escape would forge log lines), at most
+  // kMaxTextBytes (a name repeated in every log line).
+  void check_text(const std::string& key, const std::string& value) const {
+    if (value.size() > kMaxTextBytes)
+      fail(key, "is " + std::to_string(value.size()) + " bytes long, above " + std::to_string(kMaxTextBytes));
+    for (unsigned char c : value)
+      if (c < 0x20 || c == 0x7f) {
+        char code[8];
+        std::snprintf(code, sizeof code, "0x%02x", c);
+        fail(key, std::string("holds the control character ") + code);
+      }
+  }
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
     throw RendezvousProtocolError(message() + "'s \"" + prefix_ + key + "\" " + what);
   }
@@ -129,6 +157,32 @@ void require_at_least(const char* key, double value, double least) {
   throw RendezvousProtocolError(std::string("the join message's ") + text);
 }
 
+void require_at_most(const char* key, double value, double most) {
+  if (value <= most) return;
+  char text[96];
+  std::snprintf(text, sizeof text, "\"%s\" is %g, above %g", key, value, most);
+  throw RendezvousProtocolError(std::string("the join message's ") + text);
+}
+
+// A host name or address as a launcher sends it: letters, digits, ".-_:%[]" (IPv6 with a
+// scope), at most 255 bytes ("" for addr: the server uses what it sees).
+void require_host_text(const char* key, const std::string& value) {
+  if (value.size() > 255)
+    throw RendezvousProtocolError(std::string("the join message's \"") + key + "\" is " +
+                                  std::to_string(value.size()) + " bytes long, above 255");
+  for (char c : value)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && !std::strchr(".-_:%[]", c))
+      throw RendezvousProtocolError(std::string("the join message's \"") + key + "\" \"" + shown(value) +
+                                    "\" is no host name or address");
+}
+
+// 64 hex digits, as new_nonce() and handshake_proof() write them.
+void require_hex64(RendezvousOp op, const char* key, const std::string& value, bool may_be_empty) {
+  if (may_be_empty && value.empty()) return;
+  if (value.size() != 64 || value.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw RendezvousProtocolError("the " + wire_name(op) + " message's \"" + key + "\" is not 64 hex digits");
+}
+
 }  // namespace
 
 RendezvousOp read_op(const json& line) {
@@ -142,6 +196,52 @@ RendezvousOp read_op(const json& line) {
   if (auto op = find_wire_value<RendezvousOp>(name)) return *op;
   throw RendezvousProtocolError("a rendezvous message with an unknown op \"" + shown(name) + "\" (the ops: " +
                                 spellings_text<RendezvousOp>() + ")");
+}
+
+// ---- the handshake ---------------------------------------------------------------------------
+
+json ChallengeMessage::to_json() const {
+  json m = with_op(op);
+  m["nonce"] = nonce;
+  m["secret"] = secret;
+  return m;
+}
+ChallengeMessage ChallengeMessage::from_json(const json& line) {
+  const Fields f(line, op);
+  ChallengeMessage m;
+  m.nonce = f.text("nonce");
+  m.secret = f.flag("secret");
+  require_hex64(op, "nonce", m.nonce, false);
+  return m;
+}
+
+json HelloMessage::to_json() const {
+  json m = with_op(op);
+  m["nonce"] = nonce;
+  m["proof"] = proof;
+  return m;
+}
+HelloMessage HelloMessage::from_json(const json& line) {
+  const Fields f(line, op);
+  HelloMessage m;
+  m.nonce = f.text("nonce");
+  m.proof = f.text("proof");
+  require_hex64(op, "nonce", m.nonce, false);
+  require_hex64(op, "proof", m.proof, true);
+  return m;
+}
+
+json WelcomeMessage::to_json() const {
+  json m = with_op(op);
+  m["proof"] = proof;
+  return m;
+}
+WelcomeMessage WelcomeMessage::from_json(const json& line) {
+  const Fields f(line, op);
+  WelcomeMessage m;
+  m.proof = f.text("proof");
+  require_hex64(op, "proof", m.proof, true);
+  return m;
 }
 
 // ---- launcher -> server ---------------------------------------------------------------------
@@ -174,8 +274,8 @@ JoinRequest JoinRequest::from_json(const json& line) {
   r.nproc = f.integer("nproc");
   r.min_nodes = f.integer("min_nodes");
   r.max_nodes = f.integer("max_nodes");
-  r.join_timeout_s = f.number("join_timeout_s");
-  r.grace_s = f.number("grace_s");
+  r.join_timeout_s = f.number("join_timeout_s", 0, kMaxJoinSeconds);
+  r.grace_s = f.number("grace_s", 0, kMaxJoinSeconds);
   r.preferred_rank = f.integer("preferred_rank");
   r.store_port = f.integer("store_port");
   r.max_restarts = f.integer("max_restarts");
@@ -189,8 +289,15 @@ JoinRequest JoinRequest::from_json(const json& line) {
   if (r.store_port > 65535)
     throw RendezvousProtocolError("the join message's \"store_port\" " + std::to_string(r.store_port) +
                                   " is above 65535");
-  require_at_least("join_timeout_s", r.join_timeout_s, 0);
-  require_at_least("grace_s", r.grace_s, 0);
+  // Bounds that keep every product (the world size, a rank) far inside an int.
+  require_at_most("nproc", r.nproc, kMaxNodeCount);
+  require_at_most("max_nodes", r.max_nodes, kMaxNodeCount);
+  require_at_least("preferred_rank", r.preferred_rank, -1);
+  require_at_most("preferred_rank", r.preferred_rank, kMaxNodeCount);
+  require_at_least("max_restarts", r.max_restarts, 0);
+  require_at_least("max_membership_changes", r.max_membership_changes, 0);
+  require_host_text("host", r.host);
+  require_host_text("addr", r.addr);
   return r;
 }
 

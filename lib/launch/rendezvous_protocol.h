@@ -4,6 +4,9 @@
 // spelling table, and a struct a message with its fields: no other file spells an op.
 //
 //   op        sent by   fields                                 what it says
+//   challenge server    nonce, secret                          the first line of every connection
+//   hello     launcher  nonce, proof                           the answer: it holds the job secret
+//   welcome   server    proof                                  so does the server (job_secret.h)
 //   join      launcher  JoinRequest's                          this node joins the open round
 //   beat      both      -                                      alive (every second)
 //   failed    launcher  what, bad_input                        a worker crashed on its own (bad_input:
@@ -22,7 +25,13 @@
 // missing, of the wrong type, or with a spelling not in its table throws
 // RendezvousProtocolError naming the op and the field ("the round message has no
 // \"master_addr\""); no field is ever defaulted (abort's kind is the one that may be absent).
-// Fields a message does not have are ignored.
+// Fields a message does not have are ignored. A text holds no control character and at most
+// kMaxTextBytes (what a peer calls itself reaches every log: a newline or a terminal escape
+// there would forge lines); a number is finite and within its field's range.
+//
+// The order on a connection: the server's challenge, the launcher's hello, the server's
+// welcome; only then anything else. A launcher whose hello does not prove the job secret is
+// refused and cut off before it can touch the job.
 //
 // A line that does not read: both ends run the same ddp-launch, so it comes from a peer that
 // is not ours. The server answers a join that does not read with "refused" and the error,
@@ -46,7 +55,10 @@ namespace ddp_embed::launch {
 
 // ---- the ops and the other spelled values ------------------------------------------------
 
-enum class RendezvousOp { Join, Beat, Failed, Leave, Done, Round, Ended, Lost, Wait, Abort, Refused, Finished };
+enum class RendezvousOp {
+  Challenge, Hello, Welcome,
+  Join, Beat, Failed, Leave, Done, Round, Ended, Lost, Wait, Abort, Refused, Finished
+};
 // Why a running round ended (ended's cause): a member lost, a worker failed, a member
 // leaves, a node arrived with room for it.
 enum class RoundEndCause { Lost, Failure, Leave, Join };
@@ -70,6 +82,9 @@ struct WireTable {};
 template <>
 struct WireTable<RendezvousOp> {
   static constexpr WireSpelling<RendezvousOp> spellings[] = {
+      {RendezvousOp::Challenge, "challenge"},
+      {RendezvousOp::Hello, "hello"},
+      {RendezvousOp::Welcome, "welcome"},
       {RendezvousOp::Join, "join"},
       {RendezvousOp::Beat, "beat"},
       {RendezvousOp::Failed, "failed"},
@@ -130,16 +145,47 @@ class RendezvousProtocolError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// The longest text a message field may hold (a host name is at most 253).
+inline constexpr size_t kMaxTextBytes = 4096;
+
 // The op of a received line (an object with a string "op": LineChannel::receive() lets
 // no other line through). Throws RendezvousProtocolError for an op not in the table,
 // naming it.
 RendezvousOp read_op(const nlohmann::json& line);
 
+// ---- the handshake (job_secret.h) -----------------------------------------------------------
+
+struct ChallengeMessage {
+  static constexpr RendezvousOp op = RendezvousOp::Challenge;
+  std::string nonce;    // 64 hex digits
+  bool secret = false;  // the server holds a job secret: the hello must prove it
+  nlohmann::json to_json() const;
+  static ChallengeMessage from_json(const nlohmann::json& line);
+};
+
+struct HelloMessage {
+  static constexpr RendezvousOp op = RendezvousOp::Hello;
+  std::string nonce;  // 64 hex digits
+  std::string proof;  // 64 hex digits; "" without a secret
+  nlohmann::json to_json() const;
+  static HelloMessage from_json(const nlohmann::json& line);
+};
+
+struct WelcomeMessage {
+  static constexpr RendezvousOp op = RendezvousOp::Welcome;
+  std::string proof;  // "" without a secret
+  nlohmann::json to_json() const;
+  static WelcomeMessage from_json(const nlohmann::json& line);
+};
+
 // ---- launcher -> server ---------------------------------------------------------------------
 
-// What a launcher says about itself when it joins a round. from_json also refuses numbers
-// no launcher sends (fewer than 1 worker, MAX below MIN, a port outside 1..65535, a
-// negative time).
+// What a launcher says about itself when it joins a round. from_json also refuses what no
+// launcher sends: fewer than 1 worker, MAX below MIN, more than kMaxNodeCount nodes or
+// workers, a port outside 1..65535, a time negative or above kMaxJoinSeconds, a host or
+// address that is no host name or address (letters, digits and ".-_:%[]" only).
+inline constexpr double kMaxJoinSeconds = 7 * 24 * 3600;
+inline constexpr int kMaxNodeCount = 65536;  // nodes of a job, and workers of a node
 struct JoinRequest {
   static constexpr RendezvousOp op = RendezvousOp::Join;
   std::string run_id;
@@ -277,7 +323,7 @@ struct FinishedMessage {
 };
 
 // Any message the server sends; it becomes JSON at the socket (to_json).
-using ServerMessage = std::variant<BeatMessage, RoundMessage, EndedMessage, LostMessage, WaitMessage, AbortMessage,
+using ServerMessage = std::variant<ChallengeMessage, WelcomeMessage, BeatMessage, RoundMessage, EndedMessage, LostMessage, WaitMessage, AbortMessage,
                                    RefusedMessage, FinishedMessage>;
 nlohmann::json to_json(const ServerMessage& message);
 RendezvousOp op_of(const ServerMessage& message);

@@ -26,6 +26,10 @@ std::string nodes_range(const JoinRequest& r) {
 
 }  // namespace
 
+std::string RendezvousRounds::job_range() const {
+  return std::to_string(job_.min_nodes) + ":" + std::to_string(job_.max_nodes);
+}
+
 std::string RendezvousRounds::describe(NodeId id) const {
   const Node& n = nodes_.at(id);
   const std::string where = n.info.host + ", " + n.info.addr;
@@ -62,24 +66,24 @@ void RendezvousRounds::join(NodeId id, const JoinRequest& request, double now, O
       out.messages.emplace_back(id, FinishedMessage{});
     return;
   }
-  if (settled()) {
-    const JoinRequest& job = *settings_;
-    std::string refusal;
-    if (request.min_nodes != job.min_nodes || request.max_nodes != job.max_nodes)
-      refusal = "this node was started with --nnodes " + nodes_range(request) + ", the job with --nnodes " +
-                nodes_range(job) + "; give every node the same --nnodes";
-    else if (request.nproc != job.nproc)
-      refusal = "this node runs " + std::to_string(request.nproc) + " worker(s), the job's nodes " +
-                std::to_string(job.nproc) + " each; give every node the same --nproc";
-    else if (request.run_id_given && job.run_id_given && request.run_id != job.run_id)
-      refusal = "this node belongs to run " + request.run_id + ", the rendezvous serves run " + job.run_id;
-    if (!refusal.empty()) {
-      out.messages.emplace_back(id, RefusedMessage{refusal});
-      out.log.push_back("refused " + request.host + " (" + request.addr + "): " + refusal);
-      return;
-    }
-  } else {
-    settings_ = request;
+  std::string refusal;
+  if (request.min_nodes != job_.min_nodes || request.max_nodes != job_.max_nodes)
+    refusal = "this node was started with --nnodes " + nodes_range(request) + ", the job with --nnodes " + job_range() +
+              "; give every node the same --nnodes";
+  else if (job_.nproc > 0 && request.nproc != job_.nproc)
+    refusal = "this node runs " + std::to_string(request.nproc) + " worker(s), the job's nodes " +
+              std::to_string(job_.nproc) + " each; give every node the same --nproc";
+  else if (request.run_id_given && job_.run_id_given && request.run_id != job_.run_id)
+    refusal = "this node belongs to run " + request.run_id + ", the rendezvous serves run " + job_.run_id;
+  if (!refusal.empty()) {
+    out.messages.emplace_back(id, RefusedMessage{refusal});
+    out.log.push_back("refused " + request.host + " (" + request.addr + "): " + refusal);
+    return;
+  }
+  if (!job_taken_from_first_) {  // what the job's command line may leave to its first node
+    job_taken_from_first_ = true;
+    if (job_.nproc == 0) job_.nproc = request.nproc;
+    if (!job_.run_id_given) job_.run_id = request.run_id;
   }
 
   Node& node = nodes_[id];
@@ -88,8 +92,8 @@ void RendezvousRounds::join(NodeId id, const JoinRequest& request, double now, O
     opened_ = true;
     opened_at_ = now;
     out.log.push_back("round 0 opened by " + request.host + " (" + request.addr + "); it closes at " +
-                      std::to_string(settings_->max_nodes) + " nodes, or at " + std::to_string(settings_->min_nodes) +
-                      " or more after " + seconds_text(settings_->join_timeout_s) + " s");
+                      std::to_string(job_.max_nodes) + " nodes, or at " + std::to_string(job_.min_nodes) +
+                      " or more after " + seconds_text(job_.join_timeout_s) + " s");
   }
   if (running_) {
     if (node.member) {  // a member whose workers ended without a word: its round is over
@@ -97,14 +101,14 @@ void RendezvousRounds::join(NodeId id, const JoinRequest& request, double now, O
     } else {
       node.joined = true;
       node.joined_at = now;
-      if (static_cast<int>(members_.size()) < settings_->max_nodes) {
+      if (static_cast<int>(members_.size()) < job_.max_nodes) {
         end_round(RoundEndCause::Join, RoundStop::Checkpoint,
                   describe(id) + " arrived: the running nodes checkpoint at the next step and restart with it", now,
                   out);
         return;
       }
-      out.messages.emplace_back(id, WaitMessage{"the job runs on " + std::to_string(settings_->max_nodes) +
-                                                " nodes, its most (--nnodes " + nodes_range(*settings_) +
+      out.messages.emplace_back(id, WaitMessage{"the job runs on " + std::to_string(job_.max_nodes) +
+                                                " nodes, its most (--nnodes " + job_range() +
                                                 "); this node waits for a place"});
       out.log.push_back(describe(id) + " waits: the job runs on its most nodes");
       return;
@@ -199,9 +203,10 @@ double RendezvousRounds::round_timeout() const {
   if (last_end_)
     for (NodeId m : last_end_->members) {
       const Node& n = nodes_.at(m);
-      if (n.connected && !n.joined && !n.leaving && !n.done) stopping = std::max(stopping, n.info.grace_s);
+      if (n.connected && !n.joined && !n.leaving && !n.done)
+        stopping = std::max(stopping, std::min(n.info.grace_s, job_.grace_s));
     }
-  return settings_->join_timeout_s + stopping;
+  return job_.join_timeout_s + stopping;
 }
 
 std::optional<double> RendezvousRounds::next_deadline() const {
@@ -239,7 +244,7 @@ void RendezvousRounds::try_close(double now, Outbox& out) {
   if (!opened_ || running_ || finished_ || aborted_) return;
   const std::vector<NodeId> joined = joined_in_order();
   const int n = static_cast<int>(joined.size());
-  const int min = settings_->min_nodes, max = settings_->max_nodes;
+  const int min = job_.min_nodes, max = job_.max_nodes;
   bool everyone = round_ > 0;
   for (NodeId id : expected_)
     if (!nodes_.at(id).joined) everyone = false;
@@ -267,10 +272,10 @@ void RendezvousRounds::try_close(double now, Outbox& out) {
   if (missing.empty() || n + static_cast<int>(missing.size()) < min)
     missing.push_back(std::to_string(min - n) + " more node(s) never came");
   abort_all("round " + std::to_string(round_) + " needs at least " + std::to_string(min) + " nodes (--nnodes " +
-                nodes_range(*settings_) + ") but " + std::to_string(n) + " joined within " + seconds_text(timeout) +
+                job_range() + ") but " + std::to_string(n) + " joined within " + seconds_text(timeout) +
                 " s (--join-timeout" +
-                (timeout > settings_->join_timeout_s
-                     ? " " + seconds_text(settings_->join_timeout_s) + " s + the --grace of the nodes stopping their workers"
+                (timeout > job_.join_timeout_s
+                     ? " " + seconds_text(job_.join_timeout_s) + " s + the --grace of the nodes stopping their workers"
                      : std::string()) +
                 "): present: " +
                 (present.empty() ? std::string("none") : join_list(present)) + "; missing: " + join_list(missing),
@@ -366,7 +371,7 @@ std::optional<MembershipChange> RendezvousRounds::describe_change(const std::vec
 }
 
 void RendezvousRounds::close_round(double now, Outbox& out) {
-  const int min = settings_->min_nodes, max = settings_->max_nodes;
+  const int min = job_.min_nodes, max = job_.max_nodes;
   std::optional<NodeId> excluded;
   const std::optional<AfterFailure> after_failure = charge_failure(out, &excluded);
   std::vector<NodeId> take = joined_in_order();
@@ -374,7 +379,7 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
   const int n = static_cast<int>(take.size());
   if (n < min) {
     abort_all("round " + std::to_string(round_) + " is left with " + std::to_string(n) + " node(s), fewer than " +
-                  std::to_string(min) + " (--nnodes " + nodes_range(*settings_) + "): " +
+                  std::to_string(min) + " (--nnodes " + job_range() + "): " +
                   (excluded ? short_name(*excluded) + ": " + nodes_.at(*excluded).gone_why : std::string("nodes left")),
               out);
     return;
@@ -385,9 +390,9 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
   if (change) {
     ++membership_changes_;
     change_text = change->text + " (" + change->detail + ")";
-    if (membership_changes_ > settings_->max_membership_changes) {
+    if (membership_changes_ > job_.max_membership_changes) {
       abort_all("the job changed its nodes " + std::to_string(membership_changes_) + " times, more than "
-                "--max-membership-changes " + std::to_string(settings_->max_membership_changes) + " allows (last: " +
+                "--max-membership-changes " + std::to_string(job_.max_membership_changes) + " allows (last: " +
                 change_text + ")", out);
       return;
     }
@@ -407,10 +412,10 @@ void RendezvousRounds::close_round(double now, Outbox& out) {
   RoundMessage message;  // what every member is told; then each its own rank and failures
   message.round = round_;
   message.nnodes = n;
-  message.nproc = settings_->nproc;
+  message.nproc = job_.nproc;
   message.master_addr = master.info.addr;
   message.master_port = master.info.store_port;
-  message.run_id = settings_->run_id;
+  message.run_id = job_.run_id;
   message.membership_changes = membership_changes_;
   message.change = change;
   message.after_failure = after_failure;

@@ -35,8 +35,12 @@
 // survivors' collectives fail too: that is no failure of theirs), is charged to the node
 // whose failure the server heard first; a node charged more often than its --max-restarts
 // is left out, told why, and counted as lost. A round whose members differ from the
-// previous round's is a membership change; more than --max-membership-changes (the first
-// node's) end the job.
+// previous round's is a membership change; more than --max-membership-changes end the job.
+//
+// Whose settings: the job's own (RendezvousJob: the command line of the launcher that serves
+// the rendezvous, or of `ddp-launch --serve-rendezvous`), never a joiner's. A joiner whose
+// --nnodes, --nproc or --run-id differ is refused; its --join-timeout and
+// --max-membership-changes are not read; its --grace counts up to the job's.
 #pragma once
 
 #include <map>
@@ -50,8 +54,21 @@
 
 namespace ddp_embed::launch {
 
+// The job's settings, from the serving side's command line.
+struct RendezvousJob {
+  int min_nodes = 1, max_nodes = 1;  // --nnodes MIN:MAX
+  double join_timeout_s = 30;        // --join-timeout
+  double grace_s = 10;               // --grace: the longest a round waits for a member stopping its workers
+  int max_membership_changes = 20;   // --max-membership-changes
+  std::string run_id;                // --run-id, when run_id_given; else the first joiner's
+  bool run_id_given = false;
+  int nproc = 0;                     // --nproc of every node; 0: the first joiner's
+};
+
 class RendezvousRounds {
  public:
+  explicit RendezvousRounds(RendezvousJob job) : job_(std::move(job)) {}
+
   using NodeId = int;
   // Messages to send (to a node), typed until the server writes them to the socket, and
   // lines for the server's log.
@@ -103,9 +120,8 @@ class RendezvousRounds {
     std::set<NodeId> lost;             // lost since it ended or in ending it
   };
 
-  bool settled() const { return settings_.has_value(); }
-  // The open round's join timeout: T, plus the longest --grace of a previous member still
-  // connected but not back (it is stopping its workers).
+  // The open round's join timeout: T, plus the longest --grace (at most the job's) of a
+  // previous member still connected but not back (it is stopping its workers).
   double round_timeout() const;
   std::string describe(NodeId id) const;  // "node 2 (h2, 10.77.0.3)"
   std::string short_name(NodeId id) const;  // "node 2, 10.77.0.3" or "10.77.0.3"
@@ -121,7 +137,10 @@ class RendezvousRounds {
   void send_to_connected(const ServerMessage& message, Outbox& out) const;
   std::vector<NodeId> joined_in_order() const;
 
-  std::optional<JoinRequest> settings_;  // the first join's: MIN, MAX, nproc, run id, ...
+  std::string job_range() const;  // "MIN:MAX"
+
+  RendezvousJob job_;
+  bool job_taken_from_first_ = false;  // nproc and run id settled (the job's, or the first joiner's)
   std::map<NodeId, Node> nodes_;
   int round_ = 0;
   bool opened_ = false;   // the first join opens round 0

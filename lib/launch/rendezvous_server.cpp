@@ -13,10 +13,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <array>
 #include <map>
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "launch/job_secret.h"
 #include "launch/line_channel.h"
 #include "launch/output_mux.h"
 #include "launch/rendezvous_protocol.h"
@@ -35,9 +37,67 @@ int ms_until(SteadyClock::time_point when, SteadyClock::time_point now) {
   return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left + 1, 60000));
 }
 
+// Bounds on connections that have not proved the job secret yet (the handshake,
+// rendezvous_protocol.h): how long one may take, how long its hello may be, how many may
+// wait at once (the oldest is closed to make room: a launcher answers within milliseconds,
+// a stranger that holds a connection open is what gets dropped), and how many connections
+// one turn of the loop accepts (the members' lines come first).
+constexpr auto kHandshakeTimeout = std::chrono::seconds(3);
+constexpr size_t kMaxHelloLine = 1024;
+constexpr size_t kMaxMemberLine = 64 * 1024;
+constexpr size_t kMaxPending = 256;
+constexpr int kAcceptsPerTurn = 64;
+// How often the count of connections turned away is logged (the first of each kind at once).
+constexpr auto kTurnedAwayReportEvery = std::chrono::seconds(10);
+
+// Why a connection was closed before it joined.
+enum class TurnedAway { NoSecret, WrongSecret, NotTheProtocol, TooSlow, TooMany, Count };
+constexpr const char* kTurnedAwayNames[] = {"without the job secret", "with a wrong proof of the secret",
+                                            "not the protocol", "no hello within 3 s",
+                                            "too many connections waiting"};
+
+// The connections turned away, counted; the log says the first of each kind with its peer,
+// then a count every kTurnedAwayReportEvery, so that a flood is a few lines.
+class TurnedAwayLog {
+ public:
+  void add(TurnedAway why, const std::string& peer, const std::string& detail) {
+    const auto k = static_cast<size_t>(why);
+    if (total_[k]++ == 0)
+      log_line("closed a connection from " + peer + " before it joined (" + kTurnedAwayNames[k] + "): " + detail +
+               "; more such are counted every " + std::to_string(kTurnedAwayReportEvery.count()) + " s");
+    else
+      ++since_[k];
+  }
+  void report_if_due(SteadyClock::time_point now) {
+    if (now < next_) return;
+    next_ = now + kTurnedAwayReportEvery;
+    std::string counts;
+    for (size_t k = 0; k < since_.size(); ++k)
+      if (since_[k]) counts += (counts.empty() ? "" : ", ") + std::to_string(since_[k]) + " " + kTurnedAwayNames[k];
+    if (counts.empty()) return;
+    log_line("closed more connections before they joined in the last " +
+             std::to_string(kTurnedAwayReportEvery.count()) + " s: " + counts);
+    since_.fill(0);
+  }
+
+ private:
+  std::array<long, static_cast<size_t>(TurnedAway::Count)> total_{}, since_{};
+  SteadyClock::time_point next_ = SteadyClock::now() + kTurnedAwayReportEvery;
+};
+
+// One connection: a launcher once it has proved the secret (proven), a stranger until then.
+struct Peer {
+  LineChannel channel;
+  bool proven = false;
+  SteadyClock::time_point since = SteadyClock::now();
+  std::string nonce;  // the challenge's
+};
+
 class Server {
  public:
-  Server(int listen_fd, int quit_fd) : listen_fd_(listen_fd), quit_fd_(quit_fd), start_(SteadyClock::now()) {}
+  Server(int listen_fd, int quit_fd, RendezvousJob job, std::string secret)
+      : listen_fd_(listen_fd), quit_fd_(quit_fd), start_(SteadyClock::now()), secret_(std::move(secret)),
+        rounds_(std::move(job)) {}
 
   int run() {
     std::vector<pollfd> fds;
@@ -49,12 +109,19 @@ class Server {
       fds.push_back({listen_fd_, POLLIN, 0});
       fds.push_back({quit_fd_, POLLIN, 0});
       int timeout = 1000;
-      for (auto& [id, channel] : channels_) {
-        fds.push_back({channel.fd(), channel.poll_events(), 0});
-        ids.push_back(id);
-        timeout = std::min(timeout, ms_until(channel.next_beat_due(), now));
-        timeout = std::min(timeout, ms_until(channel.last_heard() + kHeartbeatTimeout, now));
-      }
+      // The members first: their lines are served before any stranger's in each turn.
+      for (bool proven : {true, false})
+        for (auto& [id, peer] : peers_) {
+          if (peer.proven != proven) continue;
+          fds.push_back({peer.channel.fd(), peer.channel.poll_events(), 0});
+          ids.push_back(id);
+          if (proven) {
+            timeout = std::min(timeout, ms_until(peer.channel.next_beat_due(), now));
+            timeout = std::min(timeout, ms_until(peer.channel.last_heard() + kHeartbeatTimeout, now));
+          } else {
+            timeout = std::min(timeout, ms_until(peer.since + kHandshakeTimeout, now));
+          }
+        }
       if (auto deadline = rounds_.next_deadline())
         timeout = std::min(timeout, ms_until(start_ + std::chrono::duration_cast<SteadyClock::duration>(
                                                             std::chrono::duration<double>(*deadline)),
@@ -64,22 +131,16 @@ class Server {
         return 1;
       }
       if (fds[1].revents) return 1;  // the launcher that started us is done
-      if (fds[0].revents & POLLIN) accept_all();
       for (size_t k = 2; k < fds.size(); ++k) {
-        auto it = channels_.find(ids[k - 2]);
-        if (it == channels_.end()) continue;
-        if (fds[k].revents & POLLOUT) it->second.flush();
-        if (fds[k].revents & (POLLIN | POLLHUP | POLLERR))
-          for (const json& line : it->second.receive()) {
-            try {
-              handle(it->first, it->second, line);
-            } catch (const RendezvousProtocolError& e) {  // no launcher of ours (rendezvous_protocol.h)
-              cut_off(it->first, it->second, e.what());
-              break;
-            }
-          }
+        auto it = peers_.find(ids[k - 2]);
+        if (it == peers_.end()) continue;
+        Peer& peer = it->second;
+        if (fds[k].revents & POLLOUT) peer.channel.flush();
+        if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) serve(it->first, peer);
       }
+      if (fds[0].revents & POLLIN) accept_some();
       check_connections();
+      turned_away_.report_if_due(SteadyClock::now());
       RendezvousRounds::Outbox out;
       rounds_.tick(seconds(), out);
       deliver(out);
@@ -88,9 +149,10 @@ class Server {
     const auto until = SteadyClock::now() + std::chrono::seconds(2);
     for (bool pending = true; pending && SteadyClock::now() < until;) {
       pending = false;
-      for (auto& [id, channel] : channels_) {
-        channel.flush();
-        pending = pending || (channel.open() && channel.wants_to_write());
+      for (auto& [id, peer] : peers_) {
+        if (!peer.proven) continue;
+        peer.channel.flush();
+        pending = pending || (peer.channel.open() && peer.channel.wants_to_write());
       }
       if (pending) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -100,12 +162,87 @@ class Server {
  private:
   double seconds() const { return std::chrono::duration<double>(SteadyClock::now() - start_).count(); }
 
-  void accept_all() {
-    while (true) {
+  size_t pending_count() const {
+    size_t n = 0;
+    for (const auto& [id, peer] : peers_) n += !peer.proven;
+    return n;
+  }
+
+  // At most kAcceptsPerTurn new connections; each is challenged at once. With kMaxPending
+  // waiting, the oldest waiting one makes room.
+  void accept_some() {
+    for (int k = 0; k < kAcceptsPerTurn; ++k) {
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) return;  // EAGAIN (nothing more), or a connection that went away
-      channels_.emplace(next_id_++, LineChannel(fd));
+      if (pending_count() >= kMaxPending) {
+        auto oldest = peers_.end();
+        for (auto it = peers_.begin(); it != peers_.end(); ++it)
+          if (!it->second.proven && (oldest == peers_.end() || it->second.since < oldest->second.since)) oldest = it;
+        turned_away_.add(TurnedAway::TooMany, oldest->second.channel.peer_address(),
+                         std::to_string(kMaxPending) + " connections were waiting; the oldest made room");
+        peers_.erase(oldest);
+      }
+      Peer peer;
+      peer.channel = LineChannel(fd);
+      peer.channel.set_max_line(kMaxHelloLine);
+      peer.nonce = new_nonce();
+      peer.channel.send(ChallengeMessage{peer.nonce, !secret_.empty()}.to_json());
+      peers_.emplace(next_id_++, std::move(peer));
     }
+  }
+
+  // What a connection sent: a stranger's hello, or a launcher's lines.
+  void serve(int id, Peer& peer) {
+    for (const json& line : peer.channel.receive()) {
+      if (!peer.proven) {
+        if (!prove(peer, line)) return;
+        continue;
+      }
+      try {
+        handle(id, peer.channel, line);
+      } catch (const RendezvousProtocolError& e) {  // no launcher of ours (rendezvous_protocol.h)
+        cut_off(id, peer.channel, e.what());
+        return;
+      }
+    }
+    if (!peer.proven && !peer.channel.open())
+      turned_away_.add(TurnedAway::NotTheProtocol, peer.channel.peer_address(), peer.channel.close_reason());
+  }
+
+  // The first line of a connection: the hello that proves the job secret. False (and the
+  // connection closed, counted) when it is not one or does not prove it.
+  bool prove(Peer& peer, const json& line) {
+    const std::string from = peer.channel.peer_address();
+    HelloMessage hello;
+    try {
+      if (read_op(line) != RendezvousOp::Hello)
+        throw RendezvousProtocolError("its first line is a \"" + line["op"].get<std::string>() + "\" message, not a hello");
+      hello = HelloMessage::from_json(line);
+    } catch (const RendezvousProtocolError& e) {
+      turned_away_.add(TurnedAway::NotTheProtocol, from, e.what());
+      peer.channel.close_now(e.what());
+      return false;
+    }
+    if (!secret_.empty()) {
+      const bool none = hello.proof.empty();
+      if (none || !same_proof(hello.proof, handshake_proof(secret_, ProofOf::Launcher, peer.nonce, hello.nonce))) {
+        const std::string text = none ? "this job has a secret and this launcher none: give every node the job's "
+                                        "--rdzv-secret-file (or DDP_LAUNCH_SECRET_FILE)"
+                                      : "this launcher's secret is not the job's: give every node the same "
+                                        "--rdzv-secret-file";
+        turned_away_.add(none ? TurnedAway::NoSecret : TurnedAway::WrongSecret, from, text);
+        peer.channel.send(RefusedMessage{text}.to_json());
+        peer.channel.flush();
+        peer.channel.close_now(text);
+        return false;
+      }
+    }
+    peer.proven = true;
+    peer.channel.set_max_line(kMaxMemberLine);
+    peer.channel.send(
+        WelcomeMessage{secret_.empty() ? "" : handshake_proof(secret_, ProofOf::Server, hello.nonce, peer.nonce)}
+            .to_json());
+    return true;
   }
 
   // One line from a launcher. Throws RendezvousProtocolError for a line that does not
@@ -136,6 +273,10 @@ class Server {
       case RendezvousOp::Beat:  // receiving it was the point (LineChannel::last_heard)
         BeatMessage::from_json(line);
         break;
+      case RendezvousOp::Hello:
+        throw RendezvousProtocolError("a launcher sent a second hello");
+      case RendezvousOp::Challenge:
+      case RendezvousOp::Welcome:
       case RendezvousOp::Round:
       case RendezvousOp::Ended:
       case RendezvousOp::Lost:
@@ -167,11 +308,19 @@ class Server {
     channel.close_now("the peer sent a malformed message (" + why + ")");
   }
 
-  // Closed connections, and silent ones, are lost nodes.
+  // Closed connections, and silent ones, are lost nodes; a stranger past the handshake's
+  // time is closed.
   void check_connections() {
     const auto now = SteadyClock::now();
-    for (auto it = channels_.begin(); it != channels_.end();) {
-      LineChannel& channel = it->second;
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      Peer& peer = it->second;
+      LineChannel& channel = peer.channel;
+      if (!peer.proven) {
+        const bool late = channel.open() && now - peer.since > kHandshakeTimeout;
+        if (late) turned_away_.add(TurnedAway::TooSlow, channel.peer_address(), "it sent no hello");
+        it = late || !channel.open() ? peers_.erase(it) : std::next(it);
+        continue;
+      }
       std::string why;
       if (!channel.open())
         why = "its connection closed (" + channel.close_reason() + ")";
@@ -185,7 +334,7 @@ class Server {
         continue;
       }
       const int id = it->first;
-      it = channels_.erase(it);
+      it = peers_.erase(it);
       RendezvousRounds::Outbox out;
       rounds_.lost(id, why, seconds(), out);
       deliver(out);
@@ -195,28 +344,31 @@ class Server {
   void deliver(const RendezvousRounds::Outbox& out) {
     for (const std::string& line : out.log) log_line(line);
     for (const auto& [id, message] : out.messages) {
-      auto it = channels_.find(id);
-      if (it != channels_.end()) it->second.send(to_json(message));
+      auto it = peers_.find(id);
+      if (it != peers_.end() && it->second.proven) it->second.channel.send(to_json(message));
     }
   }
 
   int listen_fd_, quit_fd_;
   SteadyClock::time_point start_;
+  const std::string secret_;  // "" : none; anyone who reaches the port may join
   RendezvousRounds rounds_;
-  std::map<int, LineChannel> channels_;
+  std::map<int, Peer> peers_;
+  TurnedAwayLog turned_away_;
   int next_id_ = 1;
 };
 
 }  // namespace
 
-int serve_rendezvous(int listen_fd, int quit_fd) {
+int serve_rendezvous(int listen_fd, int quit_fd, const RendezvousJob& job, const std::string& secret) {
   fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
-  return Server(listen_fd, quit_fd).run();
+  return Server(listen_fd, quit_fd, job, secret).run();
 }
 
 RendezvousServerProcess::~RendezvousServerProcess() { stop(); }
 
-bool RendezvousServerProcess::start(int listen_fd, std::string* error) {
+bool RendezvousServerProcess::start(int listen_fd, const RendezvousJob& job, const std::string& secret,
+                                     std::string* error) {
   int quit[2];
   if (pipe2(quit, O_CLOEXEC) != 0) {
     *error = std::string("pipe: ") + std::strerror(errno);
@@ -240,7 +392,7 @@ bool RendezvousServerProcess::start(int listen_fd, std::string* error) {
     // stdout stays the launcher's business; stderr carries the server's log.
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull >= 0) dup2(devnull, 0), dup2(devnull, 1);
-    _exit(serve_rendezvous(listen_fd, quit[0]));
+    _exit(serve_rendezvous(listen_fd, quit[0], job, secret));
   }
   const int fork_errno = errno;
   SignalRelay::restore(previous);

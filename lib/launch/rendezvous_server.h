@@ -17,12 +17,17 @@
 
 #include <string>
 
+#include "launch/rendezvous_rounds.h"
+
 namespace ddp_embed::launch {
 
-// Serves on `listen_fd` (listening) until the job is finished or aborted; `quit_fd`
-// (-1: none) reading end-of-file also ends it. Its log lines go to stderr, prefixed
-// "ddp-launch: rendezvous: ". Returns 0 when the job finished, 1 when it aborted or quit.
-int serve_rendezvous(int listen_fd, int quit_fd);
+// Serves the job `job` (its settings: never a joiner's) on `listen_fd` (listening) until it
+// is finished or aborted; `quit_fd` (-1: none) reading end-of-file also ends it. Every
+// connection must first prove `secret` (job_secret.h; "": none, anyone may join); one
+// that does not, or says what the protocol does not allow, is closed before it touches the
+// job, and counted in the log. Its log lines go to stderr, prefixed "ddp-launch: rendezvous: ".
+// Returns 0 when the job finished, 1 when it aborted or quit.
+int serve_rendezvous(int listen_fd, int quit_fd, const RendezvousJob& job, const std::string& secret);
 
 // Forks the server of this launcher's node: its own process group (a Ctrl-C to the
 // launcher's group does not reach it), killed when the launcher dies
@@ -34,7 +39,7 @@ class RendezvousServerProcess {
   RendezvousServerProcess& operator=(const RendezvousServerProcess&) = delete;
   ~RendezvousServerProcess();  // stop()
 
-  bool start(int listen_fd, std::string* error);
+  bool start(int listen_fd, const RendezvousJob& job, const std::string& secret, std::string* error);
   pid_t pid() const { return pid_; }
   // Whether it still serves (reaps it once it has ended; false too when the supervisor's
   // reaping of every child got it first).

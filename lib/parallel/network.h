@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "config/choices.h"  // DistBackend
 
@@ -32,9 +33,30 @@ std::string describe_network(DistBackend backend, const NetworkChoice& net);
 // True when every address `host` resolves to is a loopback address.
 bool resolves_to_loopback(const std::string& host);
 
-// A listening socket on host:port (host a loopback name), for LibTorch versions whose
-// store server adopts a socket; -1 when that fails (the store then binds by itself).
+// A listening socket on host:port (the first of host's addresses that binds), for the
+// store server to adopt; -1 with errno set (the last bind's) when none binds.
 int listen_socket(const std::string& host, int port);
+
+// Where rank 0's TCP store listens. LibTorch's own server listens on every interface; a
+// socket bound here keeps it on the one address the job uses:
+//  - loopback (every rank on this host): MASTER_ADDR's loopback address;
+//  - otherwise pick_store_address() of MASTER_ADDR's addresses: the interface the other
+//    nodes reach this one on;
+//  - no such address (MASTER_ADDR is a NAT or virtual address that another machine holds,
+//    or it does not resolve here), or its bind fails with EADDRNOTAVAIL: every interface,
+//    and `where` is a warning that says why and what to give instead.
+struct StoreListener {
+  int fd = -1;        // bound and listening, for the store to adopt (it closes it); -1: LibTorch binds
+  std::string where;  // rank 0's one log line: where the store listens; empty when the port
+                      // is taken (LibTorch's own bind then fails and says so)
+  bool warning = false;  // `where` is a warning: the store is more exposed, or unreachable, than asked
+};
+StoreListener listen_for_store(const std::string& master_addr, int port, bool loopback, bool single_node);
+
+// The address the store binds to: the first of `resolved` (MASTER_ADDR's addresses, numeric,
+// in getaddrinfo's order) that is not loopback and is one of `local` (this machine's
+// interface addresses, numeric, as getnameinfo writes them); empty when none is.
+std::string pick_store_address(const std::vector<std::string>& resolved, const std::vector<std::string>& local);
 
 // This machine's host name, or "?".
 std::string host_name();

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "parallel/dist_messages.h"
 
 namespace ddp_embed {
@@ -83,12 +85,18 @@ c10::intrusive_ptr<c10d::Store> open_store(const WorkerEnv& env, const std::stri
   const bool server = env.rank == 0 && !env.agent_store;
   try {
     if (!env.store_file.empty()) return compat::make_file_store(env.store_file, env.world_size, timeout);
-    int fd = -1;
-    // Single node on loopback: serve the store on a socket bound to the loopback interface
-    // only (LibTorch's own server would listen on every interface).
-    if (server && loopback) fd = listen_socket(env.master_addr, env.master_port);
+    // Rank 0 serves the store on a socket bound to the address the job uses (LibTorch's
+    // own server would listen on every interface), and says where.
+    StoreListener listener;
+    if (server) {
+      listener = listen_for_store(env.master_addr, env.master_port, loopback, env.single_node());
+      if (listener.warning)
+        spdlog::warn("{}", listener.where);
+      else if (!listener.where.empty())
+        spdlog::info("{}", listener.where);
+    }
     return compat::make_tcp_store(env.master_addr, static_cast<std::uint16_t>(env.master_port), server,
-                                  static_cast<std::size_t>(env.world_size), timeout, fd);
+                                  static_cast<std::size_t>(env.world_size), timeout, listener.fd);
   } catch (const std::exception& e) {
     if (!env.store_file.empty())
       throw DistError("rank " + std::to_string(env.rank) + " could not open the rendezvous " + addr + ": " +

@@ -3,8 +3,9 @@
 // Private to process_group.cpp.
 //
 // Rank 0 hosts the store (unless ddp-launch gave a store file, or torchrun's agent hosts
-// it); every rank posts "ready" there and waits for all the others; the first to see them
-// all seals the store: its rendezvous is over.
+// it), listening on MASTER_ADDR's address only where it can (listen_for_store, network.h);
+// every rank posts "ready" there and waits for all the others; the first to see them all
+// seals the store: its rendezvous is over.
 //
 // Why seal. After a failure the launchers of a multi-node job restart their workers on
 // their own, a few seconds apart, and the new rank 0 hosts a fresh store. A restarted

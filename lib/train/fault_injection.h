@@ -8,7 +8,8 @@
 //   DDP_EMBED_TEST_SAMPLE_LOG=FILE   each rank R appends "step rank index..." per
 //                                    micro-batch to FILE.rankR.
 // (DDP_EMBED_TEST_CHECKPOINT_PAUSE_MS, a pause inside a checkpoint write, lives with the
-// writer in train/checkpoint.cpp.)
+// writer in train/checkpoint.cpp; DDP_EMBED_TEST_DIE_BETWEEN_BEST_RENAMES, a kill inside
+// output.keep_best's replacement of best/, in train/best_model.cpp.)
 //
 // They are a decorator around the run's step, installed once before the loop: neither
 // train_step nor the loop knows of them, and a normal run (none set) calls train_step

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "config/config_error.h"
 #include "util/log.h"
 
 namespace ddp_embed {
@@ -22,7 +23,7 @@ ModelFolderLayout guide_layout(const std::string& dir) {
   try {
     return read_model_folder_layout(dir);
   } catch (const std::exception& e) {
-    throw std::runtime_error("loss.guide.model: " + dir +
+    throw ConfigError("loss.guide.model: " + dir +
                              " is not a model folder embed-train reads (a sentence-transformers or Hugging Face "
                              "folder of a BERT, XLM-RoBERTa or Qwen3 encoder, e.g. model.init's): " + e.what());
   }
@@ -57,7 +58,7 @@ TokenStore guide_token_store(const Config& cfg, const std::vector<SourceInput>& 
   PairDataset again = load_sources(sources, *tokenizer, folder_max_length(layout), cfg.data.skip_bad_lines, threads,
                                    cfg.data.max_line_bytes);
   if (again.tokens.num_sequences() != model_tokens.num_sequences())
-    throw std::runtime_error(fmt::format("loss.guide.model: the guide's tokenizer ({}) read {} sequences of data.train "
+    throw ConfigError(fmt::format("loss.guide.model: the guide's tokenizer ({}) read {} sequences of data.train "
                                          "where the model's read {}: the lines read differ (a line bad for one "
                                          "tokenizer only?)",
                                          dir, again.tokens.num_sequences(), model_tokens.num_sequences()));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -144,9 +145,11 @@ PreparedManifest expected_manifest(const std::vector<SourceInput>& sources, cons
   return m;
 }
 
-void prepare_folder(const std::string& folder, const std::vector<SourceInput>& sources, const Tokenizer& tokenizer,
+namespace {
+
+// prepare_folder under the lock: `dir` normalized.
+void prepare_locked(const std::string& dir, const std::vector<SourceInput>& sources, const Tokenizer& tokenizer,
                     const Config& cfg, ProcessGroup& pg, int threads, bool replace_stale) {
-  const std::string dir = folder_path(folder);  // "out/prep/" is out/prep: DIR.parts beside it, not in it
   const PreparedManifest expected = expected_manifest(sources, tokenizer, cfg);
   const bool there = is_prepared_folder(dir);
   std::error_code ec;
@@ -233,9 +236,27 @@ void prepare_folder(const std::string& folder, const std::vector<SourceInput>& s
   }
 }
 
+}  // namespace
+
+void prepare_folder(const std::string& folder, const std::vector<SourceInput>& sources, const Tokenizer& tokenizer,
+                    const Config& cfg, ProcessGroup& pg, int threads, bool replace_stale) {
+  const std::string dir = folder_path(folder);  // "out/prep/" is out/prep: DIR.parts beside it, not in it
+  // Rank 0 holds DIR.lock for the whole prepare (data/prepared.h): no rank looks at DIR
+  // before it holds it, and none returns (to open DIR, which takes it shared) before it
+  // let go. The last barrier comes right after DIR is published, well within dist.timeout_s.
+  std::optional<PreparedFolderLock> lock;
+  if (pg.rank() == 0) lock.emplace(dir, PreparedFolderLock::Mode::Prepare);
+  pg.barrier();
+  prepare_locked(dir, sources, tokenizer, cfg, pg, threads, replace_stale);
+  lock.reset();
+  pg.barrier();
+}
+
 PairDataset open_training_folder(const std::string& folder, const std::vector<SourceInput>& sources,
                                  const Tokenizer& tokenizer, const Config& cfg, const VerifyShare& share) {
   const std::string dir = folder_path(folder);
+  // Shared, until the arrays are mapped and verified: a prepare does not replace DIR meanwhile.
+  const PreparedFolderLock reading(dir, PreparedFolderLock::Mode::Read);
   const PreparedManifest found = read_manifest(dir);
   // One piece of a prepare that did not finish is a sliver of the data, not a data set.
   if (!found.piece_of.empty())

@@ -29,7 +29,8 @@ PreparedManifest expected_manifest(const std::vector<SourceInput>& sources, cons
 // Makes `dir` the prepared folder of `sources` unless it already is. A folder there that
 // was made from something else (another tokenizer, max length, prompts, changed files)
 // is replaced when `replace_stale`, else an error listing what differs. Every rank
-// returns once `dir` is complete.
+// returns once `dir` is complete. Rank 0 holds DIR.lock throughout (PreparedFolderLock):
+// a DataError at once when another prepare holds it, or a run is opening DIR.
 void prepare_folder(const std::string& dir, const std::vector<SourceInput>& sources, const Tokenizer& tokenizer,
                     const Config& cfg, ProcessGroup& pg, int threads, bool replace_stale);
 
@@ -39,7 +40,7 @@ void prepare_folder(const std::string& dir, const std::vector<SourceInput>& sour
 // differs.
 // One piece of an unfinished prepare (DIR.parts/piece-N) is refused. Then the arrays are
 // verified (data/prepared_check.h), `share` of them by this worker, and the time it took
-// logged.
+// logged. All of it under DIR.lock, shared: a DataError at once while a prepare holds it.
 PairDataset open_training_folder(const std::string& dir, const std::vector<SourceInput>& sources,
                                  const Tokenizer& tokenizer, const Config& cfg, const VerifyShare& share = {});
 

@@ -1,7 +1,5 @@
 #include "train/run_record.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -52,11 +50,43 @@ std::vector<nlohmann::json> read_metrics_lines(const std::string& path) {
   return lines;
 }
 
+// A resumed run appends to metrics.jsonl: a last line without its newline (the run was
+// killed while writing it) is cut off first, or the next record would be joined to it.
+void drop_torn_last_line(const std::string& path) {
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return;
+  std::ifstream in(path, std::ios::binary);
+  // The end of the last complete line: after the last newline, searched from the end.
+  std::optional<uint64_t> keep;
+  std::string block;
+  for (uint64_t end = size; !keep;) {
+    const uint64_t begin = end > (1 << 16) ? end - (1 << 16) : 0;
+    block.resize(size_t(end - begin));
+    in.seekg(std::streamoff(begin));
+    in.read(block.data(), std::streamsize(block.size()));
+    if (!in) return;  // unreadable: the append below reports it
+    const size_t newline = block.rfind('\n');
+    if (newline != std::string::npos) keep = begin + newline + 1;
+    else if (begin == 0) keep = 0;
+    end = begin;
+  }
+  if (*keep == size) return;
+  std::filesystem::resize_file(path, *keep, ec);
+  if (ec) {
+    spdlog::warn("{}: its last line is torn (no newline), and cutting it off failed: {}", path, ec.message());
+    return;
+  }
+  spdlog::warn("{}: its last line was torn ({} bytes without a newline: the run was killed while writing it); "
+               "dropped that record", path, size - *keep);
+}
+
 }  // namespace
 
 MetricsFile::MetricsFile(const Config& cfg, bool enabled, int64_t resumed_step) {
   if (!enabled) return;
   const std::string path = cfg.output.dir + "/metrics.jsonl";
+  if (resumed_step > 0) drop_torn_last_line(path);
   const auto& report_to = cfg.output.report_to;
   if (std::find(report_to.begin(), report_to.end(), ReportTo::TensorBoard) != report_to.end()) {
     tensorboard_ = rewrite_tensorboard_folder(
@@ -74,65 +104,12 @@ void MetricsFile::write(const nlohmann::json& line) {
   if (tensorboard_) tensorboard_->write_metrics_line(line);
 }
 
-BestModel::BestModel(const Config& cfg, bool main_rank, bool resumed)
-    : metric_(cfg.output.keep_best), dir_(cfg.output.dir + "/best"),
-      enabled_(main_rank && !cfg.output.keep_best.empty()) {
-  if (!enabled_) return;
-  if (!resumed) {  // a fresh run: an earlier run's best is not this run's
-    std::filesystem::remove_all(dir_);
-    return;
-  }
-  // The record is inside the folder (embed_train.json), written with it in one rename.
-  std::ifstream in(dir_ + "/embed_train.json");
-  if (!in) return;
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  const nlohmann::json kept = j.is_object() ? j.value("keep_best", nlohmann::json()) : nlohmann::json();
-  if (!kept.is_object() || kept.value("metric", "") != metric_ || !kept.contains("value") ||
-      !kept["value"].is_number() || !j.contains("step")) {
-    spdlog::warn("output.keep_best: {} is not a best model of {}; the best starts anew", dir_, metric_);
-    return;
-  }
-  value_ = kept["value"].get<double>();
-  step_ = j["step"].get<int64_t>();
-  spdlog::info("output.keep_best: the best so far is step {} ({} {:.4f})", step_, metric_, value_);
-}
-
-void BestModel::consider(const nlohmann::json& metrics, int64_t step, SentenceEmbedder& model,
-                         const Tokenizer& tokenizer, const ModelFolderOptions& options) {
-  if (!enabled_) return;
-  if (!metrics.contains(metric_)) {
-    std::string names;
-    for (const auto& [name, value] : metrics.items())
-      if (name != "step") names += (names.empty() ? "" : ", ") + name;
-    throw std::runtime_error("output.keep_best \"" + metric_ + "\": the evaluation has no such metric; it has " + names);
-  }
-  const double value = metrics[metric_].is_number() ? metrics[metric_].get<double>() : std::nan("");
-  if (!(step_ < 0 || value > value_)) return;  // NaN never wins
-  save_model_folder(dir_, model, tokenizer, options,
-                    {{"step", step}, {"keep_best", {{"metric", metric_}, {"value", value}}}});
-  value_ = value;
-  step_ = step;
-  spdlog::info("output.keep_best: step {} is the best so far ({} {:.4f}), kept in {}", step, metric_, value, dir_);
-}
-
-bool BestModel::write_final(const std::string& final_dir) const {
-  if (!enabled_ || step_ < 0) return false;
-  namespace fs = std::filesystem;
-  const std::string tmp = final_dir + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  fs::copy(dir_, tmp, fs::copy_options::recursive);
-  fs::remove_all(final_dir);
-  fs::rename(tmp, final_dir);
-  spdlog::info("output.keep_best: {} is the model of step {} ({} {:.4f})", final_dir, step_, metric_, value_);
-  return true;
-}
-
 RunRecord::RunRecord(const Config& cfg, Worker& worker, ModelUnderTraining& training, const Inputs& in,
                      int64_t total_steps, int64_t resumed_step)
     : cfg_(cfg), worker_(worker), training_(training), in_(in), total_steps_(total_steps),
       metrics_(cfg, worker.main_rank(), resumed_step),
       run_info_({{"world_size", worker.pg->world_size()}, {"config", config_to_json(cfg)}}),
-      best_(cfg, worker.main_rank(), /*resumed=*/resumed_step > 0) {}
+      best_(cfg, worker.main_rank(), /*resumed=*/resumed_step > 0, /*first_attempt=*/worker.env.restart_count == 0) {}
 
 bool RunRecord::should_evaluate(int64_t step) const {
   return !in_.eval.empty() && cfg_.output.eval_every > 0 && step % cfg_.output.eval_every == 0 &&

@@ -23,8 +23,9 @@ namespace ddp_embed {
 class MetricsFile {
  public:
   // A fresh run (`resumed_step` 0) starts the files anew; a resumed one appends to
-  // metrics.jsonl, and writes the event files anew from its lines up to `resumed_step`,
-  // so that TensorBoard shows each step once. Only where `enabled` (rank 0).
+  // metrics.jsonl (its last line first cut off, with a warning, when a kill left it
+  // without its newline), and writes the event files anew from its lines up to
+  // `resumed_step`, so that TensorBoard shows each step once. Only where `enabled` (rank 0).
   MetricsFile(const Config& cfg, bool enabled, int64_t resumed_step);
   void write(const nlohmann::json& line);
 
@@ -35,29 +36,46 @@ class MetricsFile {
 
 // output.keep_best: the model of the evaluation that scored highest on one metric, kept as
 // OUTPUT_DIR/best, a model folder whose embed_train.json records it ({"step", "keep_best":
-// {"metric", "value"}}, written with the folder in one rename); the end writes it as
-// final/. Higher is better; a tie or NaN keeps the earlier model. The step-0 evaluation
-// (the starting model) competes too. A resumed run reads that record and
-// keeps the best it records, also one from a step after the checkpoint it resumes from (a
-// run that went on past its checkpoint, evaluated, and was stopped): that model was
-// evaluated on the same set. A fresh run (nothing to resume) starts without a best.
+// {"metric", "value"}}) and whose manifest.json (io/manifest.h) lists every other file's
+// size and checksum; the end verifies it and writes it as final/ (without the manifest).
+// Higher is better; a tie or NaN keeps the earlier model. The step-0 evaluation (the
+// starting model) competes too. A resumed run reads that record and keeps the best it
+// records, also one from a step after the checkpoint it resumes from (a run that went on
+// past its checkpoint, evaluated, and was stopped): that model was evaluated on the same
+// set. A fresh run (nothing to resume) starts without a best.
+//
+// A new best replaces the old one so that a kill at any point leaves one decidable state:
+// best.tmp is written (manifest last), best -> best.old, best.tmp -> best, best.old
+// removed. A resumed run finishes an interrupted replacement when best.tmp verifies, and
+// otherwise rolls back to best.old, saying which in one log line.
 // Rank 0 writes; a no-op on other ranks and without output.keep_best.
 class BestModel {
  public:
-  BestModel(const Config& cfg, bool main_rank, bool resumed);
+  // resumed: finishes or rolls back an interrupted replacement, then verifies best/ and
+  // reads its record. Throws ManifestError (exit 78) naming the damaged file and the fix
+  // when best/ does not verify. `first_attempt` (RESTART_COUNT 0) arms the tests' kill
+  // point (DDP_EMBED_TEST_DIE_BETWEEN_BEST_RENAMES, best_model.cpp).
+  BestModel(const Config& cfg, bool main_rank, bool resumed, bool first_attempt);
   // After an evaluation at `step` with metrics.jsonl's names ("eval/..."): keeps the model
-  // when the metric beats the best so far. Throws std::runtime_error naming
-  // output.keep_best and the metrics there are when the evaluation has no such metric.
+  // when the metric beats the best so far. Throws ConfigError naming output.keep_best and
+  // the metrics there are when the evaluation has no such metric.
   void consider(const nlohmann::json& metrics, int64_t step, SentenceEmbedder& model, const Tokenizer& tokenizer,
                 const ModelFolderOptions& options);
-  // final/ as a copy of best/; false (nothing written) when there is no best model.
+  // final/ as a verified copy of best/; false (nothing written) when there is no best
+  // model. Throws ManifestError (exit 78) naming the damaged file when best/ does not
+  // verify, and what to do with the last checkpoint; final/ is then not written.
   bool write_final(const std::string& final_dir) const;
 
  private:
-  std::string metric_, dir_;
+  void finish_interrupted_replacement();
+  void read_record();
+  [[noreturn]] void fail_damaged(const std::string& what, bool at_end) const;
+
+  std::string metric_, output_dir_, dir_;  // dir_: OUTPUT_DIR/best
   bool enabled_;
   double value_ = 0;
   int64_t step_ = -1;  // -1: none yet
+  int64_t die_from_step_ = -1;  // the tests' kill point; -1: none
 };
 
 // The run's files besides the log: metrics.jsonl, evaluations, checkpoints, the figure.

@@ -29,11 +29,11 @@ void check_projection_against_init(const Config& cfg, const ModelFolderLayout& i
   const std::string dense_config = (fs::path(init.dense->dir) / "config.json").string();
   const int64_t out = init.dense->out_features;
   if (cfg.model.projection_dim == 0)
-    throw std::runtime_error("model.init has a Dense layer (" + dense_config + ", out_features " + std::to_string(out) +
+    throw ConfigError("model.init has a Dense layer (" + dense_config + ", out_features " + std::to_string(out) +
                              ") but model.projection_dim is 0, which would drop it: set model.projection_dim=" +
                              std::to_string(out) + " to keep it (and train it further)");
   if (cfg.model.projection_dim != out)
-    throw std::runtime_error(dense_config + ": model.init's Dense layer has out_features " + std::to_string(out) +
+    throw ConfigError(dense_config + ": model.init's Dense layer has out_features " + std::to_string(out) +
                              " but model.projection_dim is " + std::to_string(cfg.model.projection_dim) +
                              ": set model.projection_dim=" + std::to_string(out) +
                              " to train it further (a projection of another size would replace it)");
@@ -102,7 +102,7 @@ void check_prompts_are_pooled(const Config& cfg, const std::optional<ModelFolder
   for (size_t i = 0; i < cfg.data.train.size(); ++i)
     for (const std::string* value : {&cfg.data.train[i].query_prompt, &cfg.data.train[i].passage_prompt})
       if (!prompt_text(*value, prompts).empty())
-        throw std::runtime_error(init->pooling_config + ": include_prompt is false (the prompt's tokens are left out "
+        throw ConfigError(init->pooling_config + ": include_prompt is false (the prompt's tokens are left out "
                                  "of the pooling), which ddp-embed does not implement; data.train[" +
                                  std::to_string(i) + "] has a prompt: train without prompts, or from a folder "
                                  "whose Pooling includes them");
@@ -132,7 +132,7 @@ void check_prompts(const Config& cfg, const std::map<std::string, std::string>& 
       const std::string text = prompt_text(value, prompts);
       const int left = tokens_left_after_prompt(tokenizer, text, max_length);
       if (left <= 0)
-        throw std::runtime_error(where + ": the prompt " + json_quoted_cut(text) + " takes " +
+        throw ConfigError(where + ": the prompt " + json_quoted_cut(text) + " takes " +
                                  std::to_string(max_length - left) + " tokens (with the special tokens), and "
                                  "tokenizer.max_length is " + std::to_string(max_length) +
                                  ": no token of the text would be left, every input the same. Shorten the prompt "
@@ -174,11 +174,11 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
     arch.bert.hidden_dropout = arch.bert.attention_dropout = cfg.model.dropout;
   }
   if (tokenizer.vocab_size() > arch.vocab_size())
-    throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+    throw ConfigError("the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
                              " tokens but model.vocab_size is " + std::to_string(arch.vocab_size()) +
                              ": set model.vocab_size >= " + std::to_string(tokenizer.vocab_size()));
   if (cfg.tokenizer.max_length > arch.max_length())
-    throw std::runtime_error("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) +
+    throw ConfigError("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) +
                              " exceeds the " + std::to_string(arch.max_length()) + " positions of the model");
   torch::manual_seed(cfg.train.seed);
   SentenceEmbedder model(arch, cfg.model.projection_dim, training_pooling(cfg, init));
@@ -204,12 +204,40 @@ void check_matryoshka_dims(const Config& cfg, const SentenceEmbedder& model) {
   const std::string whence = cfg.model.projection_dim > 0 ? "model.projection_dim" : "the model's hidden size";
   for (int64_t d : dims)
     if (d > size)
-      throw std::runtime_error("loss.matryoshka_dims: " + std::to_string(d) + " is larger than the embedding size " +
+      throw ConfigError("loss.matryoshka_dims: " + std::to_string(d) + " is larger than the embedding size " +
                                std::to_string(size) + " (" + whence + "): every size must be at most " +
                                std::to_string(size));
   if (dims.front() < size)
     spdlog::warn("loss.matryoshka_dims {} leaves out the whole embedding ({} values): it is not trained as a whole; "
                  "put {} first to train it", nlohmann::json(dims).dump(), size, size);
+}
+
+// Hard negatives and what uses them, against the data: a source that takes hard negatives
+// (data.negatives_per_query) and has none is said; loss.hardness_mode "hard_negatives"
+// with none at all would weight nothing, silently, so it is an error (lib/config refuses
+// it where no source takes any; here the data is known). A mode without strength is said.
+void check_hard_negatives(const Config& cfg, const PairDataset& train) {
+  const LossConfig& loss = cfg.loss;
+  if (loss.hardness_mode != HardnessMode::None && loss.hardness_strength == 0)
+    spdlog::warn("loss.hardness_mode \"{}\" is set but loss.hardness_strength is 0, so hardness weighting has no "
+                 "effect: set loss.hardness_strength to a positive value to enable it",
+                 choice_name(loss.hardness_mode));
+  const std::vector<int> taken = negatives_per_source(cfg, train.sources.size());
+  bool any = false;
+  for (size_t s = 0; s < train.sources.size(); ++s) {
+    if (taken[s] == 0) continue;
+    bool some = false;
+    for (int64_t i = train.sources[s].begin; !some && i < train.sources[s].end; ++i)
+      some = train.pairs[size_t(i)].neg_count > 0;
+    if (!some)
+      spdlog::warn("data.negatives_per_query {}: no pair of source \"{}\" has hard negatives (\"neg\"), so its "
+                   "batches hold in-batch negatives only", taken[s], train.sources[s].name);
+    any = any || some;
+  }
+  if (!any && loss.type == LossType::Infonce && loss.hardness_mode == HardnessMode::HardNegatives)
+    throw ConfigError("loss.hardness_mode \"hard_negatives\" weights each query's own hard negatives, and no training "
+                      "pair has any (\"neg\") in a source that takes them (data.negatives_per_query): give the pairs "
+                      "\"neg\" (embed-train mine makes them), or set loss.hardness_mode \"in_batch_negatives\"");
 }
 
 // train.lr scaled by train.lr_scaling for `world` workers.
@@ -313,7 +341,7 @@ namespace {
 // (train/guide.h). A prepared folder holds the model's tokens only, not the texts.
 void add_guide_tokens(const Config& cfg, const Worker& w, const SourceSetup& s, PairDataset& train) {
   if (train.mapped())
-    throw std::runtime_error("loss.guide.model " + *cfg.loss.guide.model +
+    throw ConfigError("loss.guide.model " + *cfg.loss.guide.model +
                              " tokenizes differently from the model, and a prepared folder holds the model's tokens "
                              "only: name data.train's JSONL files (without data.prepared), or use model.init's folder "
                              "(with a tokenizer.max_length within its own) as the guide");
@@ -431,10 +459,7 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
   ProcessGroup& pg = *w.pg;
   SentenceEmbedder model = build_model(cfg, *in.tokenizer, in.init_folder);
   check_matryoshka_dims(cfg, model);
-  if (cfg.loss.hardness_mode != HardnessMode::None && cfg.loss.hardness_strength == 0)
-    spdlog::warn("loss.hardness_mode \"{}\" is set but loss.hardness_strength is 0, so hardness weighting has no "
-                 "effect: set loss.hardness_strength to a positive value to enable it",
-                 choice_name(cfg.loss.hardness_mode));
+  check_hard_negatives(cfg, in.train);
   model->encoder().set_activation_checkpointing(cfg.train.activation_checkpointing);
   model->encoder().set_attention_mode(cfg.model.attention);
   spdlog::info("{}", describe_attention_mode(cfg.model.attention, w.device));

@@ -59,10 +59,18 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
 }
 
 void SkippedSteps::check(int64_t step, const StepOutcome& outcome) {
+  last_step_ = step;
   if (!outcome.update.applied && first_skipped_ == 0) first_skipped_ = step;
   if (outcome.update.applied) {
     bad_in_a_row_ = 0;
     ++applied_;
+    if (outcome.update.grad_norm != 0) {
+      zero_in_a_row_ = 0;
+      ++moved_;
+    } else {
+      if (zero_in_a_row_++ == 0) zero_from_ = step;
+      if (zero_in_a_row_ >= max_bad_steps_) throw_nothing_trains(zero_from_, step);
+    }
   } else if (outcome.update.loss_scale > 1) {
     spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, scale now {:g}", step,
                  outcome.update.loss_scale, scaler_.scale());
@@ -76,8 +84,25 @@ void SkippedSteps::check(int64_t step, const StepOutcome& outcome) {
   }
 }
 
+// The loss is constant: its gradient is exactly 0 on every rank (it is all-reduced), so
+// every rank stops here at the same step.
+void SkippedSteps::throw_nothing_trains(int64_t first, int64_t last) const {
+  const std::string steps = first == last ? fmt::format("step {}", last) : fmt::format("steps {} to {}", first, last);
+  if (guide_.model)
+    throw ConfigError(fmt::format(
+        "{}: the gradient is exactly 0, the loss does not change with the weights: nothing trains. loss.guide.margin "
+        "{:g} (\"{}\") masks every negative the guide rates within the margin of the positive, and here that is "
+        "every negative of every query: lower loss.guide.margin (0, the default, masks what the guide rates above "
+        "the positive)", steps, guide_.margin, choice_name(guide_.margin_strategy)));
+  throw std::runtime_error(fmt::format(
+      "{}: the gradient is exactly 0, the loss does not change with the weights: nothing trains (every negative "
+      "masked as the positive's text? the pairs all one text?)", steps));
+}
+
 void SkippedSteps::require_some_trained(int64_t steps) const {
-  if (steps == 0 || applied_ > 0) return;
+  if (steps == 0) return;
+  if (applied_ > 0 && moved_ == 0) throw_nothing_trains(zero_from_, last_step_);
+  if (applied_ > 0) return;
   throw std::runtime_error(fmt::format(
       "every one of this run's {} steps was skipped (a non-finite loss or gradients, from step {} on): nothing was "
       "trained, so no final model is written. The first warning above says which; a learning rate, loss.temperature "

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "data/batch_plan.h"
 #include "data/sampler.h"
@@ -60,24 +61,37 @@ using StepFunction = std::function<StepOutcome(StepBatches& batches, int64_t ste
 
 // The verdict on each step's update, said and counted. A step skipped for an fp16
 // overflow (the scaler has halved the scale) is routine; a non-finite step at loss scale 1
-// counts toward train.max_bad_steps in a row, and that many stop the run.
+// counts toward train.max_bad_steps in a row, and that many stop the run. So does a step
+// whose gradient is exactly 0 (the loss does not depend on the weights: with loss.guide,
+// every negative masked), a step that trains nothing.
 class SkippedSteps {
  public:
-  SkippedSteps(int max_bad_steps, const LossScaler& scaler) : max_bad_steps_(max_bad_steps), scaler_(scaler) {}
+  // `guide`: the run's loss.guide, named when steps train nothing.
+  SkippedSteps(int max_bad_steps, const LossScaler& scaler, GuideConfig guide = {})
+      : max_bad_steps_(max_bad_steps), scaler_(scaler), guide_(std::move(guide)) {}
   // After step `step` (1-based): an applied update ends a run of bad steps; a skipped one
   // is said in the log. Throws std::runtime_error at the train.max_bad_steps'th bad step
-  // in a row.
+  // in a row; at the train.max_bad_steps'th step in a row with a gradient of 0, ConfigError
+  // naming loss.guide.margin with a guide, else std::runtime_error.
   void check(int64_t step, const StepOutcome& outcome);
   // At the end of a run of `steps` steps: throws std::runtime_error when every one was
-  // skipped (non-finite or fp16 overflows, fewer in a row than train.max_bad_steps): the
-  // model is what it was before the run, and a final folder would pass it off as trained.
+  // skipped (non-finite or fp16 overflows, fewer in a row than train.max_bad_steps), and
+  // as check() does when every one had a gradient of 0: the model learnt nothing in the
+  // run, and a final folder would pass it off as trained.
   void require_some_trained(int64_t steps) const;
 
  private:
+  [[noreturn]] void throw_nothing_trains(int64_t first, int64_t last) const;
+
   int max_bad_steps_;
   const LossScaler& scaler_;
+  GuideConfig guide_;
   int bad_in_a_row_ = 0;
+  int zero_in_a_row_ = 0;    // applied steps with a gradient of exactly 0
+  int64_t zero_from_ = 0;    // the first of them, and the last step checked: for the message
+  int64_t last_step_ = 0;
   int64_t applied_ = 0;
+  int64_t moved_ = 0;          // applied steps with a gradient other than 0
   int64_t first_skipped_ = 0;  // the first skipped step, for the message
 };
 

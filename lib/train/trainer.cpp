@@ -169,7 +169,7 @@ int run_training(const Config& given) {
   BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps,
                      negatives_per_source(cfg, in.train.sources.size()), cfg.train.seed, pos.epoch, pos.step_in_epoch,
                      total_steps - pos.step, /*pin=*/worker.device.is_cuda());
-  SkippedSteps skipped_steps(cfg.train.max_bad_steps, training.loss_scaler);
+  SkippedSteps skipped_steps(cfg.train.max_bad_steps, training.loss_scaler, cfg.loss.guide);
   StepLog log(cfg, worker, training, plan, record, /*first_step=*/pos.step, total_steps, startup_s);
   StepProfiler profiler = make_profiler(cfg, worker, /*first_step=*/pos.step, total_steps);
   StatusLineScope status_line;  // erased when the run ends, also by an exception

@@ -1,8 +1,11 @@
 #include "train/worker.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <fstream>
@@ -72,17 +75,37 @@ void check_precision_for_device(Precision precision, const c10::Device& device) 
     throw std::runtime_error("train.precision fp16 needs CUDA; use bf16 on CPU (train.precision=bf16)");
 }
 
-// output.dir with this rank's log file in it, found writable now rather than at the first
-// checkpoint.
+// output.dir made and found writable before anything is written into it (this rank's log
+// file is the first), so that a folder that cannot be written is one ConfigError naming
+// output.dir, the path at fault and the system's reason, not the logging library's words.
 void prepare_output_dir(const std::string& dir, int rank) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("output.dir " + dir + ": cannot create: " + ec.message());
-  add_file_log(dir, rank);
+  const std::string key = "output.dir \"" + dir + "\": ";
+  const std::string fix = "; set output.dir to a folder this user can create and write (--set output.dir=PATH)";
+  std::error_code created, ec;
+  fs::create_directories(dir, created);
+  if (created || !fs::is_directory(dir, ec)) {
+    // The nearest part of the path that exists says why: a file where a folder must be,
+    // or a folder that does not let this user make one inside it.
+    fs::path at = fs::absolute(dir, ec);
+    while (at.has_relative_path() && !fs::exists(at, ec)) at = at.parent_path();
+    if (fs::exists(at, ec) && !fs::is_directory(at, ec))
+      throw ConfigError(key + at.string() + " is a file, not a folder (" + std::strerror(ENOTDIR) + ")" + fix);
+    throw ConfigError(key + "cannot create it in " + at.string() + ": " +
+                      (created ? created.message() : std::string(std::strerror(ENOTDIR))) + fix);
+  }
   const fs::path probe = fs::path(dir) / (".write-probe-" + std::to_string(::getpid()));
-  std::ofstream(probe) << "probe";
-  if (!fs::exists(probe)) throw std::runtime_error("output.dir " + dir + " is not writable");
-  fs::remove(probe);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw ConfigError(key + "cannot write in it (creating " + probe.string() + ": " + std::strerror(err) + ")" + fix);
+  }
+  ::close(fd);
+  fs::remove(probe, ec);
+  try {
+    add_file_log(dir, rank);
+  } catch (const std::exception& e) {  // spdlog's, e.g. train.log is a folder
+    throw ConfigError(key + "cannot open its log file: " + e.what() + fix);
+  }
 }
 
 std::string join_numbers(const std::vector<int64_t>& v) {

@@ -217,11 +217,14 @@ TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
     for (const std::string& spelling : spellings) {
       // loss.type none needs distillation, margin_mse hard negatives; loss.directions,
       // partition_mode and hardness_mode need infonce, and loss.directions query_to_doc;
+      // hardness_mode hard_negatives needs hard negatives, the guide's margin a guide;
       // everything else is alone.
       std::vector<std::string> sets = {key + "=" + spelling};
       json listed = json::array({spelling});
       if (key == "loss.type") sets.insert(sets.end(), {"loss.distill.weight=1", "data.negatives_per_query=1"});
       if (key.rfind("loss.", 0) == 0 && key != "loss.type") sets.push_back("loss.type=infonce");
+      if (key == "loss.hardness_mode") sets.push_back("data.negatives_per_query=1");
+      if (key == "loss.guide.margin_strategy") sets.push_back("loss.guide.model=guide");
       if (key == "loss.directions" && spelling != "query_to_doc") {
         listed = json::array({"query_to_doc", spelling});
         sets.front() = key + "=" + listed.dump();
@@ -642,6 +645,43 @@ TEST(Config, LossDirectionsHardnessAndMarginMseAreCheckedWhenRead) {
                   "MarginMSE is set twice");
   EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "margin_mse"}})"),
                   "MarginMSE compares each positive with the pair's hard negatives: set data.negatives_per_query > 0");
+}
+
+// Settings that would change nothing, or train nothing, are errors naming their keys and
+// the fix, not a run that ignores them.
+TEST(Config, ASettingThatWouldDoNothingIsAnError) {
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "hardness_strength": 5}})"),
+                  "cfg.json: loss.hardness_strength weights the negatives loss.hardness_mode picks, and "
+                  "loss.hardness_mode is \"none\": nothing would be weighted");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "hardness_mode": "hard_negatives",
+                                     "hardness_strength": 5}})"),
+                  "cfg.json: loss.hardness_mode \"hard_negatives\" weights each query's own hard negatives, and the "
+                  "batches have none (data.negatives_per_query is 0): set data.negatives_per_query > 0");
+  // A source that takes hard negatives of its own is enough.
+  const Config taken = config_from_json(json::parse(R"({"loss": {"type": "infonce", "hardness_mode": "hard_negatives",
+      "hardness_strength": 5}, "data": {"train": [{"path": "a.jsonl", "negatives_per_query": 2}]}})"), "cfg.json");
+  EXPECT_EQ(taken.loss.hardness_mode, HardnessMode::HardNegatives);
+  EXPECT_CONTAINS(from_json_error("{}", {"loss.guide.margin=0.1"}),
+                  "--set loss.guide.margin: loss.guide.margin / loss.guide.margin_strategy set the guide's mask, "
+                  "and loss.guide.model is unset, so there is no guide: set loss.guide.model, or remove them");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"guide": {"margin_strategy": "relative"}}})"),
+                  "loss.guide.model is unset");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "guide": {"model": "m", "margin": 2}}})"),
+                  "cfg.json: loss.guide.margin 2 (\"absolute\") masks every negative: the positive's cosine less 2 "
+                  "is at most -1");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "guide": {"model": "m", "margin": -2.5}}})"),
+                  "cfg.json: loss.guide.margin -2.5 (\"absolute\") masks no negative");
+  EXPECT_CONTAINS(from_json_error(R"({"train": {"max_steps": 0}})"),
+                  "cfg.json: train.max_steps 0 would train nothing: -1 (the default) trains train.epochs passes");
+  // Just inside the bounds, and a relative margin (which depends on the positive's cosine), are read.
+  for (const std::string margin : {"1.9", "-1.9"})
+    EXPECT_EQ(config_from_json(json::object(), "cfg.json", {"loss.guide.model=m", "loss.guide.margin=" + margin})
+                  .loss.guide.margin,
+              std::stod(margin));
+  EXPECT_EQ(config_from_json(json::object(), "cfg.json",
+                             {"loss.guide.model=m", "loss.guide.margin_strategy=relative", "loss.guide.margin=5"})
+                .loss.guide.margin,
+            5);
 }
 
 TEST(Config, BadRecipeKeysNameTheKey) {

@@ -27,6 +27,7 @@ const Target kTargets[] = {
     {"safetensors", fuzz_safetensors}, {"pairs", fuzz_pairs}, {"config", fuzz_config},
     {"wordpiece", fuzz_wordpiece},     {"vocab", fuzz_vocab}, {"manifest", fuzz_manifest},
     {"prepared", fuzz_prepared},       {"tokenizer_json", fuzz_tokenizer_json},
+    {"rendezvous", fuzz_rendezvous},
 };
 
 const fs::path kFuzzDir = fs::path(DDP_EMBED_SOURCE_DIR) / "tests/fuzz";

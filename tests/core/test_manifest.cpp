@@ -126,5 +126,29 @@ TEST_F(Manifest, MustListEveryFile) {
   EXPECT_EQ(verify_error(), path("manifest.json") + ": does not list state.json");
 }
 
+// A folder whose files are not known in advance (output.keep_best's best/): its manifest
+// lists the files of its subfolders too, and a change to any of them is named.
+TEST_F(Manifest, AFolderManifestCoversEveryFileInItsSubfolders) {
+  fs::create_directories(dir_ / "2_Dense");
+  write("2_Dense/model.safetensors", "dense weights");
+  write("manifest.json", manifest_text(describe_folder(dir_.string())));
+  EXPECT_NO_THROW(verify_folder_manifest(dir_.string(), kFiles));
+  write("2_Dense/model.safetensors", "dense weightz");
+  EXPECT_EQ(error_of([&] { verify_folder_manifest(dir_.string(), kFiles); }),
+            path("2_Dense/model.safetensors") + ": checksum does not match the manifest (corrupt file)");
+  fs::remove(dir_ / "2_Dense" / "model.safetensors");
+  EXPECT_EQ(error_of([&] { verify_folder_manifest(dir_.string(), kFiles); }),
+            path("2_Dense/model.safetensors") + ": missing");
+}
+
+// A hand-edited manifest cannot make the check read files outside the folder.
+TEST_F(Manifest, AFolderManifestThatListsAFileOutsideTheFolderIsRefused) {
+  CheckpointManifest m = describe_folder(dir_.string());
+  m.files["../elsewhere"] = {1, "0123456789abcdef"};
+  write("manifest.json", manifest_text(m));
+  EXPECT_EQ(error_of([&] { verify_folder_manifest(dir_.string(), kFiles); }),
+            path("manifest.json") + ": lists \"../elsewhere\", which is not a file inside the folder");
+}
+
 }  // namespace
 }  // namespace ddp_embed

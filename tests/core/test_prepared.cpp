@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -286,7 +287,8 @@ TEST(Prepared, RecordsAreCheckedWhenOpenedEvenWithMatchingChecksums) {
   auto damaged = [&](const std::string& name, const std::string& file, int64_t offset, const void* bytes, size_t n) {
     const fs::path folder = prepare(dir, two_sources(dir), 1 << 30, nullptr, name);
     overwrite(folder / file, offset, bytes, n);
-    // The checksums made again over the damage, as a tool that rewrites the manifest would.
+    // The checksums made again over the damage, and the manifest's of itself, as a tool
+    // that rewrites the manifest would.
     const std::string data = [&] {
       std::ifstream in(folder / file, std::ios::binary);
       return std::string(std::istreambuf_iterator<char>(in), {});
@@ -295,6 +297,7 @@ TEST(Prepared, RecordsAreCheckedWhenOpenedEvenWithMatchingChecksums) {
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(xxh3_64(data.data(), data.size())));
     m["checksums"]["files"][file] = {hex};
+    m["manifest_xxh3"] = manifest_self_checksum(m);
     std::ofstream(folder / "manifest.json") << m.dump(2);
     return open_error(folder);
   };
@@ -356,9 +359,70 @@ TEST(Prepared, AManifestThatDoesNotFitItsFilesIsRefused) {
               m["version"] = 1;
               m.erase("checksums");
             }).find(manifest + ": version 1 (prepared by an older embed-train, without checksums), this build reads "
-                               "version 2: prepare it again"),
+                               "version 3: prepare it again"),
             std::string::npos);
   EXPECT_EQ(with([](nlohmann::json&) {}), "");
+}
+
+// An edit that leaves the manifest consistent (the length it was cut to, the tokenizer it
+// was made with, a prompt, a flag) would have a run train on data made for other
+// settings: the manifest's checksum of itself refuses it, naming the manifest and the fix.
+// Its layout does not count: the same values written otherwise still open.
+TEST(Prepared, AnEditedManifestIsRefusedNotTrainedOn) {
+  TempDir dir("edited");
+  const fs::path folder = prepare(dir, two_sources(dir), 1 << 30);
+  const std::string original = [&] {
+    std::ifstream in(folder / "manifest.json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  auto with = [&](const std::function<void(nlohmann::json&)>& change, int indent = 2) {
+    nlohmann::json m = nlohmann::json::parse(original);
+    change(m);
+    std::ofstream(folder / "manifest.json") << m.dump(indent);
+    return open_error(folder);
+  };
+  const std::string edited = (folder / "manifest.json").string() + ": edited or damaged since it was written";
+  for (const auto& [what, change] : std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>>{
+           {"max_length", [](nlohmann::json& m) { m["max_length"] = 512; }},
+           {"fingerprint", [](nlohmann::json& m) { m["tokenizer"]["fingerprint"] = "0123456789abcdef"; }},
+           {"prompt", [](nlohmann::json& m) { m["sources"][1]["query_prompt"] = "search: "; }},
+           {"teacher_scores_required", [](nlohmann::json& m) { m["teacher_scores_required"] = true; }},
+           {"skipped", [](nlohmann::json& m) { m["skipped"] = 7; }},
+       }) {
+    const std::string error = with(change);
+    EXPECT_EQ(error.rfind(edited, 0), 0u) << what << ": " << error;
+    EXPECT_NE(error.find("prepare the folder again (embed-train prepare --config ... --output " + folder.string() + ")"),
+              std::string::npos)
+        << what << ": " << error;
+  }
+  // Edited, and the checksum made again over the edit: the manifest is then what the run
+  // compares against its own settings (manifest_differences, AStaleManifestSaysWhatDiffers).
+  EXPECT_EQ(with([](nlohmann::json& m) {
+              m["max_length"] = 512;
+              m["manifest_xxh3"] = manifest_self_checksum(m);
+            }),
+            "");
+  EXPECT_EQ(with([](nlohmann::json&) {}, 4), "");
+  EXPECT_EQ(with([](nlohmann::json&) {}, -1), "");
+}
+
+// A manifest without its checksum of itself is refused: by the version, from the embed-train
+// before it (prepare it again), or by the key, where only the key was removed.
+TEST(Prepared, AManifestWithoutItsOwnChecksumIsRefused) {
+  TempDir dir("unstamped");
+  const fs::path folder = prepare(dir, two_sources(dir), 1 << 30);
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(folder / "manifest.json"));
+  m.erase("manifest_xxh3");
+  std::ofstream(folder / "manifest.json") << m.dump(2);
+  const std::string manifest = (folder / "manifest.json").string();
+  EXPECT_NE(open_error(folder).find(manifest + ": key \"manifest_xxh3\": missing"), std::string::npos)
+      << open_error(folder);
+  m["version"] = 2;
+  std::ofstream(folder / "manifest.json") << m.dump(2);
+  EXPECT_NE(open_error(folder).find(manifest + ": version 2 (prepared by an older embed-train, without the manifest's "
+                                               "checksum of itself), this build reads version 3: prepare it again"),
+            std::string::npos)
+      << open_error(folder);
 }
 
 // What makes a folder stale, each said on its own line: another tokenizer, max length,

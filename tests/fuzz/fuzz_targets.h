@@ -72,5 +72,8 @@ int fuzz_prepared(const uint8_t* data, size_t size);
 // tokenize/tokenizer.h: the bytes as a model folder's tokenizer.json (BPE, Unigram or
 // WordPiece), loaded and used.
 int fuzz_tokenizer_json(const uint8_t* data, size_t size);
+// launch/rendezvous_protocol.h and rendezvous_rounds.h: the bytes as lines a rendezvous
+// server reads from its launchers ("N T JSON" or "N T lost"), fed to its decisions.
+int fuzz_rendezvous(const uint8_t* data, size_t size);
 
 }  // namespace ddp_embed::fuzz

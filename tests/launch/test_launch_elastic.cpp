@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/launcher.h"
+#include "launch/job_secret.h"
 #include "launch/line_channel.h"
+#include "launch/rendezvous_handshake.h"
 #include "launch/rendezvous_protocol.h"
 #include "launch_test_support.h"
 
@@ -64,7 +66,7 @@ TEST(LaunchElastic, TwoNodesMeetAtTheRendezvousOfTheFirstAndAreToldTheirPlace) {
 TEST(LaunchElastic, ANodeAskedToStopLeavesAfterEveryWorkerCheckpoints) {
   TempDir dir;
   const int port = free_port();
-  Launcher server(dir, {"--serve-rendezvous", std::to_string(port)}, {}, "server");
+  Launcher server(dir, {"--serve-rendezvous", std::to_string(port), "--nnodes", "1:2"}, {}, "server");
   ASSERT_TRUE(wait_until([&] { return server.err().find("serving the rendezvous") != std::string::npos; }))
       << server.err();
   auto node = [&](int rank, const std::string& name) {
@@ -129,10 +131,12 @@ TEST(LaunchElastic, TheServingNodeLeavesAndItsLauncherServesUntilTheJobEnds) {
 
 // ---- peers that do not speak the protocol -------------------------------------------------
 
-// ddp-launch --serve-rendezvous on `port`, once it says it serves.
-std::unique_ptr<Launcher> serve_rendezvous(const TempDir& dir, int port) {
-  auto server = std::make_unique<Launcher>(dir, std::vector<std::string>{"--serve-rendezvous", std::to_string(port)},
-                                           std::map<std::string, std::string>{}, "server");
+// ddp-launch --serve-rendezvous on `port` for --nnodes 1:2, once it says it serves.
+std::unique_ptr<Launcher> serve_rendezvous(const TempDir& dir, int port, std::vector<std::string> extra = {}) {
+  // A short join timeout: the one node that checks the server still serves runs alone.
+  std::vector<std::string> args{"--serve-rendezvous", std::to_string(port), "--nnodes", "1:2", "--join-timeout", "0.5"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto server = std::make_unique<Launcher>(dir, args, std::map<std::string, std::string>{}, "server");
   EXPECT_TRUE(wait_until([&] { return server->err().find("serving the rendezvous") != std::string::npos; }))
       << server->err();
   return server;
@@ -144,6 +148,14 @@ LineChannel connect_stranger(int port) {
   const int fd = connect_tcp("127.0.0.1", port, std::chrono::milliseconds(2000), &error);
   EXPECT_GE(fd, 0) << error;
   return LineChannel(fd);
+}
+
+// A connection that has done the handshake (with `secret`, "" : none), as a launcher does.
+LineChannel connect_member(int port, const std::string& secret = "") {
+  LineChannel channel = connect_stranger(port);
+  const HandshakeResult shake = prove_to_server(channel, secret, std::chrono::seconds(5));
+  EXPECT_TRUE(shake.ok) << shake.error;
+  return channel;
 }
 
 // Waits until the server has closed `peer`'s connection.
@@ -177,6 +189,14 @@ void expect_launcher_refuses_server_line(const TempDir& dir, const nlohmann::jso
   const int fd = accept(listening, nullptr, nullptr);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   LineChannel server(fd);
+  server.send(ChallengeMessage{new_nonce(), false}.to_json());  // the handshake, without a secret
+  std::vector<nlohmann::json> hello;
+  ASSERT_TRUE(wait_until([&] {
+    hello = server.receive();
+    return !hello.empty();
+  }));
+  ASSERT_EQ(read_op(hello[0]), RendezvousOp::Hello) << hello[0].dump();
+  server.send(WelcomeMessage{""}.to_json());
   server.send(line);
   EXPECT_EQ(node.wait(), 1) << node.err();
   EXPECT_NE(node.err().find("the rendezvous server at " + endpoint(port) + " is gone: its connection closed (it sent a "
@@ -212,7 +232,7 @@ TEST(LaunchElastic, AJoinThatDoesNotReadIsRefusedNamingItsFieldAndAnUnknownOpIsC
   TempDir dir;
   const int port = free_port();
   const auto server = serve_rendezvous(dir, port);
-  LineChannel joiner = connect_stranger(port);
+  LineChannel joiner = connect_member(port);
   JoinRequest request;
   request.store_port = 40000;
   nlohmann::json join = request.to_json();
@@ -256,7 +276,7 @@ TEST(LaunchElastic, ARoundWithoutItsMasterAddressIsAClearErrorNotAnEmptyAddress)
 TEST(LaunchElastic, ANodeWaitingForAPlaceEndsWhenTheJobFinishes) {
   TempDir dir;
   const int port = free_port();
-  Launcher server(dir, {"--serve-rendezvous", std::to_string(port)}, {}, "server");
+  Launcher server(dir, {"--serve-rendezvous", std::to_string(port), "--nnodes", "1:2"}, {}, "server");
   ASSERT_TRUE(wait_until([&] { return server.err().find("serving the rendezvous") != std::string::npos; }))
       << server.err();
   auto node = [&](const std::string& name) {
@@ -285,7 +305,7 @@ TEST(LaunchElastic, ANodeWaitingForAPlaceEndsWhenTheJobFinishes) {
 TEST(LaunchElastic, AFailingNodeIsChargedAndLeavesWhenOutOfRestartsWhileTheOtherGoesOn) {
   TempDir dir;
   const int port = free_port();
-  Launcher server(dir, {"--serve-rendezvous", std::to_string(port)}, {}, "server");
+  Launcher server(dir, {"--serve-rendezvous", std::to_string(port), "--nnodes", "1:2"}, {}, "server");
   ASSERT_TRUE(wait_until([&] { return server.err().find("serving the rendezvous") != std::string::npos; }))
       << server.err();
   Launcher good(dir, {"--nnodes", "1:2", "--rdzv-endpoint", endpoint(port), "--node-rank", "0", "--join-timeout",

@@ -123,10 +123,22 @@ TEST(LaunchOptions, AnElasticJobsOptions) {
   EXPECT_DOUBLE_EQ(r.options.join_timeout_s, kDefaultJoinTimeoutSeconds);
   EXPECT_EQ(r.options.max_membership_changes, kDefaultMaxMembershipChanges);
 
-  r = parse({"--serve-rendezvous", "29400"});
+  // The server alone takes the job's settings from its own command line: --nnodes is needed.
+  r = parse({"--serve-rendezvous", "29400", "--nnodes", "2:4", "--join-timeout", "5", "--rdzv-secret-file", "s"});
   ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
   EXPECT_EQ(*r.options.serve_rendezvous, 29400);
+  EXPECT_EQ(*r.options.min_nnodes, 2);
+  EXPECT_EQ(*r.options.max_nnodes, 4);
+  EXPECT_DOUBLE_EQ(r.options.join_timeout_s, 5);
+  EXPECT_EQ(*r.options.rdzv_secret_file, "s");
   EXPECT_TRUE(r.options.program.empty());
+  r = parse({"--serve-rendezvous", "29400", "--nnodes", "3"});
+  ASSERT_EQ(r.outcome, ParseOutcome::run) << r.error;
+  EXPECT_EQ(*r.options.min_nnodes, 3);
+  EXPECT_EQ(*r.options.max_nnodes, 3);
+  r = parse({"--serve-rendezvous", "29400"});
+  ASSERT_EQ(r.outcome, ParseOutcome::error);
+  EXPECT_NE(r.error.find("--serve-rendezvous needs the job's --nnodes MIN:MAX"), std::string::npos) << r.error;
 
   // --node-rank is a preference below MAX.
   r = parse({"--nnodes", "1:2", "--rdzv-endpoint", "h:1", "--node-rank", "2", "p"});

@@ -70,7 +70,11 @@ RoundMessage round_message() {
 }
 
 std::vector<Sample> every_message() {
-  return {sample(join_request()),
+  const std::string nonce(64, 'a'), proof(64, '7');
+  return {sample(ChallengeMessage{nonce, true}),
+          sample(HelloMessage{nonce, proof}),
+          sample(WelcomeMessage{proof}),
+          sample(join_request()),
           sample(BeatMessage{}),
           sample(FailedMessage{"rank 3 (local rank 1) ended with SIGKILL (9)"}),
           sample(LeaveMessage{"SIGTERM"}),
@@ -168,7 +172,9 @@ TEST(RendezvousProtocol, EachMissingFieldIsAnErrorNamingItNeverADefault) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 52);  // join 13, failed 2, leave 1, round 28, ended 4, lost/wait/abort/refused 1 each
+  // challenge 2, hello 2, welcome 1, join 13, failed 2, leave 1, round 28, ended 4,
+  // lost/wait/abort/refused 1 each
+  EXPECT_EQ(checked, 57);
 }
 
 TEST(RendezvousProtocol, EachMistypedFieldIsAnErrorNamingIt) {
@@ -185,7 +191,7 @@ TEST(RendezvousProtocol, EachMistypedFieldIsAnErrorNamingIt) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 58);  // the 52 above, abort's kind, the round's 2 members and 3 node names
+  EXPECT_EQ(checked, 63);  // the 57 above, abort's kind, the round's 2 members and 3 node names
 }
 
 TEST(RendezvousProtocol, ARoundWithoutMasterAddrIsAnErrorNotAnEmptyAddress) {
@@ -271,6 +277,55 @@ TEST(RendezvousProtocol, AJoinWithNumbersNoLauncherSendsIsRefusedNamingThem) {
   line = join_request().to_json();
   line["store_port"] = 70000;
   EXPECT_THROW(JoinRequest::from_json(line), RendezvousProtocolError);
+}
+
+// What a joiner calls itself reaches every log line: a newline or a terminal escape would
+// forge "ddp-launch:" lines, a huge name would repeat in each; a number past int or a time of
+// years would wrap or stall. Each is refused, the field named.
+TEST(RendezvousProtocol, NamesThatForgeLogLinesAndNumbersPastTheirRangeAreRefused) {
+  const std::vector<std::pair<const char*, json>> bad = {
+      {"host", "h1\nddp-launch: forged line"},
+      {"host", "h1\x1b[2J"},
+      {"addr", "10.0.0.1 extra"},
+      {"host", std::string(300, 'h')},
+      {"run_id", std::string(5000, 'r')},
+      {"nproc", 1ll << 40},
+      {"nproc", 100000},
+      {"max_nodes", 1ll << 31},
+      {"join_timeout_s", 1e300},
+      {"grace_s", 1e12},
+      {"preferred_rank", -5},
+  };
+  for (const auto& [field, value] : bad) {
+    json line = join_request().to_json();
+    line[field] = value;
+    SCOPED_TRACE(line.dump().substr(0, 200));
+    try {
+      JoinRequest::from_json(line);
+      ADD_FAILURE() << "read with " << field << " = " << value.dump().substr(0, 40);
+    } catch (const RendezvousProtocolError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("\"") + field + "\""), std::string::npos) << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 300u) << "the error repeats what it refuses";
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+  json failed = FailedMessage{"rank 1\nddp-launch: forged", false}.to_json();
+  EXPECT_THROW(FailedMessage::from_json(failed), RendezvousProtocolError);
+  // An IPv6 address with its scope, and a host name with dashes, are names.
+  json good = join_request().to_json();
+  good["addr"] = "fe80::1%eth0";
+  good["host"] = "gpu-node-07.cluster.local";
+  EXPECT_NO_THROW(JoinRequest::from_json(good));
+}
+
+// The handshake's nonces and proofs are 64 hex digits; the hello's proof may be empty (no
+// secret), the challenge's nonce may not.
+TEST(RendezvousProtocol, AHandshakeMessageWithoutItsHexDigitsIsRefused) {
+  EXPECT_THROW(ChallengeMessage::from_json(ChallengeMessage{"", false}.to_json()), RendezvousProtocolError);
+  EXPECT_THROW(HelloMessage::from_json(HelloMessage{std::string(64, 'a'), "zz"}.to_json()), RendezvousProtocolError);
+  EXPECT_THROW(HelloMessage::from_json(HelloMessage{std::string(63, 'a'), ""}.to_json()), RendezvousProtocolError);
+  EXPECT_NO_THROW(HelloMessage::from_json(HelloMessage{std::string(64, 'a'), ""}.to_json()));
+  EXPECT_NO_THROW(WelcomeMessage::from_json(WelcomeMessage{""}.to_json()));
 }
 
 }  // namespace

@@ -26,6 +26,17 @@ JoinRequest node(int i, int min = 2, int max = 3, double timeout = 10) {
   return r;
 }
 
+// The job's own settings (RendezvousJob: the serving side's command line), as node() joins.
+RendezvousJob job_for(int min = 2, int max = 3, double timeout = 10, double grace = 10, int max_changes = 20) {
+  RendezvousJob job;
+  job.min_nodes = min;
+  job.max_nodes = max;
+  job.join_timeout_s = timeout;
+  job.grace_s = grace;
+  job.max_membership_changes = max_changes;
+  return job;
+}
+
 // The messages of one kind sent to `id`.
 template <class Message>
 std::vector<Message> to(const Outbox& out, int id) {
@@ -56,7 +67,7 @@ AfterFailure after_failure_of(const RoundMessage& r) {
 
 // Three nodes (ids 1, 2, 3) in a running round 0.
 struct ThreeRunning {
-  RendezvousRounds rounds;
+  RendezvousRounds rounds{job_for()};
   Outbox out;
   ThreeRunning(int max_restarts = 0) {
     for (int i = 1; i <= 3; ++i) {
@@ -79,7 +90,7 @@ struct ThreeRunning {
 };
 
 TEST(LaunchRounds, TheFirstRoundClosesAtMaxWithRanksAndNodeZerosStore) {
-  RendezvousRounds rounds;
+  RendezvousRounds rounds{job_for()};
   Outbox out;
   JoinRequest a = node(1), b = node(2), c = node(3);
   b.preferred_rank = 0;  // --node-rank 0
@@ -105,7 +116,7 @@ TEST(LaunchRounds, TheFirstRoundClosesAtMaxWithRanksAndNodeZerosStore) {
 }
 
 TEST(LaunchRounds, TheFirstRoundStartsWithMinAfterTheJoinTimeout) {
-  RendezvousRounds rounds;
+  RendezvousRounds rounds{job_for()};
   Outbox out;
   rounds.join(1, node(1), 0, out);
   rounds.join(2, node(2), 1, out);
@@ -120,7 +131,7 @@ TEST(LaunchRounds, TheFirstRoundStartsWithMinAfterTheJoinTimeout) {
 }
 
 TEST(LaunchRounds, FewerThanMinAfterTheTimeoutAbortsNamingWhoIsThere) {
-  RendezvousRounds rounds;
+  RendezvousRounds rounds{job_for()};
   Outbox out;
   rounds.join(1, node(1), 0, out);
   rounds.tick(10, out);
@@ -167,7 +178,7 @@ TEST(LaunchRounds, ALostMemberStopsTheOthersAtOnceAndTheSurvivorsGoOnWithoutWait
 // is still not back after both is named as such.
 TEST(LaunchRounds, ASurvivorStoppingItsWorkersIsWaitedForUpToItsGrace) {
   for (const bool comes_back : {true, false}) {
-    RendezvousRounds rounds;
+    RendezvousRounds rounds{job_for(2, 3, 10, /*grace=*/30)};
     Outbox out;
     for (int i = 1; i <= 3; ++i) {
       JoinRequest r = node(i);  // join timeout 10 s
@@ -250,7 +261,7 @@ TEST(LaunchRounds, ALeavingNodeCheckpointsWithTheOthersAndIsNamedAsLeft) {
 }
 
 TEST(LaunchRounds, AnArrivalCheckpointsTheRunningNodesAndJoinsTheNextRound) {
-  RendezvousRounds rounds;
+  RendezvousRounds rounds{job_for()};
   Outbox out;
   rounds.join(1, node(1), 0, out);
   rounds.join(2, node(2), 0, out);
@@ -383,7 +394,7 @@ TEST(LaunchRounds, EveryNodeDoneFinishesTheJob) {
 }
 
 TEST(LaunchRounds, TooManyMembershipChangesEndTheJob) {
-  RendezvousRounds rounds;
+  RendezvousRounds rounds{job_for(1, 2, 10, 10, /*max_changes=*/1)};
   Outbox out;
   JoinRequest a = node(1, 1, 2), b = node(2, 1, 2);
   a.max_membership_changes = b.max_membership_changes = 1;
@@ -426,4 +437,38 @@ TEST(LaunchRounds, JoinRequestsRoundTripAndMalformedOnesSayWhat) {
 }
 
 }  // namespace
+// The job's settings are its own command line's: a first joiner with another --nnodes is
+// refused and opens nothing; a joiner's huge join timeout, grace and change budget change
+// no deadline and no budget of the job (they once stalled every later round).
+TEST(LaunchRounds, AJoinerNeverSetsTheJobsSettings) {
+  RendezvousRounds rounds{job_for(2, 3, /*timeout=*/10, /*grace=*/5, /*max_changes=*/1)};
+  Outbox out;
+  rounds.join(9, node(9, 1, 1), 0, out);
+  ASSERT_EQ(to<RefusedMessage>(out, 9).size(), 1u);
+  EXPECT_NE(to<RefusedMessage>(out, 9)[0].text.find("the job with --nnodes 2:3"), std::string::npos);
+  EXPECT_FALSE(rounds.next_deadline());  // no round opened
+  for (int i = 1; i <= 3; ++i) {
+    JoinRequest r = node(i);
+    r.join_timeout_s = 1e6;
+    r.grace_s = 1e6;
+    r.max_membership_changes = 1000000;
+    rounds.join(i, r, 0.1 * i, out);
+  }
+  ASSERT_TRUE(rounds.running());
+  rounds.lost(3, "no heartbeat for 5 s", 5, out);
+  JoinRequest again = node(2);
+  again.grace_s = 1e6;
+  rounds.join(2, again, 6, out);
+  EXPECT_DOUBLE_EQ(*rounds.next_deadline(), 5 + 10 + 5);  // the job's timeout and grace, not the joiners'
+  again = node(1);
+  rounds.join(1, again, 7, out);  // change 1: the job's budget of 1
+  ASSERT_TRUE(rounds.running());
+  out = {};
+  rounds.join(4, node(4), 8, out);  // a node arrives: the running round ends for it
+  rounds.join(1, node(1), 9, out);
+  rounds.join(2, node(2), 9, out);
+  ASSERT_TRUE(rounds.aborted());  // change 2 > the job's 1, whatever the joiners said
+  EXPECT_NE(to<AbortMessage>(out, 1)[0].text.find("--max-membership-changes 1 allows"), std::string::npos);
+}
+
 }  // namespace ddp_embed::launch

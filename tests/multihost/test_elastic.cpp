@@ -136,6 +136,8 @@ TEST_F(Elastic, AHostKilledMidRunTheOthersFinishWithTheSameModel) {
   EXPECT_NE(out(1).find(lost), std::string::npos) << out(1);
   EXPECT_NE(out(0).find("[rank 0]"), std::string::npos);
   EXPECT_NE(out(0).find("continuing on 2 of 3 nodes from step "), std::string::npos) << out(0);
+  // Each round's store, on node 0's address as the rendezvous saw it, and on no other interface.
+  EXPECT_NE(out(0).find("the workers' store listens on " + hosts_->address(0) + ":"), std::string::npos) << out(0);
   bool recorded = false;
   for (const json& line : e2e::metric_lines(dir_ / "out"))
     if (line.value("event", "") == "membership_change")

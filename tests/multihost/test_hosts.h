@@ -7,7 +7,9 @@
 //
 // Nothing outside these namespaces is touched or addressed: the links are made inside the
 // switch namespace with one end moved into the host's, and no namespace has a route
-// anywhere else. Needs root and iproute2's `ip`; unavailable() says why not.
+// anywhere else. The one file outside is a host's own /etc/hosts when a test gives it one
+// (hosts_file: /etc/netns/<namespace>/hosts, which `ip netns exec` mounts over /etc/hosts),
+// removed with the namespace. Needs root and iproute2's `ip`; unavailable() says why not.
 //
 // Removal is guaranteed, however the test ends: a guard process in a session of its own
 // (no signal to the test's process group reaches it) reads a pipe only the test holds.
@@ -115,6 +117,14 @@ class TestHosts {
   // The cable is pulled: host i's interface goes down.
   void cut_link(int i) const { shell("ip -n " + ns(i) + " link set eth0 down"); }
 
+  // Host i's /etc/hosts, for the commands exec(i) starts from now on: the names the test
+  // gives the hosts, resolved differently on each (as on real machines).
+  void hosts_file(int i, const std::string& text) const {
+    const std::string dir = "/etc/netns/" + ns(i);
+    if (shell("mkdir -p " + dir) != 0) throw std::runtime_error("cannot make " + dir);
+    std::ofstream(dir + "/hosts") << text;
+  }
+
   // Bytes host i's eth0 has received and sent (the kernel's interface counters).
   long long rx_bytes(int i) const { return counter(i, "rx_bytes"); }
   long long tx_bytes(int i) const { return counter(i, "tx_bytes"); }
@@ -151,10 +161,12 @@ class TestHosts {
     guard_fd_ = fds[1];
   }
 
-  // Kills what runs in the namespaces, then deletes them (the veth pairs go with them).
+  // Kills what runs in the namespaces, then deletes them (the veth pairs go with them) and
+  // their /etc/netns folders.
   static std::string cleanup_script(const std::string& names) {
     return "for ns in " + names + "; do for p in $(ip netns pids $ns 2>/dev/null); do kill -9 $p; done; done; " +
-           "for ns in " + names + "; do ip netns del $ns 2>/dev/null; done; true";
+           "for ns in " + names + "; do ip netns del $ns 2>/dev/null; rm -rf /etc/netns/$ns; done; " +
+           "rmdir /etc/netns 2>/dev/null; true";
   }
 
   // Namespaces named ddpe<pid>-... whose pid is gone: a harness killed with its guard.

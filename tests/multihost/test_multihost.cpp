@@ -1,16 +1,22 @@
 // Several machines for real: two test hosts (network namespaces joined by a bridge, see
 // test_hosts.h), one `ddp-launch --nnodes 2 --node-rank i` on each, two workers per host,
 // a real (tiny) training between them. What crosses between the hosts crosses a real
-// interface: the tests check it does, then lose a host, cut its link, leave it out,
-// restart across hosts, and give the launcher bad addresses.
+// interface: the tests check it does, and that rank 0's store listens on that interface
+// alone (a master given by address, or by a name with a loopback line too), then lose a
+// host, cut its link, leave it out, restart across hosts, and give the launcher bad addresses.
 //
 // Every timing a test asserts is a bound (timeout + grace + slack for a busy machine), not
 // a measurement; each test prints what it measured on a "[measured]" line.
+#include <arpa/inet.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -40,20 +46,22 @@ json job_config(const fs::path& out, int steps, int timeout_s) {
   return c;
 }
 
-// `ddp-launch` for node `node` of a 2-node job, 2 workers, on test host `node`. Nothing
-// names an interface: the launcher and the workers must find eth0 by themselves.
-std::string launcher_on(const TestHosts& hosts, int node, const fs::path& config, const std::string& extra = "") {
+// `ddp-launch` for node `node` of a 2-node job, 2 workers, on test host `node`; the master
+// address host 0's (or `master`). Nothing names an interface: the launcher and the workers
+// must find eth0 by themselves.
+std::string launcher_on(const TestHosts& hosts, int node, const fs::path& config, const std::string& extra = "",
+                        const std::string& master = "") {
   return hosts.exec(node) + "env -u GLOO_SOCKET_IFNAME -u NCCL_SOCKET_IFNAME OMP_NUM_THREADS=1 " + e2e::kBin +
          "/ddp-launch --nnodes 2 --node-rank " + std::to_string(node) + " --nproc 2 --master-addr " +
-         hosts.address(0) + " --master-port " + std::to_string(kPort) + " --grace 2 " + extra + " " + e2e::kBin +
-         "/embed-train --config " + config.string();
+         (master.empty() ? hosts.address(0) : master) + " --master-port " + std::to_string(kPort) + " --grace 2 " +
+         extra + " " + e2e::kBin + "/embed-train --config " + config.string();
 }
 
 Job start(const TestHosts& hosts, int node, const fs::path& dir, const fs::path& config, const std::string& extra = "",
-          const std::string& name = "") {
+          const std::string& name = "", const std::string& master = "") {
   Job j;
   j.output = dir / ((name.empty() ? "host" + std::to_string(node) : name) + ".out");
-  j.pid = e2e::spawn(launcher_on(hosts, node, config, extra), j.output);
+  j.pid = e2e::spawn(launcher_on(hosts, node, config, extra, master), j.output);
   return j;
 }
 
@@ -69,6 +77,45 @@ pid_t worker_pid(const TestHosts& hosts, int i, int rank) {
       if (env.compare(at, next - at, want) == 0) return pid;
   }
   return -1;
+}
+
+// The addresses (numeric) that process `pid` holds TCP sockets listening on `port` at, from
+// the socket table of its own network namespace (/proc/<pid>/net/tcp and tcp6, the sockets
+// matched to the process by the inodes of its open files). 0.0.0.0 and :: are every interface.
+std::vector<std::string> listening_addresses(pid_t pid, int port) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& fd : fs::directory_iterator(proc + "/fd", ec)) {
+    const std::string target = fs::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::vector<std::string> found;
+  for (const std::string table : {"/net/tcp", "/net/tcp6"}) {
+    std::istringstream lines(e2e::read_file(proc + table));
+    std::string line;
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line)) {
+      std::istringstream f(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      const size_t colon = local.find(':');
+      if (state != "0A" || !inodes.count(inode) || colon == std::string::npos ||
+          std::stoi(local.substr(colon + 1), nullptr, 16) != port)
+        continue;
+      // The address as the kernel prints it: 32-bit words in hex, each in this machine's byte order.
+      const std::string hex = local.substr(0, colon);
+      unsigned char bytes[16] = {0};
+      for (size_t w = 0; w * 8 < hex.size() && w < 4; ++w) {
+        const uint32_t word = static_cast<uint32_t>(std::stoul(hex.substr(w * 8, 8), nullptr, 16));
+        std::memcpy(bytes + 4 * w, &word, 4);
+      }
+      char text[INET6_ADDRSTRLEN] = {0};
+      ::inet_ntop(hex.size() == 8 ? AF_INET : AF_INET6, bytes, text, sizeof text);
+      found.push_back(text);
+    }
+  }
+  return found;
 }
 
 void expect_same_weights(const fs::path& a, const fs::path& b) {
@@ -133,6 +180,75 @@ TEST_F(MultiHost, TwoHostsTrainTheModelOfOneHostWithFourWorkers) {
   EXPECT_GT(tx, steps * model_bytes) << "host 1 sent only " << tx << " bytes";
   std::printf("[measured] 2x2 over the veth: %d steps in %.1f s; host 1 eth0 received %.1f MB, sent %.1f MB\n", steps,
               h0.seconds, rx / 1e6, tx / 1e6);
+}
+
+// Rank 0's store listens on MASTER_ADDR's address (host 0's eth0) only, not on every
+// interface: read from host 0's own socket table while the job trains.
+TEST_F(MultiHost, TheWorkersStoreListensOnTheAddressOfMasterAddrOnly) {
+  Job h0, h1;
+  ASSERT_NO_FATAL_FAILURE(start_long_job(60, &h0, &h1));
+  const pid_t rank0 = worker_pid(*hosts_, 0, 0);
+  const auto listening = rank0 > 0 ? listening_addresses(rank0, kPort) : std::vector<std::string>{};
+  ::kill(h0.pid, SIGTERM);
+  ::kill(h1.pid, SIGTERM);
+  finish_all({&h0, &h1}, Clock::now(), 30);
+  const std::string out0 = e2e::read_file(h0.output);
+  ASSERT_GT(rank0, 0) << "rank 0 not found on host 0\n" << out0;
+  EXPECT_EQ(listening, std::vector<std::string>{hosts_->address(0)}) << "rank 0's listening sockets on port " << kPort;
+  EXPECT_NE(out0.find("the workers' store listens on " + hosts_->address(0) + ":" + std::to_string(kPort) +
+                      " only (the interface of MASTER_ADDR)"),
+            std::string::npos)
+      << out0;
+}
+
+// MASTER_ADDR a host name that host 0's /etc/hosts also gives a loopback address (Debian's
+// "127.0.1.1 <hostname>" line) before its own: the store listens on the address of eth0
+// alone, and host 1, to which the name is that address, trains with it.
+TEST_F(MultiHost, AMasterHostNameWithALoopbackLineTooListensOnItsInterfaceAddressOnly) {
+  hosts_->hosts_file(0, "127.0.0.1 localhost\n127.0.1.1 node0\n" + hosts_->address(0) + " node0\n");
+  hosts_->hosts_file(1, "127.0.0.1 localhost\n" + hosts_->address(0) + " node0\n");
+  const fs::path config = e2e::write_config(dir_, job_config(dir_ / "out", 100000, 60));
+  Job h0 = start(*hosts_, 0, dir_, config, "", "", "node0"), h1 = start(*hosts_, 1, dir_, config, "", "", "node0");
+  const bool trains = reached(dir_ / "out", 3);
+  const pid_t rank0 = worker_pid(*hosts_, 0, 0);
+  const auto listening = rank0 > 0 ? listening_addresses(rank0, kPort) : std::vector<std::string>{};
+  ::kill(h0.pid, SIGTERM);
+  ::kill(h1.pid, SIGTERM);
+  finish_all({&h0, &h1}, Clock::now(), 30);
+  const std::string out0 = e2e::read_file(h0.output), out1 = e2e::read_file(h1.output);
+  ASSERT_TRUE(trains) << out0 << "\n----\n" << out1;
+  EXPECT_EQ(listening, std::vector<std::string>{hosts_->address(0)}) << "rank 0's listening sockets on port " << kPort;
+  EXPECT_NE(out0.find("the workers' store listens on " + hosts_->address(0) + ":" + std::to_string(kPort) +
+                      " only (the interface of MASTER_ADDR node0)"),
+            std::string::npos)
+      << out0;
+}
+
+// MASTER_ADDR a host name that host 0 resolves to loopback alone: the store stays on
+// loopback (every rank would be on host 0), and host 0 warns, once, that host 1 cannot
+// reach it and what to give instead.
+TEST_F(MultiHost, AMasterHostNameThatIsOnlyLoopbackOnNodeZeroIsAWarning) {
+  hosts_->hosts_file(0, "127.0.0.1 localhost\n127.0.1.1 node0\n");
+  hosts_->hosts_file(1, "127.0.0.1 localhost\n" + hosts_->address(0) + " node0\n");
+  const int timeout_s = 5;
+  const fs::path config = e2e::write_config(dir_, job_config(dir_ / "out", 10, timeout_s));
+  const auto t0 = Clock::now();
+  Job h0 = start(*hosts_, 0, dir_, config, "", "", "node0"), h1 = start(*hosts_, 1, dir_, config, "", "", "node0");
+  const bool ended = finish_all({&h0, &h1}, t0, timeout_s + 2 + kSlack + 30);
+  const std::string out0 = e2e::read_file(h0.output);
+  ASSERT_TRUE(ended) << out0;
+  EXPECT_NE(h0.status, 0) << out0;
+  const std::string warning = "the workers' store listens on 127.0.1.1:" + std::to_string(kPort) +
+                              " only, on loopback: MASTER_ADDR node0 resolves to no other address on this machine";
+  // Rank 0's own lines (the launcher's failure report quotes its last ones again).
+  int warned = 0;
+  std::istringstream lines(out0);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("[rank 0]", 0) == 0 && line.find("warning " + warning) != std::string::npos) ++warned;
+  EXPECT_EQ(warned, 1) << out0;
+  EXPECT_NE(out0.find("give --master-addr (MASTER_ADDR) as the address the other nodes reach this one at"),
+            std::string::npos)
+      << out0;
 }
 
 // A host lost mid-run (its launcher and workers SIGKILLed): the other host's launcher stops

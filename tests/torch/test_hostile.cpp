@@ -775,7 +775,7 @@ const std::vector<Case>& second_round() {
          });
        },
        {"prep/manifest.json: version 1 (prepared by an older embed-train, without checksums), this build reads "
-        "version 2: prepare it again (embed-train prepare --config ... --output"}},
+        "version 3: prepare it again (embed-train prepare --config ... --output"}},
       {"PreparedArrayIsAFolder",
        [](const fs::path& d, json& c) {
          return train_on_damaged(d, c, [](const fs::path& f) {
@@ -1083,10 +1083,22 @@ const std::vector<Case>& second_round() {
   return cases;
 }
 
-// Both rounds, in one list.
+}  // namespace
+
+// The third round, by area (each file defines one function returning its cases).
+#include "hostile_round3_data.inc"
+#include "hostile_round3_output.inc"
+#include "hostile_round3_config.inc"
+#include "hostile_round3_launch.inc"
+
+namespace {
+
+// Every round, in one list.
 std::vector<Case> all_cases() {
   std::vector<Case> cases = catalogue();
-  cases.insert(cases.end(), second_round().begin(), second_round().end());
+  for (const auto* round : {&second_round(), &third_round_data(), &third_round_output(), &third_round_config(),
+                            &third_round_launch()})
+    cases.insert(cases.end(), round->begin(), round->end());
   return cases;
 }
 

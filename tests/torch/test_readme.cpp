@@ -190,7 +190,7 @@ TEST(Docs, ReadmeIsAFrontDoorWithTheSetUpCommandsAndTheGuides) {
            {"docs/using-the-model.md", "# Using the model: encode, eval, Python"},
            {"docs/precision-and-memory.md", "# Precision and memory"},
            {"docs/progress.md", "# Pictures and progress"},
-           {"docs/security.md", "# Security: the rendezvous store"},
+           {"docs/security.md", "# Security: what a job opens, to whom, and how to close it"},
            {"docs/troubleshooting.md", "# Troubleshooting"},
            {"docs/benchmarks.md", "# Benchmarks"}}) {
     const auto page_lines = lines_of(source_text(page));
