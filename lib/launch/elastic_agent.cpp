@@ -14,7 +14,6 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "launch/job_secret.h"
 #include "launch/line_channel.h"
 #include "launch/output_mux.h"
 #include "launch/rendezvous_handshake.h"
@@ -352,6 +351,10 @@ class ElasticAgent : public AttemptHooks {
       case RendezvousOp::Beat:  // receiving it was the point (LineChannel::last_heard)
         BeatMessage::from_json(line);
         break;
+      case RendezvousOp::Challenge:
+      case RendezvousOp::Welcome:
+        throw RendezvousProtocolError("the server sent a second \"" + wire_name(op) + "\" after the handshake");
+      case RendezvousOp::Hello:
       case RendezvousOp::Join:
       case RendezvousOp::Failed:
       case RendezvousOp::Leave:
@@ -536,46 +539,6 @@ ElasticSettings elastic_settings(const LaunchOptions& options, const JobLayout& 
 int supervise_elastic(const LaunchPlan& plan, const ElasticSettings& settings) {
   ElasticAgent agent(plan, settings);
   return agent.run();
-}
-
-int serve_rendezvous_alone(const LaunchOptions& options, const std::string& secret) {
-  const int port = *options.serve_rendezvous;
-  RendezvousJob job;
-  job.min_nodes = *options.min_nnodes;
-  job.max_nodes = *options.max_nnodes;
-  job.join_timeout_s = options.join_timeout_s;
-  job.grace_s = options.grace_seconds;
-  job.max_membership_changes = options.max_membership_changes;
-  job.run_id = options.run_id.value_or("");
-  job.run_id_given = options.run_id.has_value();
-  job.nproc = options.nproc.value_or(0);
-  const int fd = listen_on_port(port);
-  if (fd < 0) {
-    say("cannot serve the rendezvous on port " + std::to_string(port) + ": " + std::strerror(errno) +
-        (errno == EADDRINUSE ? " (another job's server, or another program, holds it)" : ""));
-    return kExitRuntimeError;
-  }
-  say("serving the rendezvous on port " + std::to_string(port) + " for --nnodes " + std::to_string(job.min_nodes) +
-      ":" + std::to_string(job.max_nodes) + " until the job ends; start each training node with --nnodes " +
-      std::to_string(job.min_nodes) + ":" + std::to_string(job.max_nodes) + " --rdzv-endpoint THIS_HOST:" +
-      std::to_string(port) + (secret.empty() ? "" : " and the same --rdzv-secret-file"));
-  return serve_rendezvous(fd, -1, job, secret);
-}
-
-bool job_secret_of(const LaunchOptions& options, const Environment& env, std::string* secret, std::string* error) {
-  std::string path = options.rdzv_secret_file.value_or("");
-  const auto from_env = env.find("DDP_LAUNCH_SECRET_FILE");
-  if (path.empty() && from_env != env.end()) path = from_env->second;
-  if (path.empty()) {
-    say("warning: no job secret (--rdzv-secret-file or DDP_LAUNCH_SECRET_FILE): anyone who reaches the "
-        "rendezvous port can join this job as a node and choose where its workers meet; see docs/security.md");
-    secret->clear();
-    return true;
-  }
-  const bool from_option = options.rdzv_secret_file.has_value();
-  if (read_job_secret(path, secret, error)) return true;
-  *error = (from_option ? "--rdzv-secret-file: " : "DDP_LAUNCH_SECRET_FILE: ") + *error;
-  return false;
 }
 
 }  // namespace ddp_embed::launch

@@ -64,13 +64,4 @@ ElasticSettings elastic_settings(const LaunchOptions& options, const JobLayout& 
 // job aborted or the rendezvous server is gone). Expects SignalRelay to be installed.
 int supervise_elastic(const LaunchPlan& plan, const ElasticSettings& settings);
 
-// `ddp-launch --serve-rendezvous PORT --nnodes MIN:MAX`: the server alone, until the job
-// ends, with the job's settings from its own command line.
-int serve_rendezvous_alone(const LaunchOptions& options, const std::string& secret);
-
-// The job secret: --rdzv-secret-file, else $DDP_LAUNCH_SECRET_FILE, else none ("" and
-// true, after one warning on stderr that anyone who reaches the rendezvous port can join).
-// False with *error when the file cannot serve (job_secret.h).
-bool job_secret_of(const LaunchOptions& options, const Environment& env, std::string* secret, std::string* error);
-
 }  // namespace ddp_embed::launch

@@ -14,6 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "launch/launcher.h"
+#include "launch/output_mux.h"
+
 namespace ddp_embed::launch {
 namespace {
 
@@ -103,6 +106,22 @@ std::string handshake_proof(const std::string& key, ProofOf who, const std::stri
 
 bool same_proof(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+bool job_secret_of(const LaunchOptions& options, const Environment& env, std::string* secret, std::string* error) {
+  std::string path = options.rdzv_secret_file.value_or("");
+  const auto from_env = env.find("DDP_LAUNCH_SECRET_FILE");
+  if (path.empty() && from_env != env.end()) path = from_env->second;
+  if (path.empty()) {
+    write_whole(2, "ddp-launch: warning: no job secret (--rdzv-secret-file or DDP_LAUNCH_SECRET_FILE): anyone who "
+                   "reaches the rendezvous port can join this job as a node and choose where its workers meet; see "
+                   "docs/security.md\n");
+    secret->clear();
+    return true;
+  }
+  if (read_job_secret(path, secret, error)) return true;
+  *error = (options.rdzv_secret_file ? "--rdzv-secret-file: " : "DDP_LAUNCH_SECRET_FILE: ") + *error;
+  return false;
 }
 
 }  // namespace ddp_embed::launch

@@ -15,9 +15,13 @@
 // from being reflected as the other's. The key itself never travels.
 #pragma once
 
+#include <map>
 #include <string>
 
 namespace ddp_embed::launch {
+
+struct LaunchOptions;
+using Environment = std::map<std::string, std::string>;
 
 // A secret file holds at least this many bytes (a trailing newline is not counted).
 inline constexpr size_t kMinSecretBytes = 16;
@@ -39,5 +43,10 @@ std::string handshake_proof(const std::string& key, ProofOf who, const std::stri
 
 // Whether two proofs are equal, in time that does not depend on where they differ.
 bool same_proof(const std::string& a, const std::string& b);
+
+// The job secret of a launch: --rdzv-secret-file, else $DDP_LAUNCH_SECRET_FILE, else none
+// ("" and true, after one warning on stderr that anyone who reaches the rendezvous port can
+// join). False with *error (naming the option or variable) when the file cannot serve.
+bool job_secret_of(const LaunchOptions& options, const Environment& env, std::string* secret, std::string* error);
 
 }  // namespace ddp_embed::launch

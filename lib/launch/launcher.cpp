@@ -7,8 +7,10 @@
 #include <climits>
 
 #include "launch/elastic_agent.h"
+#include "launch/job_secret.h"
 #include "launch/launcher.h"
 #include "launch/output_mux.h"
+#include "launch/rendezvous_server.h"
 #include "launch/signal_relay.h"
 #include "launch/supervisor.h"
 

@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-HandshakeResult failed(bool final, std::string error) { return {false, final, std::move(error)}; }
+HandshakeResult failed(bool final, std::string error) { return {false, final, std::move(error), {}}; }
 
 // The next line from the server within `until`, or none (the connection closed or time ran out).
 std::optional<json> next_line(LineChannel& channel, SteadyClock::time_point until, std::vector<json>& queue) {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/job_secret.h"
+#include "launch/launcher.h"
 #include "launch/line_channel.h"
 #include "launch/output_mux.h"
 #include "launch/rendezvous_protocol.h"
@@ -363,6 +364,32 @@ class Server {
 int serve_rendezvous(int listen_fd, int quit_fd, const RendezvousJob& job, const std::string& secret) {
   fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
   return Server(listen_fd, quit_fd, job, secret).run();
+}
+
+int serve_rendezvous_alone(const LaunchOptions& options, const std::string& secret) {
+  const int port = *options.serve_rendezvous;
+  RendezvousJob job;
+  job.min_nodes = *options.min_nnodes;
+  job.max_nodes = *options.max_nnodes;
+  job.join_timeout_s = options.join_timeout_s;
+  job.grace_s = options.grace_seconds;
+  job.max_membership_changes = options.max_membership_changes;
+  job.run_id = options.run_id.value_or("");
+  job.run_id_given = options.run_id.has_value();
+  job.nproc = options.nproc.value_or(0);
+  const std::string nodes = std::to_string(job.min_nodes) + ":" + std::to_string(job.max_nodes);
+  const int fd = listen_on_port(port);
+  if (fd < 0) {
+    write_whole(2, "ddp-launch: cannot serve the rendezvous on port " + std::to_string(port) + ": " +
+                       std::strerror(errno) +
+                       (errno == EADDRINUSE ? " (another job's server, or another program, holds it)\n" : "\n"));
+    return kExitRuntimeError;
+  }
+  write_whole(2, "ddp-launch: serving the rendezvous on port " + std::to_string(port) + " for --nnodes " + nodes +
+                     " until the job ends; start each training node with --nnodes " + nodes +
+                     " --rdzv-endpoint THIS_HOST:" + std::to_string(port) +
+                     (secret.empty() ? "" : " and the same --rdzv-secret-file") + "\n");
+  return serve_rendezvous(fd, -1, job, secret);
 }
 
 RendezvousServerProcess::~RendezvousServerProcess() { stop(); }

@@ -29,6 +29,13 @@ namespace ddp_embed::launch {
 // Returns 0 when the job finished, 1 when it aborted or quit.
 int serve_rendezvous(int listen_fd, int quit_fd, const RendezvousJob& job, const std::string& secret);
 
+struct LaunchOptions;
+
+// `ddp-launch --serve-rendezvous PORT --nnodes MIN:MAX`: the server alone, until the job
+// ends, with the job's settings from its own command line (`options`); `secret` as above.
+// Returns the launcher's exit status.
+int serve_rendezvous_alone(const LaunchOptions& options, const std::string& secret);
+
 // Forks the server of this launcher's node: its own process group (a Ctrl-C to the
 // launcher's group does not reach it), killed when the launcher dies
 // (PR_SET_PDEATHSIG). Takes `listen_fd` (closed here). Returns its pid, or -1 with *error.
