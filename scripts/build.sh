@@ -3,8 +3,10 @@
 #   scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo
 #
 # LibTorch: Torch_DIR (a folder with TorchConfig.cmake) when set, else the one inside the
-# PyTorch of the project's .venv (scripts/setup.sh). The Python tests use .venv's python,
-# or DDP_EMBED_PYTHON. BUILD_DIR builds elsewhere; BUILD_TARGETS="a b" builds only those.
+# PyTorch of the project's .venv (scripts/setup.sh). Apache Arrow (Parquet files): Arrow_DIR
+# (a folder with ArrowConfig.cmake) when set, else the C++ libraries inside the pyarrow of
+# that Python. The Python tests use .venv's python, or DDP_EMBED_PYTHON. BUILD_DIR builds
+# elsewhere; BUILD_TARGETS="a b" builds only those.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -24,6 +26,15 @@ elif [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 python=${DDP_EMBED_PYTHON:-$venv_python}
 [ -x "$python" ] && args+=("-DDDP_EMBED_PYTHON=$python")
+if [ -n "${Arrow_DIR:-}" ]; then
+  args+=("-DArrow_DIR=$Arrow_DIR")
+elif [ -x "$python" ]; then
+  # pyarrow's folder, without importing it; none: CMake builds no Parquet module.
+  arrow_dir=$("$python" -c 'import importlib.util, os
+spec = importlib.util.find_spec("pyarrow")
+print(os.path.dirname(spec.origin) if spec else "")' 2>/dev/null || true)
+  [ -n "$arrow_dir" ] && args+=("-DDDP_EMBED_ARROW_DIR=$arrow_dir")
+fi
 
 # A CUDA LibTorch's CMake files look for the CUDA toolkit (nvcc): the usual place, when
 # it is not on PATH.

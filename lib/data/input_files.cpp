@@ -63,12 +63,12 @@ class GzipStream : public std::istream {
   GzipBuffer buffer_;
 };
 
-bool starts_with_gzip_magic(const std::string& path) {
+// The file's first four bytes (fewer when it is shorter).
+std::string first_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  char magic[2] = {0, 0};
-  in.read(magic, 2);
-  return in.gcount() == 2 && static_cast<unsigned char>(magic[0]) == 0x1f &&
-         static_cast<unsigned char>(magic[1]) == 0x8b;
+  char magic[4] = {0, 0, 0, 0};
+  in.read(magic, 4);
+  return std::string(magic, static_cast<size_t>(in.gcount()));
 }
 
 }  // namespace
@@ -107,7 +107,12 @@ std::unique_ptr<std::istream> open_input_file(const std::string& path) {
   if (const std::string folder = folder_not_file(path, "a file of pairs (JSONL, or .gz)"); !folder.empty())
     throw DataError(folder + "; nor is it a prepared folder, which holds manifest.json (a prepare that did not "
                     "finish, or a copy that lost it?): name its files, or prepare it again");
-  if (starts_with_gzip_magic(path)) return std::make_unique<GzipStream>(path);
+  const std::string magic = first_bytes(path);
+  if (magic.size() >= 2 && static_cast<unsigned char>(magic[0]) == 0x1f && static_cast<unsigned char>(magic[1]) == 0x8b)
+    return std::make_unique<GzipStream>(path);
+  if (magic == "PAR1")
+    throw DataError(path + " is a Parquet file, and only files of pairs (data.train, data.eval) are read from "
+                    "Parquet so far: give this one as JSONL");
   auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
   if (!*in) throw DataError("cannot open " + path + ": " + std::strerror(errno));
   return in;

@@ -16,7 +16,8 @@ std::vector<std::string> expand_input_paths(const std::vector<std::string>& patt
 
 // The file's text: gunzipped when it begins with gzip's magic bytes, else as it is. A
 // compressed file that is cut short or corrupt throws DataError naming it while it is
-// read; a file that cannot be opened throws DataError at once.
+// read; a file that cannot be opened, or a Parquet file (only pair files are read from
+// Parquet: data/table_files.h), throws DataError at once.
 std::unique_ptr<std::istream> open_input_file(const std::string& path);
 
 }  // namespace ddp_embed

@@ -1,5 +1,6 @@
-// load_pairs(): read JSONL in chunks, parse and tokenize each chunk on several threads,
-// then append the results in file order, so the dataset does not depend on `threads`.
+// load_pairs(): read JSONL (or Parquet: data/table_files.h) in chunks, parse and tokenize
+// each chunk on several threads, then append the results in file order, so the dataset
+// does not depend on `threads`.
 #include "data/pairs.h"
 
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 
 #include "data/input_files.h"
 #include "data/pair_record.h"
+#include "data/table_files.h"
 #include "util/file_check.h"
 #include "util/hash.h"
 
@@ -30,10 +32,14 @@ constexpr size_t kChunkLines = 8192;
 constexpr size_t kReadChunkBytes = 64u << 20;
 constexpr int kWarnSkipped = 5;  // skipped lines logged one by one, then only counted
 
+// A JSONL line, or a row of a table file, whose record is read already.
 struct Line {
   int64_t number = 0;
   std::string text;
   std::string error;  // what is wrong with the line before parsing it (its length)
+  bool from_table = false;
+  std::string where{};  // a table row: "row group G, row R"
+  PairRecord record{};  // a table row's
 };
 
 // std::getline with a bound: reads blocks and cuts them at '\n', so that a line longer
@@ -120,9 +126,12 @@ void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, 
     out.error = line.error;
     return;
   }
-  PairRecord record;
-  out.error = parse_pair_record(line.text, record);
-  if (!out.error.empty()) return;
+  PairRecord parsed;
+  if (!line.from_table) {
+    out.error = parse_pair_record(line.text, parsed);
+    if (!out.error.empty()) return;
+  }
+  const PairRecord& record = line.from_table ? line.record : parsed;
   if (rules.require_teacher_scores && record.teacher_scores.empty()) {
     out.error = rules.teacher_scores_key + " needs teacher scores on every pair, and this one has none: "
                 "give \"pos_scores\" and \"neg_scores\" (one per positive, one per negative) or \"label\" (one per "
@@ -142,7 +151,7 @@ void process_line(const Line& line, const Tokenizer& tokenizer, int max_length, 
   out.neg_count = static_cast<int32_t>(record.neg.size());
   out.has_score = record.has_score;
   out.score = record.score;
-  out.teacher_scores = std::move(record.teacher_scores);
+  out.teacher_scores = record.teacher_scores;
 }
 
 // Processes lines[i] into results[i] on up to `threads` threads, each taking one
@@ -217,8 +226,13 @@ class PairLoader {
     rules_ = std::move(rules);
   }
 
-  // A JSONL file, plain or gzip-compressed.
-  void load_file(const std::string& file) { load_stream(*open_input_file(file), file); }
+  // A JSONL file, plain or gzip-compressed, or a Parquet file. `need_pairs`: as in load_stream.
+  void load_file(const std::string& file, bool need_pairs = true) {
+    if (is_parquet_file(file))
+      load_table(file, need_pairs);
+    else
+      load_stream(*open_input_file(file), file, 1, need_pairs);
+  }
 
   // `first_line`: the number of the stream's first line in its file; `need_pairs`: a
   // stream without pairs is an error (a whole file; a piece of one may have none).
@@ -246,11 +260,35 @@ class PairLoader {
     }
     if (in.bad()) throw DataError("cannot read " + file + ": " + std::strerror(errno));
     add_chunk(file, chunk);
-    if (need_pairs && data_.size() == pairs_before) {
-      const int64_t skipped = data_.skipped - skipped_before;
-      throw DataError(file + ": no pairs" +
-                      (skipped > 0 ? " (" + std::to_string(skipped) + " bad lines skipped)" : ""));
-    }
+    if (need_pairs) require_pairs(file, pairs_before, skipped_before);
+  }
+
+  // A Parquet file, a batch of rows at a time; its rows are lines for the rest.
+  void load_table(const std::string& file, bool need_pairs) {
+    const int64_t pairs_before = data_.size(), skipped_before = data_.skipped;
+    std::vector<Line> chunk;
+    const std::string columns = read_parquet_pairs(file, kChunkLines, [&](std::vector<TableRow>& rows) {
+      chunk.assign(rows.size(), Line());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        Line& line = chunk[i];
+        line.from_table = true;
+        line.where = "row group " + std::to_string(rows[i].row_group) + ", row " + std::to_string(rows[i].row);
+        line.error = std::move(rows[i].error);
+        line.record = std::move(rows[i].record);
+      }
+      data_.lines += static_cast<int64_t>(rows.size());
+      add_chunk(file, chunk);
+    });
+    if (columns != last_columns_) spdlog::info("{}: columns {}", file, columns);
+    last_columns_ = columns;
+    if (need_pairs) require_pairs(file, pairs_before, skipped_before);
+  }
+
+  // A whole file without pairs is an error.
+  void require_pairs(const std::string& file, int64_t pairs_before, int64_t skipped_before) const {
+    if (data_.size() > pairs_before) return;
+    const int64_t skipped = data_.skipped - skipped_before;
+    throw DataError(file + ": no pairs" + (skipped > 0 ? " (" + std::to_string(skipped) + " bad lines skipped)" : ""));
   }
 
   PairDataset finish() {
@@ -271,7 +309,8 @@ class PairLoader {
     for (size_t i = 0; i < chunk.size(); ++i) {
       LineResult& result = results_[i];
       if (!result.error.empty()) {
-        const std::string where = file + ":" + std::to_string(chunk[i].number) + ": ";
+        const std::string where =
+            chunk[i].from_table ? file + ": " + chunk[i].where + ": " : file + ":" + std::to_string(chunk[i].number) + ": ";
         if (!skip_bad_lines_) throw DataError(where + result.error);
         if (++data_.skipped <= kWarnSkipped) spdlog::warn("skipping {}{}", where, result.error);
         continue;
@@ -318,6 +357,7 @@ class PairLoader {
   SourceRules rules_;
   bool all_scored_ = true, all_teacher_scored_ = true, any_teacher_scored_ = false;
   std::vector<LineResult> results_;
+  std::string last_columns_;  // how the last table file's columns were taken, logged when it changes
 };
 
 }  // namespace
@@ -362,7 +402,7 @@ PairDataset load_piece(const SourceInput& source, const FilePiece& piece, const 
   loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores,
                                     source.teacher_scores_key});
   if (piece.end < 0) {
-    loader.load_stream(*open_input_file(piece.file), piece.file, 1, /*need_pairs=*/false);
+    loader.load_file(piece.file, /*need_pairs=*/false);
     return loader.finish();
   }
   // A byte range of a plain file, streamed as a whole file is (a piece of one long line

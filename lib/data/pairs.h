@@ -3,7 +3,8 @@
 // Accepted lines (docs/formats.md, "Training and evaluation pairs"):
 // {"query", "pos": str | [str], "neg": str | [str]}, {"anchor", "positive", "negative"},
 // {"text1", "text2", "score"}. A bad line is a DataError "FILE:LINE: what is wrong", or
-// is skipped and counted with skip_bad_lines.
+// is skipped and counted with skip_bad_lines. A Parquet file (data/table_files.h) is read
+// as its rows; a bad row is a bad line, "FILE: row group G, row R: what is wrong".
 // A line longer than data.max_line_bytes is a bad line too: it is never held in memory whole.
 // Text is tokenized once at load (on several threads); ids are kept in one flat array
 // (16-bit when the vocabulary allows), so a million pairs take tens of MB.
@@ -124,7 +125,8 @@ uint64_t text_hash(std::string_view text);
 // read into memory whole. It is a bad line, never held in memory whole.
 inline constexpr int64_t kDefaultMaxLineBytes = 1 << 20;
 
-// One source to read: its files (paths or glob patterns, plain or .gz: data/input_files.h),
+// One source to read: its files (paths or glob patterns, plain or .gz: data/input_files.h;
+// or Parquet: data/table_files.h),
 // and the prompts (their texts) put before its queries and before its positives and
 // negatives when they are tokenized.
 // require_teacher_scores (loss.distill, MarginMSE): a pair without teacher scores is a
@@ -146,7 +148,7 @@ PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenize
 
 // A piece of one source's file, the unit of work of `embed-train prepare` (data/prepared.h):
 // the lines of a plain file that lie in bytes [begin, end) — whole lines, the first one
-// line number `first_line` — or, with end < 0, the whole file (plain or gzip).
+// line number `first_line` — or, with end < 0, the whole file (plain, gzip or Parquet).
 struct FilePiece {
   std::string file;
   int64_t begin = 0, end = -1;

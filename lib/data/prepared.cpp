@@ -20,6 +20,7 @@
 
 #include "data/input_files.h"
 #include "data/prepared_check.h"
+#include "data/table_files.h"
 #include "util/file_check.h"
 #include "util/hash.h"
 #include "util/mapped_file.h"
@@ -421,7 +422,7 @@ std::vector<PrepareItem> plan_prepare(const std::vector<SourceInput>& sources, i
       unsigned char magic[2] = {0, 0};
       in.read(reinterpret_cast<char*>(magic), 2);
       const bool gzip = in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-      if (gzip || stamp.size <= piece_bytes) {
+      if (gzip || stamp.size <= piece_bytes || is_parquet_file(file)) {  // Parquet: no line ends to cut at
         items.push_back({int(s), FilePiece{file, 0, -1, 1}, stamp.size});
         continue;
       }

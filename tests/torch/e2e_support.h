@@ -35,6 +35,9 @@ namespace e2e {
 
 inline const std::string kBin = DDP_EMBED_BINARY_DIR;
 inline const std::string kSrc = DDP_EMBED_SOURCE_DIR;
+#ifdef DDP_EMBED_PYTHON  // the reference environment's python
+inline const std::string kPython = DDP_EMBED_PYTHON;
+#endif
 #ifdef DDP_EMBED_MINILM_DIR  // torch_tests': all-MiniLM-L6-v2 as the reference environment
 inline const std::string kMiniLM = DDP_EMBED_MINILM_DIR;  // ships it; empty: not found
 #endif

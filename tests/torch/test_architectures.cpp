@@ -23,7 +23,6 @@ using namespace e2e;
 
 namespace {
 
-const std::string kPython = DDP_EMBED_PYTHON;
 
 class Architectures : public ::testing::Test {
  protected:

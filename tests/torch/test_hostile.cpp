@@ -1085,11 +1085,12 @@ const std::vector<Case>& second_round() {
 
 }  // namespace
 
-// The third round, by area (each file defines one function returning its cases).
+// The third and fourth rounds, by area (each file defines one function returning its cases).
 #include "hostile_round3_data.inc"
 #include "hostile_round3_output.inc"
 #include "hostile_round3_config.inc"
 #include "hostile_round3_launch.inc"
+#include "hostile_round4_data.inc"
 
 namespace {
 
@@ -1097,7 +1098,7 @@ namespace {
 std::vector<Case> all_cases() {
   std::vector<Case> cases = catalogue();
   for (const auto* round : {&second_round(), &third_round_data(), &third_round_output(), &third_round_config(),
-                            &third_round_launch()})
+                            &third_round_launch(), &fourth_round_data()})
     cases.insert(cases.end(), round->begin(), round->end());
   return cases;
 }

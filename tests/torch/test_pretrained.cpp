@@ -11,7 +11,6 @@ using namespace e2e;
 
 namespace {
 
-const std::string kPython = DDP_EMBED_PYTHON;
 
 // A few fine-tuning steps of the pretrained model on the WordNet test pairs, two workers.
 json finetune_config(const fs::path& out, int64_t projection_dim) {

@@ -13,7 +13,6 @@ using namespace e2e;
 
 namespace {
 
-const std::string kPython = DDP_EMBED_PYTHON;
 const std::string kSentences = kSrc + "/tests/fixtures/parity/sentences.txt";
 
 // Two steps of fine-tuning the pretrained model from `init`, with `prompts` as model.prompts.

@@ -1,0 +1,451 @@
+// Parquet pair files: their columns mapped to roles, their rows read through Arrow's
+// module into PairRecords, a batch at a time.
+#include "data/table_files.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "config/key_suggest.h"
+#include "data/arrow_library.h"
+#include "data/pairs.h"
+#include "util/file_check.h"
+#include "util/text.h"
+#include "util/utf8.h"
+
+namespace ddp_embed {
+
+namespace {
+
+constexpr const char* kQueryNames[] = {"query", "anchor", "text1"};
+constexpr const char* kPosNames[] = {"pos", "positive", "text2"};
+constexpr const char* kNegNames[] = {"neg", "negative"};
+constexpr const char* kScoreNames[] = {"score", "label", "pos_scores", "neg_scores"};
+
+template <size_t N>
+bool is_one_of(const std::string& name, const char* const (&names)[N]) {
+  for (const char* candidate : names)
+    if (name == candidate) return true;
+  return false;
+}
+
+// N of "negative_N" (N >= 1), else 0.
+int negative_number(const std::string& name) {
+  constexpr std::string_view prefix = "negative_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 || name.size() > prefix.size() + 6)
+    return 0;
+  int n = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return 0;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+template <size_t N>
+std::string quoted_list(const char* const (&names)[N]) {
+  std::string out;
+  for (size_t i = 0; i < N; ++i) out += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + json_quoted(names[i]);
+  return out;
+}
+
+std::string quoted_columns(const std::vector<TableColumn>& columns) {
+  std::string out;
+  for (const auto& column : columns) out += (out.empty() ? "" : ", ") + json_quoted_cut(column.name, 40);
+  return out.empty() ? "none" : out;
+}
+
+// The unused column whose name is nearest one of `names`, for "did you mean".
+template <size_t N>
+std::string nearest_column(const std::vector<TableColumn>& columns, const std::vector<bool>& used,
+                           const char* const (&names)[N]) {
+  std::string best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  for (size_t c = 0; c < columns.size(); ++c) {
+    if (used[c]) continue;
+    const std::string typed = ascii_lower(columns[c].name);
+    for (const char* name : names) {
+      const size_t d = edit_distance(typed, name);
+      if (d <= 1 + std::strlen(name) / 3 && d < best_distance) {
+        best_distance = d;
+        best = columns[c].name;
+      }
+    }
+  }
+  return best;
+}
+
+// Arrow's message on one line: its line breaks as "; ", control characters (a corrupt
+// file's bytes that it quotes) as '?', ill-formed UTF-8 replaced, cut to 300 bytes.
+std::string one_line(const char* message) {
+  std::string out;
+  for (const char* p = message; *p != '\0'; ++p) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '\n') {
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      if (p[1] != '\0') out += "; ";
+    } else {
+      out += c < 0x20 || c == 0x7f ? '?' : static_cast<char>(c);
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  if (out.size() > 300) out.resize(300);
+  return utf8::replace_ill_formed(out.data(), out.data() + out.size());
+}
+
+const char* kind_words(int kind) {
+  switch (kind) {
+    case DDP_EMBED_ARROW_TEXT: return "text (a string)";
+    case DDP_EMBED_ARROW_TEXT_LIST: return "a list of texts";
+    case DDP_EMBED_ARROW_NUMBER: return "a number";
+    case DDP_EMBED_ARROW_NUMBER_LIST: return "a list of numbers";
+    default: return "something else";
+  }
+}
+
+class ColumnMapper {
+ public:
+  ColumnMapper(const std::vector<TableColumn>& columns, const std::string& origin)
+      : columns_(columns), origin_(origin), used_(columns.size(), false) {}
+
+  PairColumns map() {
+    map_scores();
+    // A query's or a positive's name: by name (a misspelled other is then "did you mean");
+    // negatives' names alone do not count ("question", "answer", "negative" is by position).
+    bool named = false;
+    for (const auto& column : columns_)
+      named = named || is_one_of(column.name, kQueryNames) || is_one_of(column.name, kPosNames);
+    if (named)
+      map_by_name();
+    else
+      map_by_position();
+    return out_;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw DataError(origin_ + ": " + what); }
+
+  // Checks that column c holds one of `kinds` (its role said by `role`) and marks it used.
+  int take(int c, std::initializer_list<int> kinds, const std::string& role) {
+    const TableColumn& column = columns_[size_t(c)];
+    bool fits = false;
+    std::string expected;
+    for (int kind : kinds) {
+      fits = fits || column.kind == kind;
+      expected += std::string(expected.empty() ? "" : " or ") + kind_words(kind);
+    }
+    if (!fits)
+      fail("column " + json_quoted(column.name) + role + " is " + column.type + ", where " + expected +
+           " is expected");
+    used_[size_t(c)] = true;
+    return c;
+  }
+
+  // The one column with a name of `names`, or -1; two are an error.
+  template <size_t N>
+  int find_one(const char* const (&names)[N], const char* role) const {
+    int found = -1;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (!is_one_of(columns_[c].name, names)) continue;
+      if (found >= 0)
+        fail("columns " + json_quoted(columns_[size_t(found)].name) + " and " + json_quoted(columns_[c].name) +
+             " both name " + role + ": keep one");
+      found = static_cast<int>(c);
+    }
+    return found;
+  }
+
+  int find_named(const char* name) const {
+    for (size_t c = 0; c < columns_.size(); ++c)
+      if (columns_[c].name == name) return static_cast<int>(c);
+    return -1;
+  }
+
+  void map_scores() {
+    const int score = find_named("score"), label = find_named("label");
+    const int pos_scores = find_named("pos_scores"), neg_scores = find_named("neg_scores");
+    if (score >= 0) out_.score = take(score, {DDP_EMBED_ARROW_NUMBER}, " (the score)");
+    if (label >= 0) {
+      const std::string role = " (the score, or the teacher's scores of the candidates)";
+      take(label, {DDP_EMBED_ARROW_NUMBER, DDP_EMBED_ARROW_NUMBER_LIST}, role);
+      if (columns_[size_t(label)].kind == DDP_EMBED_ARROW_NUMBER_LIST) {
+        out_.label_scores = label;
+      } else {
+        if (score >= 0) fail("columns \"score\" and \"label\" both hold a score: keep one");
+        out_.score = label;
+      }
+    }
+    if (pos_scores >= 0 || neg_scores >= 0) {
+      if (pos_scores < 0 || neg_scores < 0)
+        fail("teacher scores need both columns \"pos_scores\" and \"neg_scores\" (one per positive and per negative)");
+      if (out_.label_scores >= 0)
+        fail("give teacher scores as columns \"pos_scores\"/\"neg_scores\" or as a list column \"label\", not both");
+      out_.pos_scores = take(pos_scores, {DDP_EMBED_ARROW_NUMBER_LIST}, " (the positives' teacher scores)");
+      out_.neg_scores = take(neg_scores, {DDP_EMBED_ARROW_NUMBER_LIST}, " (the negatives' teacher scores)");
+    }
+  }
+
+  template <size_t N>
+  [[noreturn]] void fail_missing(const char* role, const char* const (&names)[N]) const {
+    const std::string near = nearest_column(columns_, used_, names);
+    fail("no column for " + std::string(role) + " (" + quoted_list(names) + "); the file's columns: " +
+         quoted_columns(columns_) + (near.empty() ? "" : " (did you mean " + json_quoted(near) + "?)"));
+  }
+
+  void map_by_name() {
+    const int query = find_one(kQueryNames, "the query");
+    const int pos = find_one(kPosNames, "the positive");
+    const int neg = find_one(kNegNames, "the negatives");
+    if (query < 0) fail_missing("the query", kQueryNames);
+    out_.query = take(query, {DDP_EMBED_ARROW_TEXT}, " (the query)");
+    if (pos < 0) fail_missing("the positive", kPosNames);
+    out_.pos = take(pos, {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST}, " (the positive)");
+    if (neg >= 0) out_.neg.push_back(take(neg, {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST}, " (the negatives)"));
+    std::vector<std::pair<int, int>> numbered;  // (N of negative_N, column)
+    for (size_t c = 0; c < columns_.size(); ++c)
+      if (const int n = negative_number(columns_[c].name); n > 0) numbered.emplace_back(n, static_cast<int>(c));
+    std::sort(numbered.begin(), numbered.end());
+    for (const auto& [n, c] : numbered)
+      out_.neg.push_back(take(c, {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST}, " (a negative)"));
+  }
+
+  void map_by_position() {
+    std::vector<int> texts;
+    for (size_t c = 0; c < columns_.size(); ++c)
+      if (!is_one_of(columns_[c].name, kScoreNames)) texts.push_back(static_cast<int>(c));
+    if (texts.size() < 2)
+      fail("a pair needs two text columns, a query and a positive, and the file's columns are " +
+           quoted_columns(columns_) + " (name them \"query\" and \"pos\", or \"anchor\" and \"positive\")");
+    out_.by_position = true;
+    out_.query = take(texts[0], {DDP_EMBED_ARROW_TEXT}, " (the query, as the first column)");
+    out_.pos = take(texts[1], {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST}, " (the positive, as the second column)");
+    for (size_t k = 2; k < texts.size(); ++k)
+      out_.neg.push_back(take(texts[k], {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST},
+                              " (a negative, as a column after the second)"));
+  }
+
+  const std::vector<TableColumn>& columns_;
+  const std::string& origin_;
+  std::vector<bool> used_;
+  PairColumns out_;
+};
+
+// ---- reading rows ----------------------------------------------------------------------
+
+bool blank_text(std::string_view text) { return text.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+
+// Reads a row's values from the module's current batch. `slot` numbers follow `Slots`.
+class RowReader {
+ public:
+  RowReader(const arrow_module::Library& lib, ddp_embed_arrow_file* file, const std::vector<TableColumn>& columns,
+            const PairColumns& map)
+      : lib_(lib), file_(file), columns_(columns), map_(map) {
+    add(map.query);
+    add(map.pos);
+    for (int c : map.neg) add(c);
+    score_ = map.score >= 0 ? add(map.score) : -1;
+    label_ = map.label_scores >= 0 ? add(map.label_scores) : -1;
+    pos_scores_ = map.pos_scores >= 0 ? add(map.pos_scores) : -1;
+    neg_scores_ = map.neg_scores >= 0 ? add(map.neg_scores) : -1;
+  }
+  const std::vector<int>& selected() const { return selected_; }
+
+  // Row r of the batch into `record`: "" or what is wrong.
+  std::string read(int64_t r, PairRecord& record) const {
+    record = PairRecord();
+    std::string error = text(0, r, name(0), record.query);
+    if (!error.empty()) return error;
+    if ((error = texts(1, r, /*null_is_none=*/false, record.pos)).size()) return error;
+    if (record.pos.empty()) return "column " + name(1) + " is an empty list";
+    for (int s = 2; s < 2 + static_cast<int>(map_.neg.size()); ++s)
+      if ((error = texts(s, r, /*null_is_none=*/true, record.neg)).size()) return error;
+    if (score_ >= 0) {
+      double value = 0;
+      if (lib_.number(file_, score_, r, &value) == 1) {
+        if ((error = to_float(value, name(score_), record.score)).size()) return error;
+        record.has_score = true;
+      }
+    }
+    return teacher_scores(r, record);
+  }
+
+ private:
+  int add(int column) {
+    selected_.push_back(column);
+    return static_cast<int>(selected_.size()) - 1;
+  }
+  std::string name(int slot) const { return json_quoted(columns_[size_t(selected_[size_t(slot)])].name); }
+  int kind(int slot) const { return columns_[size_t(selected_[size_t(slot)])].kind; }
+
+  static std::string checked(const char* data, size_t size, const std::string& what, std::string& out) {
+    if (!utf8::is_valid(data, data + size)) return what + " is not valid UTF-8";
+    if (blank_text(std::string_view(data, size))) return what + " is empty";
+    out.assign(data, size);
+    return "";
+  }
+
+  std::string text(int slot, int64_t r, const std::string& column, std::string& out) const {
+    const char* data = nullptr;
+    size_t size = 0;
+    const int got = lib_.text(file_, slot, r, &data, &size);
+    if (got != 1) return "column " + column + (got == 0 ? " is null" : " cannot be read as text");
+    return checked(data, size, "column " + column, out);
+  }
+
+  // A text or a list of texts, appended to `out`; a null cell is none when null_is_none.
+  std::string texts(int slot, int64_t r, bool null_is_none, std::vector<std::string>& out) const {
+    if (kind(slot) == DDP_EMBED_ARROW_TEXT) {
+      std::string value;
+      const char* data = nullptr;
+      size_t size = 0;
+      const int got = lib_.text(file_, slot, r, &data, &size);
+      if (got == 0 && null_is_none) return "";
+      if (got != 1) return "column " + name(slot) + (got == 0 ? " is null" : " cannot be read as text");
+      std::string error = checked(data, size, "column " + name(slot), value);
+      if (error.empty()) out.push_back(std::move(value));
+      return error;
+    }
+    int64_t count = 0;
+    const int got = lib_.list_size(file_, slot, r, &count);
+    if (got == 0 && null_is_none) return "";
+    if (got != 1) return "column " + name(slot) + (got == 0 ? " is null" : " cannot be read as a list");
+    for (int64_t k = 0; k < count; ++k) {
+      const char* data = nullptr;
+      size_t size = 0;
+      const std::string what = "column " + name(slot) + "[" + std::to_string(k) + "]";
+      const int item = lib_.list_text(file_, slot, r, k, &data, &size);
+      if (item != 1) return what + (item == 0 ? " is null" : " cannot be read as text");
+      out.emplace_back();
+      if (std::string error = checked(data, size, what, out.back()); !error.empty()) return error;
+    }
+    return "";
+  }
+
+  static std::string to_float(double value, const std::string& what, float& out) {
+    if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max())
+      return what + " " + std::to_string(value) + " is out of range for a float";
+    out = static_cast<float>(value);
+    return "";
+  }
+
+  // The list of numbers in `slot` (`count` of them: those of `of`) appended to `out`;
+  // false (and no error) when the cell is null.
+  std::string scores(int slot, int64_t r, size_t count, const char* of, std::vector<float>& out, bool& present) const {
+    int64_t size = 0;
+    present = lib_.list_size(file_, slot, r, &size) == 1;
+    if (!present) return "";
+    if (static_cast<size_t>(size) != count)
+      return "column " + name(slot) + " has " + std::to_string(size) + " scores for " + std::to_string(count) + " " + of;
+    for (int64_t k = 0; k < size; ++k) {
+      double value = 0;
+      const std::string what = "column " + name(slot) + "[" + std::to_string(k) + "]";
+      if (lib_.list_number(file_, slot, r, k, &value) != 1) return what + " is null";
+      out.emplace_back();
+      if (std::string error = to_float(value, what, out.back()); !error.empty()) return error;
+    }
+    return "";
+  }
+
+  std::string teacher_scores(int64_t r, PairRecord& record) const {
+    bool present = false;
+    if (label_ >= 0)
+      return scores(label_, r, record.pos.size() + record.neg.size(), "candidates (positives, then negatives)",
+                    record.teacher_scores, present);
+    if (pos_scores_ < 0) return "";
+    bool neg_present = false;
+    std::string error = scores(pos_scores_, r, record.pos.size(), "positives", record.teacher_scores, present);
+    if (error.empty())
+      error = scores(neg_scores_, r, record.neg.size(), "negatives", record.teacher_scores, neg_present);
+    if (error.empty() && present != neg_present)
+      error = "columns \"pos_scores\" and \"neg_scores\": one is null and the other is not";
+    if (!present) record.teacher_scores.clear();
+    return error;
+  }
+
+  const arrow_module::Library& lib_;
+  ddp_embed_arrow_file* file_;
+  const std::vector<TableColumn>& columns_;
+  const PairColumns& map_;
+  std::vector<int> selected_;  // slot -> the file's column
+  int score_ = -1, label_ = -1, pos_scores_ = -1, neg_scores_ = -1;
+};
+
+}  // namespace
+
+bool is_parquet_file(const std::string& path) {
+  constexpr std::string_view suffix = ".parquet";
+  if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return true;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {0, 0, 0, 0};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::memcmp(magic, "PAR1", 4) == 0;
+}
+
+std::string PairColumns::describe(const std::vector<TableColumn>& columns) const {
+  auto named = [&](int c) { return json_quoted(columns[size_t(c)].name); };
+  std::string out = std::string(by_position ? "by position: " : "") + "query " + named(query) + ", positive " + named(pos);
+  for (size_t k = 0; k < neg.size(); ++k) out += (k == 0 ? ", negatives " : ", ") + named(neg[k]);
+  if (score >= 0) out += ", score " + named(score);
+  if (label_scores >= 0) out += ", teacher scores " + named(label_scores);
+  if (pos_scores >= 0) out += ", teacher scores " + named(pos_scores) + " and " + named(neg_scores);
+  return out;
+}
+
+PairColumns map_pair_columns(const std::vector<TableColumn>& columns, const std::string& origin) {
+  return ColumnMapper(columns, origin).map();
+}
+
+std::string read_parquet_pairs(const std::string& path, int64_t batch_rows,
+                               const std::function<void(std::vector<TableRow>&)>& on_batch) {
+  if (const std::string folder = folder_not_file(path, "a Parquet file of pairs"); !folder.empty())
+    throw DataError(folder);
+  if (!std::ifstream(path, std::ios::binary)) throw DataError("cannot open " + path + ": " + std::strerror(errno));
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) == 0 && !ec)
+    throw DataError(path + ": an empty file (0 bytes), where a Parquet file was expected");
+  const arrow_module::Library& lib = arrow_module::library();
+  char error[1024] = "";
+  std::unique_ptr<ddp_embed_arrow_file, decltype(lib.close)> file(lib.open(path.c_str(), error, sizeof error),
+                                                                  lib.close);
+  if (!file)
+    throw DataError(path + ": not a readable Parquet file (cut short, corrupt, or not Parquet): " + one_line(error));
+  std::vector<TableColumn> columns;
+  for (int c = 0; c < lib.num_columns(file.get()); ++c)
+    columns.push_back(TableColumn{lib.column_name(file.get(), c), lib.column_kind(file.get(), c),
+                                  lib.column_type(file.get(), c)});
+  const PairColumns map = map_pair_columns(columns, path);
+  const RowReader reader(lib, file.get(), columns, map);
+  if (lib.select(file.get(), reader.selected().data(), reader.selected().size(), batch_rows, error, sizeof error) != 0)
+    throw DataError(path + ": " + one_line(error));
+  std::vector<TableRow> rows;
+  for (;;) {
+    int group = 0;
+    int64_t first_row = 0;
+    const int64_t count = lib.next_batch(file.get(), &group, &first_row, error, sizeof error);
+    if (count < 0)
+      throw DataError(path + ": row group " + std::to_string(group) + " (of " +
+                      std::to_string(lib.num_row_groups(file.get())) + ") cannot be read (a corrupt file?): " +
+                      one_line(error));
+    if (count == 0) break;
+    rows.resize(static_cast<size_t>(count));
+    for (int64_t r = 0; r < count; ++r) {
+      TableRow& row = rows[size_t(r)];
+      row.row_group = group;
+      row.row = first_row + r;
+      row.error = reader.read(r, row.record);
+    }
+    on_batch(rows);
+  }
+  return map.describe(columns);
+}
+
+}  // namespace ddp_embed
