@@ -71,15 +71,9 @@ Loaded load() {
   Loaded result;
   const ModuleSpec spec{"Apache Arrow's module", DDP_EMBED_ARROW_FILE, "ddp_embed_arrow", "DDP_EMBED_ARROW_LIBRARY",
                         DDP_EMBED_ARROW_BUILD_DIR, DDP_EMBED_ARROW_INSTALL_DIR};
-  const ModuleFound found = find_and_load_module(spec, [&](const std::string& file) {
-    std::string error;
-    void* handle = open_module(file, error);
-    if (handle == nullptr) return error;
-    error = resolve_all(handle, spec.what, result.library);
-    if (error.empty()) return error;  // never closed: open files point into it
-    dlclose(handle);
-    result.library = Library{};
-    return error;
+  const ModuleFound found = load_module(spec, open_module, [&](void* handle) {
+    result.library = Library{};  // nothing of a module that did not resolve
+    return resolve_all(handle, spec.what, result.library);
   });
   result.library.path = found.path;
   result.error = found.error;

@@ -51,6 +51,19 @@ ModuleFound find_and_load_module(const ModuleSpec& spec, const std::function<std
                   (from_env ? "; " + spec.env_var + " is set:" : std::string("; looked for it at:")) + tried};
 }
 
+ModuleFound load_module(const ModuleSpec& spec,
+                        const std::function<void*(const std::string& file, std::string& error)>& open_file,
+                        const std::function<std::string(void* handle)>& resolve) {
+  return find_and_load_module(spec, [&](const std::string& file) {
+    std::string error;
+    void* handle = open_file(file, error);
+    if (handle == nullptr) return error;
+    error = resolve(handle);
+    if (!error.empty()) dlclose(handle);
+    return error;
+  });
+}
+
 std::string resolve_symbols(void* handle, const std::string& module, std::initializer_list<ModuleSymbol> symbols) {
   for (const ModuleSymbol& symbol : symbols) {
     void* address = dlsym(handle, symbol.name);

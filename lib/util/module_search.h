@@ -35,6 +35,15 @@ struct ModuleFound {
 // returns "" on success, or why it could not. Stops at the first that loads.
 ModuleFound find_and_load_module(const ModuleSpec& spec, const std::function<std::string(const std::string&)>& open);
 
+// find_and_load_module() for a module whose loading is two steps: `open_file` loads the
+// file (dlopen or dlmopen: the handle, or null with `error` set), `resolve` checks its API
+// version and takes its functions ("" or why not). A file that loads but does not resolve
+// is closed and the next candidate tried; the one that resolves is never closed (what the
+// program holds points into it).
+ModuleFound load_module(const ModuleSpec& spec,
+                        const std::function<void*(const std::string& file, std::string& error)>& open_file,
+                        const std::function<std::string(void* handle)>& resolve);
+
 // One function a module must export: its name, and the function pointer to set to it.
 struct ModuleSymbol {
   template <typename F>
