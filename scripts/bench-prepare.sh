@@ -23,7 +23,21 @@
 #
 #   scripts/bench-prepare.sh                 # SIZES="1 10 100": ~1.5 h on 2 cores, ~25 GB of disk
 #   SIZES="1 10" scripts/bench-prepare.sh    # ~15 min
-# Env: SIZES, STEPS (12), JSONL_MAX (10), OUT (runs/bench-prepare). Nothing else should run.
+#
+# MODE=parquet: the same pairs as JSONL (the shards above) and as one Parquet file (Zstd,
+# row groups of GROUP_ROWS, default 100,000, as the Hub writes them; by
+# scripts/python/pairs_to_parquet.py), each prepared by `ddp-launch --nproc 2 embed-train
+# prepare` (1 thread a worker). One table, a row a size and format:
+#   prep s       wall time of the prepare, the shortest of REPEAT runs (default 1; the
+#                formats take turns, so that whatever else runs meets both alike)
+#   pieces       the pieces it was cut into (JSONL: 64 MB of lines; Parquet: row groups)
+#   RSS MB       peak resident memory of rank 0 | rank 1 (getrusage of each worker): rank 1
+#                only reads and tokenizes pieces; rank 0 also joins them into the folder
+#   reader MB    rank 0's peak before the join (prepare's "rank 0: ... peak RSS" line):
+#                reading, tokenizing and writing pieces, without the output's join
+#   MODE=parquet SIZES="1 10" REPEAT=3 scripts/bench-prepare.sh   # ~10 min on 2 cores
+# Env: SIZES, STEPS (12), JSONL_MAX (10), OUT (runs/bench-prepare), MODE, GROUP_ROWS, REPEAT.
+# Nothing else should run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -91,6 +105,58 @@ rss = max(int(open(f).read().split()[-1]) for f in d.glob("rss.*")) / 1024
 print(f"{startup:.1f} {rss:.0f} {sum(ms) / len(ms):.0f}")
 PY
 }
+
+if [ "${MODE:-}" = parquet ]; then
+  prepare_measured() {  # name, data.train value: prints "seconds pieces rss0_mb rss1_mb reader_mb"
+    local dir=$out/prepared-$1 log=$out/prepare-$1.log
+    rm -rf "$dir" "$dir.parts" "$out/rss-$1"; mkdir -p "$out/rss-$1"
+    local start=$EPOCHREALTIME
+    RSS_DIR=$out/rss-$1 "$build/ddp-launch" --nproc 2 --master-port 0 "$out/rss-wrapper.sh" "$build/embed-train" \
+      prepare --config configs/demo.json --set model.init="$model" --set "data.train=$2" --output "$dir" > "$log" 2>&1 ||
+      { echo "bench-prepare: prepare $1 failed: see $log" >&2; exit 1; }
+    local secs; secs=$(awk -v a="$EPOCHREALTIME" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
+    local pieces; pieces=$(sed -n 's/.*prepare: \([0-9]*\) pieces* of [0-9]* files*$/\1/p' "$log")
+    local reader; reader=$(sed -n 's/.*prepare: rank 0:.*peak RSS \([0-9]*\) MB.*/\1/p' "$log")
+    echo "$secs $pieces $(($(cat "$out/rss-$1/rss.0") / 1024)) $(($(cat "$out/rss-$1/rss.1") / 1024)) ${reader:--}"
+  }
+  group_rows=${GROUP_ROWS:-100000}
+  repeat=${REPEAT:-1}
+  rows=()
+  for s in $sizes; do
+    shards=(); for ((i = 0; i < s; i++)); do shards+=("$out/data/pairs-$(printf %05d "$i").jsonl"); done
+    parquet=$out/data/pairs-${s}M.parquet
+    "$py" scripts/python/pairs_to_parquet.py --out "$parquet" --row-group-rows "$group_rows" "${shards[@]}" >&2
+    declare -A best=() mb=()
+    mb[jsonl]=$(du -cm "${shards[@]}" | tail -1 | cut -f1)
+    mb[parquet]=$(du -m "$parquet" | cut -f1)
+    for ((r = 0; r < repeat; r++)); do  # the formats in turn, so that what else runs meets both alike
+      for format in jsonl parquet; do
+        if [ "$format" = jsonl ]; then files=$(files_json "$s"); else files="[\"$parquet\"]"; fi
+        read -r secs pieces rss0 rss1 reader <<< "$(prepare_measured "$format-$s" "$files")"
+        echo "run $((r + 1)) of $repeat: ${s}M $format: $secs s, RSS $rss0 | $rss1 MB" >&2
+        prev=${best[$format]:-}
+        if [ -z "$prev" ] || awk -v a="$secs" -v b="${prev%% *}" 'BEGIN { exit !(a < b) }'; then
+          best[$format]="$secs $pieces $rss0 $rss1 $reader"
+        fi
+      done
+    done
+    for format in jsonl parquet; do
+      read -r secs pieces rss0 rss1 reader <<< "${best[$format]}"
+      pairs=$("$py" -c "import json, sys; print(json.load(open(sys.argv[1]))['pairs'])" "$out/prepared-$format-$s/manifest.json")
+      rows+=("$(printf "%-6s %-8s %8s %8s %7s %7s %15s %10s" "${s}M" "$format" "${mb[$format]}" "$pairs" "$secs" \
+                "$pieces" "$rss0 | $rss1" "$reader")")
+      echo "done: ${rows[-1]}" >&2
+    done
+    unset best mb
+    cmp "$out/prepared-jsonl-$s/pairs.bin" "$out/prepared-parquet-$s/pairs.bin" &&
+      cmp "$out/prepared-jsonl-$s/ids.u16" "$out/prepared-parquet-$s/ids.u16" ||
+      { echo "bench-prepare: the folders of JSONL and Parquet differ at ${s}M" >&2; exit 1; }
+  done
+  printf "%-6s %-8s %8s %8s %7s %7s %15s %10s\n" pairs format "file MB" pairs "prep s" pieces "RSS MB r0 | r1" \
+    "reader MB"
+  printf "%s\n" "${rows[@]}"
+  exit 0
+fi
 
 hf=$(RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=true "$py" scripts/python/bench_hf_tokenize.py \
        --tokenizer "$model/tokenizer.json" --input "$out/data/pairs-00000.jsonl" --max-length 32)

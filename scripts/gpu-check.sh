@@ -89,7 +89,7 @@ die() {  # a call that cannot go on: said, and in the report too (it may be all 
 # 10, so the wall-clock figures are on the high side for an idle 16-core machine) and GPU time
 # from FLOPs at an assumed rate. All in ms. docs/gpu-check.md has the commands that measured them.
 q_unpack=1000        # tar -xJf .deps/gpu/programs.tar.xz (measured: 0.25 s)
-q_restore=8000       # the MiniLM's float16 weights made float32 again (minilm-restore: 8.1 s wall, 3.9 s CPU)
+q_restore=10000      # the MiniLM's float16 weights unpacked (xz) and made float32 again (minilm-restore: 6.8 s wall on 2 busy cores, 8.1 s before xz)
 q_wheels=2000        # pip install --target of the carried wheels (datasets, dill, multiprocess: 1.7 s)
 q_demo_data=500      # the demo pairs unpacked (demo-data.tar.xz, 0.7 MB)
 q_cuda=5000          # CUDA's start in one process: libddp_embed_cuda.so with libtorch_cuda, cuBLAS,

@@ -20,7 +20,7 @@
 #  5. debs/: the Debian packages of scripts/gpu-debs.txt, for building there when the carried
 #     programs do not load; demo-data.tar.xz: the demo pairs (scripts/make-demo-data.sh, from
 #     WordNet, which the machines lack); site/: the packaged all-MiniLM-L6-v2 with float16
-#     weights (45 MB instead of 91; MINILM_WEIGHTS=fp32 packs them exactly).
+#     weights packed with xz (39 MiB instead of 87; MINILM_WEIGHTS=fp32 packs them exactly).
 #  6. MANIFEST (what was packed, from what, the glibc the programs need, the folders compiled into
 #     torch_tests), and what travels, measured against the device tool's 64 MiB.
 #  7. A rehearsal of the device call on the CPU with the carried programs and the device
@@ -177,10 +177,10 @@ fp32=()
 } > "$dest/MANIFEST"
 tree_kb=$(cd "$root" && { git ls-files -z; git ls-files -z --others --exclude-standard; } |
           du -c --apparent-size -k --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-deps_kb=$(du -sk --apparent-size "$root/.deps" | cut -f1)
+deps_kb=$(du -skL --apparent-size "$root/.deps" | cut -f1)  # -L: .deps may be a link to a shared copy
 total_mib=$(( (tree_kb + deps_kb + 1023) / 1024 ))
 say "what travels: the working tree $((tree_kb / 1024)) MiB + .deps $((deps_kb / 1024)) MiB" \
-    "($(cd "$root/.deps" && du -sk --apparent-size gpu/* gloo | awk '{ printf "%s %.1f, ", $2, $1 / 1024 }' | sed 's/, $//') MiB)" \
+    "($(cd "$root/.deps" && du -skL --apparent-size gpu/* gloo | awk '{ printf "%s %.1f, ", $2, $1 / 1024 }' | sed 's/, $//') MiB)" \
     "= $total_mib MiB of the device tool's $limit_mib"
 [ "$total_mib" -le "$limit_mib" ] || die "what travels is $total_mib MiB, over the device tool's $limit_mib MiB"
 

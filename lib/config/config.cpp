@@ -386,10 +386,38 @@ struct Writer {
     static_assert(is_choice_v<E>);
     return v ? choice_name(*v) : std::string(kAutoChoice);
   }
-  // As it is usually written: null, a path, or a list of them.
+  // As it is usually written: null, a path, or a list of them; a set with a choice an object.
   static json to_json_value(const EvalSets& e) {
     if (e.paths.empty()) return json(nullptr);
-    return e.paths.size() == 1 ? json(e.paths.front()) : json(e.paths);
+    bool plain = true;
+    for (size_t i = 0; i < e.paths.size(); ++i) plain = plain && e.choice(i).empty();
+    if (plain) return e.paths.size() == 1 ? json(e.paths.front()) : json(e.paths);
+    json list = json::array();
+    for (size_t i = 0; i < e.paths.size(); ++i) {
+      const EvalSets::Choice c = e.choice(i);
+      if (c.empty()) {
+        list.push_back(e.paths[i]);
+        continue;
+      }
+      json o = {{"path", e.paths[i]}};
+      add_dataset_choice(o, c.config, c.split, "", c.columns);
+      list.push_back(o);
+    }
+    return list;
+  }
+  // "config", "split" (unless `default_split`) and "columns", where they are not the defaults:
+  // a config written before they were keys prints (and hashes) as it did.
+  static void add_dataset_choice(json& o, const std::string& config, const std::string& split,
+                                 const std::string& default_split, const ColumnChoice& columns) {
+    if (!config.empty()) o["config"] = config;
+    if (split != default_split) o["split"] = split;
+    if (columns.empty()) return;
+    json c = json::object();
+    for (const auto& [key, name] : {std::pair<const char*, const std::string&>{"query", columns.query},
+                                    {"pos", columns.pos}, {"score", columns.score}})
+      if (!name.empty()) c[key] = name;
+    if (!columns.neg.empty()) c["neg"] = columns.neg.size() == 1 ? json(columns.neg.front()) : json(columns.neg);
+    o["columns"] = c;
   }
   template <class E>
   static json to_json_value(const std::vector<E>& list) {
@@ -408,6 +436,7 @@ struct Writer {
       json o = {{"name", s.name}, {"path", s.paths}, {"weight", s.weight}, {"query_prompt", s.query_prompt},
                 {"passage_prompt", s.passage_prompt}};
       o["negatives_per_query"] = s.negatives_per_query ? json(*s.negatives_per_query) : json(nullptr);
+      add_dataset_choice(o, s.config, s.split, "train", s.columns);
       list.push_back(o);
     }
     return list;
@@ -417,7 +446,8 @@ struct Writer {
 }  // namespace
 
 bool DataSource::plain() const {
-  return name == "train" && weight == 1 && query_prompt.empty() && passage_prompt.empty() && !negatives_per_query;
+  return name == "train" && weight == 1 && query_prompt.empty() && passage_prompt.empty() && !negatives_per_query &&
+         config.empty() && split == "train" && columns.empty();
 }
 
 std::vector<std::string> source_paths(const std::vector<DataSource>& sources) {

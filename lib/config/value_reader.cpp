@@ -167,11 +167,75 @@ void Reader::read(const std::string& path, const json& v, std::optional<std::str
 
 void Reader::read(const std::string& path, const json& v, EvalSets& field, const Rule&) {
   if (v.is_null()) {
-    field.paths.clear();
+    field = EvalSets{};
     return;
   }
-  std::vector<std::string> paths;
-  if (read_paths(path, v, paths)) field.paths = std::move(paths);
+  const bool objects = v.is_array() && std::any_of(v.begin(), v.end(), [](const json& x) { return x.is_object(); });
+  if (!objects) {
+    std::vector<std::string> paths;
+    if (read_paths(path, v, paths)) field = EvalSets{std::move(paths), {}};
+    return;
+  }
+  EvalSets out;
+  const size_t errors_before = errors.size();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    EvalSets::Choice choice;
+    std::string name;
+    if (v[i].is_string()) {
+      std::vector<std::string> one;
+      if (read_paths(at, v[i], one)) name = one.front();
+    } else if (!v[i].is_object()) {
+      fail(at, "an evaluation set: a path, or an object with \"path\"", v[i]);
+    } else {
+      unknown_keys(at, v[i], {"path", "config", "split", "columns"}, "an evaluation set");
+      if (!v[i].contains("path")) errors.push_back(where(at) + ": an evaluation set needs \"path\"");
+      else read(at + ".path", v[i]["path"], name, non_empty());
+      read_dataset_choice(at, v[i], choice.config, choice.split, choice.columns);
+    }
+    out.paths.push_back(name);
+    out.choices.push_back(std::move(choice));
+  }
+  if (errors.size() == errors_before) field = std::move(out);
+}
+
+void Reader::unknown_keys(const std::string& at, const json& v, const std::vector<std::string>& keys,
+                          const std::string& what) {
+  for (const auto& item : v.items()) {
+    if (item.key() == kCommentKey || std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
+    std::string list;
+    for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+    const std::string near = nearest_key(item.key(), keys);
+    errors.push_back(where(at) + ": unknown key \"" + item.key() + "\"" +
+                     (near.empty() ? " (" + what + " has: " + list + ")" : " (did you mean \"" + near + "\"?)"));
+  }
+}
+
+void Reader::read_dataset_choice(const std::string& at, const json& v, std::string& config, std::string& split,
+                                 ColumnChoice& columns) {
+  if (v.contains("config")) read(at + ".config", v["config"], config, non_empty());
+  if (v.contains("split")) read(at + ".split", v["split"], split, non_empty());
+  if (!v.contains("columns")) return;
+  const std::string path = at + ".columns";
+  const json& c = v["columns"];
+  if (!c.is_object()) return fail(path, "an object of roles and column names, e.g. {\"query\": \"question\"}", c);
+  unknown_keys(path, c, {"query", "pos", "neg", "score"}, "columns");
+  if (c.contains("query")) read(path + ".query", c["query"], columns.query, non_empty());
+  if (c.contains("pos")) read(path + ".pos", c["pos"], columns.pos, non_empty());
+  if (c.contains("score")) read(path + ".score", c["score"], columns.score, non_empty());
+  if (c.contains("neg")) {
+    const json& neg = c["neg"];
+    const std::string expected = "a column name or a non-empty list of column names";
+    if (neg.is_string() && !neg.get<std::string>().empty()) {
+      columns.neg = {neg.get<std::string>()};
+    } else if (neg.is_array() && !neg.empty() && std::all_of(neg.begin(), neg.end(), [](const json& n) {
+                 return n.is_string() && !n.get<std::string>().empty();
+               })) {
+      columns.neg = neg.get<std::vector<std::string>>();
+    } else {
+      fail(path + ".neg", expected, neg);
+    }
+  }
 }
 
 bool Reader::read_paths(const std::string& path, const json& v, std::vector<std::string>& out) {
@@ -210,24 +274,17 @@ void Reader::read(const std::string& path, const json& v, std::vector<DataSource
 }
 
 bool Reader::read_source(const std::string& at, const json& v, DataSource& source) {
-  static const std::vector<std::string> keys = {"name", "path", "weight", "query_prompt", "passage_prompt",
-                                                "negatives_per_query"};
   const size_t errors_before = errors.size();
   if (v.is_string()) {
     if (!read_paths(at, v, source.paths)) return false;
   } else if (!v.is_object()) {
     return fail(at, "a source: an object with \"path\", or a file name", v), false;
   } else {
-    for (const auto& item : v.items()) {
-      if (item.key() == kCommentKey || std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
-      const std::string near = nearest_key(item.key(), keys);
-      errors.push_back(where(at) + ": unknown key \"" + item.key() + "\"" +
-                       (near.empty() ? " (a source has: name, path, weight, query_prompt, passage_prompt, "
-                                       "negatives_per_query)"
-                                     : " (did you mean \"" + near + "\"?)"));
-    }
+    unknown_keys(at, v, {"name", "path", "weight", "query_prompt", "passage_prompt", "negatives_per_query", "config",
+                         "split", "columns"},
+                 "a source");
     if (!v.contains("path")) {
-      errors.push_back(where(at) + ": a source needs \"path\" (its JSONL file, or a list of them)");
+      errors.push_back(where(at) + ": a source needs \"path\" (its file or dataset folder, or a list of them)");
     } else {
       read_paths(at + ".path", v["path"], source.paths);
     }
@@ -240,9 +297,14 @@ bool Reader::read_source(const std::string& at, const json& v, DataSource& sourc
       read(at + ".negatives_per_query", v["negatives_per_query"], n, non_negative());
       source.negatives_per_query = n;
     }
+    read_dataset_choice(at, v, source.config, source.split, source.columns);
   }
   if (errors.size() != errors_before) return false;
-  if (!v.is_object() || !v.contains("name")) source.name = std::filesystem::path(source.paths.front()).stem().string();
+  if (!v.is_object() || !v.contains("name")) {
+    std::string first = source.paths.front();  // a folder's name without its last '/'
+    while (first.size() > 1 && first.back() == '/') first.pop_back();
+    source.name = std::filesystem::path(first).stem().string();
+  }
   return true;
 }
 

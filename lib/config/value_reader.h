@@ -204,15 +204,22 @@ class Reader {
   // output.resume: "auto", "never", or any other non-empty text, a checkpoint path.
   void read(const std::string& path, const json& v, ResumeFrom& field, const Rule& rule);
   void read(const std::string& path, const json& v, std::optional<std::string>& field, const Rule& rule);
-  // null (none), a path, or a non-empty list of paths.
+  // null (none), a path, or a non-empty list of paths and objects {"path", "config",
+  // "split", "columns"}.
   void read(const std::string& path, const json& v, EvalSets& field, const Rule& rule);
   // model.prompts: {"name": "text", ...}.
   void read(const std::string& path, const json& v, std::map<std::string, std::string>& field, const Rule& rule);
   // data.train: a path or a list of paths (one source, "train"), or a list of sources,
   // each an object {"path", "name", "weight", "query_prompt", "passage_prompt",
-  // "negatives_per_query"} or a path (a source of its own).
+  // "negatives_per_query", "config", "split", "columns"} or a path (a source of its own).
   void read(const std::string& path, const json& v, std::vector<DataSource>& field, const Rule& rule);
   bool read_source(const std::string& at, const json& v, DataSource& source);
+  // "config", "split" and "columns" ({"query", "pos", "neg": a name or a list, "score"})
+  // of the object `v` at `at`, where given.
+  void read_dataset_choice(const std::string& at, const json& v, std::string& config, std::string& split,
+                           ColumnChoice& columns);
+  // An error for each key of the object `v` not in `keys` ("did you mean", else the list).
+  void unknown_keys(const std::string& at, const json& v, const std::vector<std::string>& keys, const std::string& what);
   // A file name or a non-empty list of file names.
   bool read_paths(const std::string& path, const json& v, std::vector<std::string>& out);
 

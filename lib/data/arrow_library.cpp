@@ -48,6 +48,7 @@ std::string resolve_all(void* handle, const std::string& what, Library& lib) {
                              {"ddp_embed_arrow_close", lib.close},
                              {"ddp_embed_arrow_num_rows", lib.num_rows},
                              {"ddp_embed_arrow_num_row_groups", lib.num_row_groups},
+                             {"ddp_embed_arrow_row_group_rows", lib.row_group_rows},
                              {"ddp_embed_arrow_num_columns", lib.num_columns},
                              {"ddp_embed_arrow_column_name", lib.column_name},
                              {"ddp_embed_arrow_column_kind", lib.column_kind},
@@ -90,7 +91,7 @@ const Library& library() {
   static std::once_flag once;
   static Loaded loaded;
   std::call_once(once, [] { loaded = load(); });
-  if (!loaded.error.empty()) throw DataError("reading Parquet: " + loaded.error);
+  if (!loaded.error.empty()) throw DataError("reading Parquet, Arrow or CSV files: " + loaded.error);
   return loaded.library;
 }
 

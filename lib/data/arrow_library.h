@@ -1,5 +1,6 @@
-// Finds and loads libddp_embed_arrow.so, the module that reads Parquet with Apache Arrow
-// (arrow_module/arrow_api.h says why it is a module), once per process, with dlopen.
+// Finds and loads libddp_embed_arrow.so, the module that reads table files (Parquet, Arrow
+// IPC, CSV) with Apache Arrow (arrow_module/arrow_api.h says why it is a module), once per
+// process, with dlopen.
 // Where it looks, in order:
 //   1. $DDP_EMBED_ARROW_LIBRARY, the module's path (then nowhere else);
 //   2. where util/module_search.h looks: the program's folder and its parent, then the
@@ -19,6 +20,7 @@ struct Library {
   decltype(&ddp_embed_arrow_close) close = nullptr;
   decltype(&ddp_embed_arrow_num_rows) num_rows = nullptr;
   decltype(&ddp_embed_arrow_num_row_groups) num_row_groups = nullptr;
+  decltype(&ddp_embed_arrow_row_group_rows) row_group_rows = nullptr;
   decltype(&ddp_embed_arrow_num_columns) num_columns = nullptr;
   decltype(&ddp_embed_arrow_column_name) column_name = nullptr;
   decltype(&ddp_embed_arrow_column_kind) column_kind = nullptr;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/beir_parts.h"
 #include "data/input_files.h"
 
 namespace ddp_embed {
@@ -17,6 +18,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kLayout = "a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv";
+// Both layouts, for a folder that is in neither.
+constexpr const char* kLayouts =
+    "a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv, or is MTEB's Hub folder: a README.md "
+    "whose configs corpus, queries and default (the qrels) name its files";
 constexpr const char* kBom = "\xEF\xBB\xBF";  // U+FEFF in UTF-8
 
 enum class Entry { Missing, File, Folder };
@@ -61,18 +66,6 @@ void strip_file_bom(std::string& line, int64_t number) {
   if (number == 1 && line.compare(0, 3, kBom) == 0) line.erase(0, 3);
 }
 
-// Ids are compared byte for byte: one that holds a byte-order mark (a file joined from
-// files that each began with one) would match nothing, silently.
-void check_no_bom(const std::string& id, const std::string& where) {
-  const size_t at = id.find(kBom);
-  if (at == std::string::npos) return;
-  std::string shown = id;
-  shown.erase(at, 3);
-  throw DataError(where + ": an id holds a byte-order mark (U+FEFF), at byte " + std::to_string(at) + " of \"" +
-                  shown + "\": ids are compared byte for byte, so it would match nothing: remove the mark "
-                  "(joining files that each begin with one leaves the later ones' inside the text)");
-}
-
 // An id as text: BEIR writes strings; a number is taken as written.
 std::string id_of(const nlohmann::json& record, const std::string& where) {
   const auto it = record.find("_id");
@@ -81,7 +74,7 @@ std::string id_of(const nlohmann::json& record, const std::string& where) {
   if (it->is_string() && !it->get<std::string>().empty()) id = it->get<std::string>();
   else if (it->is_number_integer()) id = it->dump();
   else throw DataError(where + ": \"_id\" must be a non-empty string, not " + it->dump());
-  check_no_bom(id, where);
+  check_beir_id(id, where);
   return id;
 }
 
@@ -95,36 +88,11 @@ std::string text_field(const nlohmann::json& record, const char* key, bool requi
   return it->get<std::string>();
 }
 
-// A JSONL file of {"_id", "text"(, "title")} records: ids and texts in file order, each id
-// once. `index_of` maps each id to its index.
-struct Records {
-  std::vector<std::string> ids, texts;
-  std::unordered_map<std::string, int64_t> index_of;
-};
-
-Records read_records(const fs::path& folder, const std::string& file, bool with_title) {
-  const std::string path = required_beir_file(folder, file);
-  const auto in = open_input_file(path);  // plain or gzip-compressed, whatever its name says
-  const std::string name = fs::path(path).filename().string();
-  Records out;
-  std::string line;
-  for (int64_t number = 1; std::getline(*in, line); ++number) {
-    strip_file_bom(line, number);
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(number);
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!record.is_object()) throw DataError(where + ": not a JSON object");
-    std::string id = id_of(record, where);
-    std::string text = text_field(record, "text", /*required=*/true, where);
-    if (with_title) {
-      const std::string title = text_field(record, "title", /*required=*/false, where);
-      if (!title.empty()) text = text.empty() ? title : title + " " + text;
-    }
-    if (!out.index_of.emplace(id, static_cast<int64_t>(out.ids.size())).second)
-      throw DataError(where + ": the id \"" + id + "\" appears twice in " + name);
-    out.ids.push_back(std::move(id));
-    out.texts.push_back(std::move(text));
-  }
+// BEIR's queries.jsonl or corpus.jsonl (or .gz): its records, named after the file.
+BeirRecords read_beir_file_records(const std::string& path, bool with_title) {
+  BeirRecords out;
+  out.name = fs::path(path).filename().string();
+  read_jsonl_records(path, with_title, out);
   if (out.ids.empty()) throw DataError(path + ": no records");
   return out;
 }
@@ -161,12 +129,10 @@ int64_t score_of(const std::string& text, const std::string& where) {
 }
 
 // qrels/<split>.tsv → per query index (of `queries`), its relevant documents (of `corpus`).
-std::vector<std::vector<int64_t>> read_qrels(const fs::path& folder, const std::string& split,
-                                             const Records& queries, const Records& corpus) {
-  const std::string file = "qrels/" + split + ".tsv";
-  const std::string path = required_beir_file(folder, file);
+std::vector<std::vector<int64_t>> read_tsv_qrels(const std::string& path, const BeirRecords& queries,
+                                                 const BeirRecords& corpus) {
   const auto in = open_input_file(path);
-  std::vector<std::vector<int64_t>> relevant(queries.ids.size());
+  BeirJudgements judgements(queries.ids.size());
   std::string line;
   for (int64_t number = 1; std::getline(*in, line); ++number) {
     strip_file_bom(line, number);
@@ -175,32 +141,101 @@ std::vector<std::vector<int64_t>> read_qrels(const fs::path& folder, const std::
     const std::vector<std::string> f = split_tabs(line);
     if (f.size() != 3) throw DataError(where + ": expected 3 tab-separated fields (query-id, corpus-id, score)");
     if (is_header(f, number)) continue;
-    const int64_t score = score_of(f[2], where);
-    check_no_bom(f[0], where);
-    check_no_bom(f[1], where);
-    const auto q = queries.index_of.find(f[0]);
-    if (q == queries.index_of.end())
-      throw DataError(where + ": the query id \"" + f[0] + "\" is not in queries.jsonl");
-    const auto d = corpus.index_of.find(f[1]);
-    if (d == corpus.index_of.end())
-      throw DataError(where + ": the corpus id \"" + f[1] + "\" is not in corpus.jsonl");
-    if (score > 0) relevant[static_cast<size_t>(q->second)].push_back(d->second);
+    judgements.add(f[0], f[1], score_of(f[2], where), queries, corpus, where);
   }
-  for (auto& docs : relevant) {
-    std::sort(docs.begin(), docs.end());
-    docs.erase(std::unique(docs.begin(), docs.end()), docs.end());
-  }
-  return relevant;
+  judgements.finish();
+  return std::move(judgements.relevant);
+}
+
+// BEIR's own folder: queries.jsonl first, so that a folder without queries is told so
+// before its corpus is read.
+BeirParts read_beir_folder_parts(const std::string& folder, const std::string& split) {
+  const fs::path root(folder);
+  // A folder with none of BEIR's files was most likely meant as something else: say both.
+  if (beir_file(root, "corpus.jsonl").empty() && beir_file(root, "queries.jsonl").empty() &&
+      entry_at(root / "qrels") == Entry::Missing)
+    throw DataError(folder + ": not a BEIR folder: " + kLayouts);
+  BeirParts parts;
+  parts.split = split.empty() ? default_beir_split(folder) : split;
+  parts.queries = read_beir_file_records(required_beir_file(root, "queries.jsonl"), /*with_title=*/false);
+  parts.corpus = read_beir_file_records(required_beir_file(root, "corpus.jsonl"), /*with_title=*/true);
+  parts.qrels_origin = folder + "/qrels/" + parts.split + ".tsv";
+  parts.relevant =
+      read_tsv_qrels(required_beir_file(root, "qrels/" + parts.split + ".tsv"), parts.queries, parts.corpus);
+  return parts;
 }
 
 }  // namespace
 
+void check_beir_id(const std::string& id, const std::string& where) {
+  const size_t at = id.find(kBom);
+  if (at == std::string::npos) return;
+  std::string shown = id;
+  shown.erase(at, 3);
+  throw DataError(where + ": an id holds a byte-order mark (U+FEFF), at byte " + std::to_string(at) + " of \"" +
+                  shown + "\": ids are compared byte for byte, so it would match nothing: remove the mark "
+                  "(joining files that each begin with one leaves the later ones' inside the text)");
+}
+
+std::string beir_document_text(const std::string& title, const std::string& text) {
+  if (title.empty()) return text;
+  return text.empty() ? title : title + " " + text;
+}
+
+void read_jsonl_records(const std::string& path, bool with_title, BeirRecords& out) {
+  const auto in = open_input_file(path);  // plain or gzip-compressed, whatever its name says
+  std::string line;
+  for (int64_t number = 1; std::getline(*in, line); ++number) {
+    strip_file_bom(line, number);
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(number);
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object()) throw DataError(where + ": not a JSON object");
+    std::string id = id_of(record, where);
+    std::string text = text_field(record, "text", /*required=*/true, where);
+    if (with_title) text = beir_document_text(text_field(record, "title", /*required=*/false, where), text);
+    out.add(std::move(id), std::move(text), where);
+  }
+}
+
+void BeirRecords::add(std::string id, std::string text, const std::string& where) {
+  check_beir_id(id, where);
+  if (!index_of.emplace(id, static_cast<int64_t>(ids.size())).second)
+    throw DataError(where + ": the id \"" + id + "\" appears twice in " + name);
+  ids.push_back(std::move(id));
+  texts.push_back(std::move(text));
+}
+
+void BeirJudgements::add(const std::string& query_id, const std::string& corpus_id, int64_t score,
+                         const BeirRecords& queries, const BeirRecords& corpus, const std::string& where) {
+  check_beir_id(query_id, where);
+  check_beir_id(corpus_id, where);
+  const auto q = queries.index_of.find(query_id);
+  if (q == queries.index_of.end())
+    throw DataError(where + ": the query id \"" + query_id + "\" is not in " + queries.name);
+  const auto d = corpus.index_of.find(corpus_id);
+  if (d == corpus.index_of.end())
+    throw DataError(where + ": the corpus id \"" + corpus_id + "\" is not in " + corpus.name);
+  if (score > 0) relevant[static_cast<size_t>(q->second)].push_back(d->second);
+}
+
+void BeirJudgements::finish() {
+  for (auto& docs : relevant) {
+    std::sort(docs.begin(), docs.end());
+    docs.erase(std::unique(docs.begin(), docs.end()), docs.end());
+  }
+}
+
 bool is_beir_folder(const std::string& path) {
   std::error_code ec;
-  return fs::is_directory(path, ec);
+  if (!fs::is_directory(path, ec)) return false;
+  const fs::path root(path);
+  return is_mteb_folder(path) || !beir_file(root, "corpus.jsonl").empty() ||
+         !beir_file(root, "queries.jsonl").empty() || entry_at(root / "qrels") != Entry::Missing;
 }
 
 std::string default_beir_split(const std::string& folder) {
+  if (is_mteb_folder(folder)) return default_mteb_split(folder);
   const fs::path qrels = fs::path(folder) / "qrels";
   const Entry entry = entry_at(qrels);
   if (entry == Entry::Missing) throw DataError(qrels.string() + ": no qrels file (" + kLayout + ")");
@@ -224,38 +259,30 @@ std::string default_beir_split(const std::string& folder) {
 
 BeirSet load_beir(const std::string& folder, const std::string& split, const Tokenizer& tokenizer, int max_length,
                   const std::string& query_prompt, const std::string& passage_prompt) {
-  if (!is_beir_folder(folder)) throw DataError(folder + ": not a folder (" + kLayout + ")");
-  // A folder with none of BEIR's files was most likely meant as something else: say both.
-  const fs::path root(folder);
-  if (beir_file(root, "corpus.jsonl").empty() && beir_file(root, "queries.jsonl").empty() &&
-      entry_at(root / "qrels") == Entry::Missing)
-    throw DataError(folder + " is a folder, not a file of pairs (JSONL, or .gz); nor is it a BEIR folder: " + kLayout);
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) throw DataError(folder + ": not a folder (" + kLayouts + ")");
   BeirSet set;
   set.folder = folder;
   set.name = fs::path(folder).lexically_normal().filename().string();
   if (set.name.empty()) set.name = fs::path(folder).lexically_normal().parent_path().filename().string();
-  set.split = split.empty() ? default_beir_split(folder) : split;
-
-  // queries.jsonl first: a folder without queries is told so before its corpus is read.
-  const Records queries = read_records(folder, "queries.jsonl", /*with_title=*/false);
-  Records corpus = read_records(folder, "corpus.jsonl", /*with_title=*/true);
-  const std::vector<std::vector<int64_t>> relevant = read_qrels(folder, set.split, queries, corpus);
+  BeirParts parts = is_mteb_folder(folder) ? read_mteb_parts(folder, split) : read_beir_folder_parts(folder, split);
+  set.split = parts.split;
 
   std::vector<std::string> query_texts;
-  for (size_t q = 0; q < queries.ids.size(); ++q) {
-    if (relevant[q].empty()) continue;
-    set.query_ids.push_back(queries.ids[q]);
-    set.relevant.push_back(relevant[q]);
-    query_texts.push_back(queries.texts[q]);
+  for (size_t q = 0; q < parts.queries.ids.size(); ++q) {
+    if (parts.relevant[q].empty()) continue;
+    set.query_ids.push_back(parts.queries.ids[q]);
+    set.relevant.push_back(parts.relevant[q]);
+    query_texts.push_back(parts.queries.texts[q]);
   }
-  if (set.query_ids.empty())
-    throw DataError(folder + "/qrels/" + set.split + ".tsv: no query has a relevant document (score > 0)");
-  set.corpus_ids = std::move(corpus.ids);
+  if (set.query_ids.empty()) throw DataError(parts.qrels_origin + ": no query has a relevant document (score > 0)");
+  set.corpus_ids = std::move(parts.corpus.ids);
 
   const bool wide = tokenizer.vocab_size() > 65536;
   set.tokens.reserve(wide, set.num_queries() + set.num_docs(), 0);
   for (const std::string& text : query_texts) set.tokens.append(tokenizer.encode(query_prompt + text, max_length));
-  for (const std::string& text : corpus.texts) set.tokens.append(tokenizer.encode(passage_prompt + text, max_length));
+  for (const std::string& text : parts.corpus.texts)
+    set.tokens.append(tokenizer.encode(passage_prompt + text, max_length));
   set.tokens.shrink_to_fit();
   return set;
 }

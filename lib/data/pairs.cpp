@@ -1,4 +1,4 @@
-// load_pairs(): read JSONL (or Parquet: data/table_files.h) in chunks, parse and tokenize
+// load_pairs(): read JSONL (or a table file: data/table_files.h) in chunks, parse and tokenize
 // each chunk on several threads, then append the results in file order, so the dataset
 // does not depend on `threads`.
 #include "data/pairs.h"
@@ -114,6 +114,8 @@ struct SourceRules {
   std::string query_prompt, passage_prompt;
   bool require_teacher_scores = false;
   std::string teacher_scores_key;  // the loss setting that needs them, for the message
+  ColumnNames columns{};           // of its table files
+  std::string columns_key;         // the setting that named them, for the message
 };
 
 bool blank_line(const std::string& line) {
@@ -226,12 +228,14 @@ class PairLoader {
     rules_ = std::move(rules);
   }
 
-  // A JSONL file, plain or gzip-compressed, or a Parquet file. `need_pairs`: as in load_stream.
-  void load_file(const std::string& file, bool need_pairs = true) {
-    if (is_parquet_file(file))
-      load_table(file, need_pairs);
-    else
-      load_stream(*open_input_file(file), file, 1, need_pairs);
+  // A JSONL file, plain or gzip-compressed, or a table file. `need_pairs`: as in load_stream.
+  void load_file(const std::string& file, TableFormat format, bool need_pairs = true) {
+    if (format != TableFormat::Jsonl) return load_table(file, format, need_pairs);
+    if (!rules_.columns.empty())
+      throw DataError(rules_.columns_key + " names columns of table files (Parquet, Arrow, CSV, TSV), and " + file +
+                      " is JSONL, whose keys are fixed (docs/formats.md): remove " + rules_.columns_key +
+                      ", or give the source as a table file");
+    load_stream(*open_input_file(file), file, 1, need_pairs);
   }
 
   // `first_line`: the number of the stream's first line in its file; `need_pairs`: a
@@ -263,23 +267,27 @@ class PairLoader {
     if (need_pairs) require_pairs(file, pairs_before, skipped_before);
   }
 
-  // A Parquet file, a batch of rows at a time; its rows are lines for the rest.
-  void load_table(const std::string& file, bool need_pairs) {
+  // A table file, a batch of rows at a time; its rows are lines for the rest. Parquet:
+  // only row groups [first_group, end_group) (-1: to the end), a piece of the file.
+  void load_table(const std::string& file, TableFormat format, bool need_pairs, int first_group = 0,
+                  int end_group = -1) {
     const int64_t pairs_before = data_.size(), skipped_before = data_.skipped;
     std::vector<Line> chunk;
-    const std::string columns = read_parquet_pairs(file, kChunkLines, [&](std::vector<TableRow>& rows) {
+    const auto on_batch = [&](std::vector<TableRow>& rows) {
       chunk.assign(rows.size(), Line());
       for (size_t i = 0; i < rows.size(); ++i) {
         Line& line = chunk[i];
         line.from_table = true;
-        line.where = "row group " + std::to_string(rows[i].row_group) + ", row " + std::to_string(rows[i].row);
+        line.where = std::move(rows[i].where);
         line.error = std::move(rows[i].error);
         line.record = std::move(rows[i].record);
       }
       data_.lines += static_cast<int64_t>(rows.size());
       add_chunk(file, chunk);
-    });
-    if (columns != last_columns_) spdlog::info("{}: columns {}", file, columns);
+    };
+    const std::string columns =
+        read_table_pairs(file, format, rules_.columns, kChunkLines, on_batch, first_group, end_group);
+    if (columns != last_columns_ && first_group == 0) spdlog::info("{}: columns {}", file, columns);
     last_columns_ = columns;
     if (need_pairs) require_pairs(file, pairs_before, skipped_before);
   }
@@ -360,6 +368,11 @@ class PairLoader {
   std::string last_columns_;  // how the last table file's columns were taken, logged when it changes
 };
 
+SourceRules source_rules(const SourceInput& source) {
+  return {source.query_prompt, source.passage_prompt, source.require_teacher_scores, source.teacher_scores_key,
+          source.columns, source.dataset.key + ".columns"};
+}
+
 }  // namespace
 
 uint64_t text_hash(std::string_view text) {
@@ -388,9 +401,10 @@ PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenize
   PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
   for (const auto& source : sources) {
     if (source.files.empty()) throw DataError("data source \"" + source.name + "\": no files given");
-    loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores,
-                                    source.teacher_scores_key});
-    for (const auto& file : expand_input_paths(source.files)) loader.load_file(file);
+    loader.begin_source(source.name, source_rules(source));
+    const ResolvedData resolved = resolve_data_files(source.files, source.dataset);
+    for (const std::string& choice : resolved.choices) spdlog::info("data source \"{}\": {}", source.name, choice);
+    for (const DataFile& file : resolved.files) loader.load_file(file.path, file.format);
   }
   return loader.finish();
 }
@@ -399,10 +413,13 @@ PairDataset load_piece(const SourceInput& source, const FilePiece& piece, const 
                        int max_length, bool skip_bad_lines, int threads, int64_t max_line_bytes) {
   if (max_line_bytes <= 0) throw DataError("data.max_line_bytes must be positive");
   PairLoader loader(tokenizer, max_length, skip_bad_lines, threads, max_line_bytes);
-  loader.begin_source(source.name, {source.query_prompt, source.passage_prompt, source.require_teacher_scores,
-                                    source.teacher_scores_key});
+  loader.begin_source(source.name, source_rules(source));
   if (piece.end < 0) {
-    loader.load_file(piece.file, /*need_pairs=*/false);
+    loader.load_file(piece.file, table_format_of(piece.file), /*need_pairs=*/false);
+    return loader.finish();
+  }
+  if (const TableFormat format = table_format_of(piece.file); format == TableFormat::Parquet) {
+    loader.load_table(piece.file, format, /*need_pairs=*/false, int(piece.begin), int(piece.end));  // row groups
     return loader.finish();
   }
   // A byte range of a plain file, streamed as a whole file is (a piece of one long line

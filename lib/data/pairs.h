@@ -3,8 +3,9 @@
 // Accepted lines (docs/formats.md, "Training and evaluation pairs"):
 // {"query", "pos": str | [str], "neg": str | [str]}, {"anchor", "positive", "negative"},
 // {"text1", "text2", "score"}. A bad line is a DataError "FILE:LINE: what is wrong", or
-// is skipped and counted with skip_bad_lines. A Parquet file (data/table_files.h) is read
-// as its rows; a bad row is a bad line, "FILE: row group G, row R: what is wrong".
+// is skipped and counted with skip_bad_lines. A table file (Parquet, Arrow, CSV, TSV:
+// data/table_files.h) is read as its rows; a bad row is a bad line, "FILE: row group G,
+// row R: what is wrong" (or "line L" for CSV).
 // A line longer than data.max_line_bytes is a bad line too: it is never held in memory whole.
 // Text is tokenized once at load (on several threads); ids are kept in one flat array
 // (16-bit when the vocabulary allows), so a million pairs take tens of MB.
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "data/column.h"
+#include "data/dataset_files.h"
+#include "data/table_files.h"
 #include "tokenize/tokenizer.h"
 
 namespace ddp_embed {
@@ -125,10 +128,11 @@ uint64_t text_hash(std::string_view text);
 // read into memory whole. It is a bad line, never held in memory whole.
 inline constexpr int64_t kDefaultMaxLineBytes = 1 << 20;
 
-// One source to read: its files (paths or glob patterns, plain or .gz: data/input_files.h;
-// or Parquet: data/table_files.h),
-// and the prompts (their texts) put before its queries and before its positives and
-// negatives when they are tokenized.
+// One source to read: its paths (files, glob patterns, dataset folders: resolved by
+// data/dataset_files.h, with `dataset` choosing a folder's config and split), the columns
+// of its table files (data/table_files.h; empty: by the naming rules), and the prompts
+// (their texts) put before its queries and before its positives and negatives when they
+// are tokenized.
 // require_teacher_scores (loss.distill, MarginMSE): a pair without teacher scores is a
 // bad line, "FILE:LINE: <teacher_scores_key> needs teacher scores ...", the key being
 // the loss setting that reads them.
@@ -138,17 +142,21 @@ struct SourceInput {
   std::string query_prompt, passage_prompt;
   bool require_teacher_scores = false;
   std::string teacher_scores_key = "loss.distill";
+  DatasetChoice dataset{};
+  ColumnNames columns{};
 };
 
 // Reads and tokenizes every source's files in order, into one dataset whose `sources`
-// say which pairs came from which. Throws DataError naming file and line; a source
-// without pairs is an error naming it.
+// say which pairs came from which; logs what each dataset folder's resolution chose.
+// Throws DataError naming file and line (or row); a source without pairs is an error
+// naming it, and so is `columns` set for a source with a JSONL file (its keys are fixed).
 PairDataset load_sources(const std::vector<SourceInput>& sources, const Tokenizer& tokenizer, int max_length,
                          bool skip_bad_lines, int threads = 2, int64_t max_line_bytes = kDefaultMaxLineBytes);
 
 // A piece of one source's file, the unit of work of `embed-train prepare` (data/prepared.h):
 // the lines of a plain file that lie in bytes [begin, end) — whole lines, the first one
-// line number `first_line` — or, with end < 0, the whole file (plain, gzip or Parquet).
+// line number `first_line`; of a Parquet file, the row groups [begin, end); or, with
+// end < 0, the whole file (plain, gzip, or a table file of any format: data/table_file.h).
 struct FilePiece {
   std::string file;
   int64_t begin = 0, end = -1;

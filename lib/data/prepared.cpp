@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/input_files.h"
+#include "data/dataset_files.h"
 #include "data/prepared_check.h"
-#include "data/table_files.h"
+#include "data/table_file.h"
 #include "util/file_check.h"
 #include "util/hash.h"
 #include "util/mapped_file.h"
@@ -396,6 +396,10 @@ std::vector<std::string> manifest_differences(const PreparedManifest& found, con
     if (f.query_prompt != e.query_prompt || f.passage_prompt != e.passage_prompt)
       out.push_back(where + ": prepared with other prompts (query " + json(f.query_prompt).dump() + ", passage " +
                     json(f.passage_prompt).dump() + ")");
+    if (f.columns != e.columns)
+      out.push_back(where + ": prepared with other columns (" + (f.columns.empty() ? "by the rules" : f.columns) +
+                    "; data.train[" + std::to_string(i) + "].columns now: " +
+                    (e.columns.empty() ? "none" : e.columns) + ")");
     std::vector<std::string> found_paths, expected_paths;
     for (const auto& file : f.files) found_paths.push_back(file.path);
     for (const auto& file : e.files) expected_paths.push_back(file.path);
@@ -411,18 +415,58 @@ std::vector<std::string> manifest_differences(const PreparedManifest& found, con
   return out;
 }
 
+namespace {
+
+// Parquet holds text compressed (Zstd or Snappy on sentences: a third of its JSONL's size
+// or less), so a piece of piece_bytes / 3 on disk holds about the rows of a JSONL piece.
+constexpr int64_t kParquetShareOfText = 3;
+
+// A Parquet file's pieces: runs of whole row groups of about piece_bytes / 3 on disk (a
+// group's share of the file's bytes taken as its share of the rows: TableFile gives each
+// group's rows, not its bytes); one piece, the whole file, when it comes to no more.
+void plan_parquet(int source, const std::string& file, int64_t size, int64_t piece_bytes,
+                  std::vector<PrepareItem>& items) {
+  const TableFile table(file, TableFormat::Parquet);
+  const int groups = table.num_row_groups();
+  const int64_t rows = std::max<int64_t>(1, table.num_rows());
+  const int64_t budget = std::max<int64_t>(1, piece_bytes / kParquetShareOfText);
+  std::vector<PrepareItem> pieces;
+  int first = 0;
+  int64_t piece_rows = 0;
+  for (int g = 0; g < groups; ++g) {
+    piece_rows += std::max<int64_t>(0, table.row_group_rows(g));
+    const int64_t bytes = size * piece_rows / rows;
+    if (bytes >= budget || g + 1 == groups) {
+      pieces.push_back({source, FilePiece{file, first, g + 1, 1}, bytes});
+      first = g + 1;
+      piece_rows = 0;
+    }
+  }
+  if (pieces.size() <= 1) pieces = {{source, FilePiece{file, 0, -1, 1}, size}};
+  items.insert(items.end(), pieces.begin(), pieces.end());
+}
+
+}  // namespace
+
 std::vector<PrepareItem> plan_prepare(const std::vector<SourceInput>& sources, int64_t piece_bytes) {
   std::vector<PrepareItem> items;
   std::vector<char> block(1 << 20);
   for (size_t s = 0; s < sources.size(); ++s) {
     if (sources[s].files.empty()) throw DataError("data source \"" + sources[s].name + "\": no files given");
-    for (const std::string& file : expand_input_paths(sources[s].files)) {
+    for (const DataFile& data_file : resolve_data_files(sources[s].files, sources[s].dataset).files) {
+      const std::string& file = data_file.path;
+      const TableFormat format = data_file.format;
       const PreparedFile stamp = stamp_file(file);
+      if (format == TableFormat::Parquet) {
+        plan_parquet(int(s), file, stamp.size, piece_bytes, items);
+        continue;
+      }
       std::ifstream in(file, std::ios::binary);
       unsigned char magic[2] = {0, 0};
       in.read(reinterpret_cast<char*>(magic), 2);
       const bool gzip = in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-      if (gzip || stamp.size <= piece_bytes || is_parquet_file(file)) {  // Parquet: no line ends to cut at
+      // Other table files (IPC streams, CSV: a header to read first) are one piece each.
+      if (gzip || stamp.size <= piece_bytes || format != TableFormat::Jsonl) {
         items.push_back({int(s), FilePiece{file, 0, -1, 1}, stamp.size});
         continue;
       }

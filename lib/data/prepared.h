@@ -57,6 +57,7 @@ PreparedFile stamp_file(const std::string& path);  // DataError when it cannot b
 
 struct PreparedSource {
   std::string name, query_prompt, passage_prompt;  // prompts as texts, as they were tokenized
+  std::string columns;                              // data.train[i].columns (ColumnNames::key), "" = none
   std::vector<PreparedFile> files;                  // after glob expansion, in order
   int64_t begin = 0, end = 0;                       // its pairs
 };
@@ -177,7 +178,10 @@ std::vector<std::string> manifest_differences(const PreparedManifest& found, con
 
 // The unit of work of a prepare: a piece of a source's file. Plain files larger than
 // piece_bytes are cut at line ends into pieces of about that size (their first line
-// numbers counted on the way); gzip files are one piece each.
+// numbers counted on the way); a Parquet file into runs of whole row groups of about
+// piece_bytes / 3 on disk (compressed text: about the rows of a JSONL piece); gzip files
+// and other table files (IPC streams, CSV) are one piece each. A file that is one piece
+// has end < 0. Throws DataError for a Parquet file whose footer cannot be read.
 struct PrepareItem {
   int source = 0;
   FilePiece piece;

@@ -51,6 +51,7 @@ json manifest_json(const PreparedManifest& m) {
                        {"passage_prompt", s.passage_prompt},
                        {"pairs", {s.begin, s.end}},
                        {"files", files}});
+    if (!s.columns.empty()) sources.back()["columns"] = s.columns;  // absent: none (and folders made before it)
   }
   return {{"format", kPreparedFormat},
           {"version", kPreparedVersion},
@@ -135,6 +136,7 @@ PreparedManifest read_manifest(const std::string& dir) {
       source.name = get(s, "name").get<std::string>();
       source.query_prompt = get(s, "query_prompt").get<std::string>();
       source.passage_prompt = get(s, "passage_prompt").get<std::string>();
+      if (s.contains("columns")) source.columns = get(s, "columns").get<std::string>();
       const json& range = get(s, "pairs");
       source.begin = range.at(0).get<int64_t>();
       source.end = range.at(1).get<int64_t>();

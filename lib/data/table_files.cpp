@@ -1,13 +1,10 @@
-// Parquet pair files: their columns mapped to roles, their rows read through Arrow's
-// module into PairRecords, a batch at a time.
+// Table files of pairs (Parquet, Arrow IPC, CSV, TSV): their columns mapped to roles,
+// their rows read through TableFile into PairRecords, a batch at a time.
 #include "data/table_files.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -15,9 +12,7 @@
 #include <utility>
 
 #include "config/key_suggest.h"
-#include "data/arrow_library.h"
 #include "data/pairs.h"
-#include "util/file_check.h"
 #include "util/text.h"
 #include "util/utf8.h"
 
@@ -83,24 +78,6 @@ std::string nearest_column(const std::vector<TableColumn>& columns, const std::v
   return best;
 }
 
-// Arrow's message on one line: its line breaks as "; ", control characters (a corrupt
-// file's bytes that it quotes) as '?', ill-formed UTF-8 replaced, cut to 300 bytes.
-std::string one_line(const char* message) {
-  std::string out;
-  for (const char* p = message; *p != '\0'; ++p) {
-    const unsigned char c = static_cast<unsigned char>(*p);
-    if (c == '\n') {
-      while (!out.empty() && out.back() == ' ') out.pop_back();
-      if (p[1] != '\0') out += "; ";
-    } else {
-      out += c < 0x20 || c == 0x7f ? '?' : static_cast<char>(c);
-    }
-  }
-  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
-  if (out.size() > 300) out.resize(300);
-  return utf8::replace_ill_formed(out.data(), out.data() + out.size());
-}
-
 const char* kind_words(int kind) {
   switch (kind) {
     case DDP_EMBED_ARROW_TEXT: return "text (a string)";
@@ -113,14 +90,19 @@ const char* kind_words(int kind) {
 
 class ColumnMapper {
  public:
-  ColumnMapper(const std::vector<TableColumn>& columns, const std::string& origin)
-      : columns_(columns), origin_(origin), used_(columns.size(), false) {}
+  ColumnMapper(const std::vector<TableColumn>& columns, const std::string& origin, const ColumnNames& names)
+      : columns_(columns), origin_(origin), names_(names), used_(columns.size(), false) {}
 
   PairColumns map() {
-    map_scores();
+    if (names_.score.empty())
+      map_scores();
+    else
+      map_named_score();
+    for (const std::string& neg : names_.neg)
+      out_.neg.push_back(take(named(neg, "a negative"), {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST}, " (a negative)"));
     // A query's or a positive's name: by name (a misspelled other is then "did you mean");
     // negatives' names alone do not count ("question", "answer", "negative" is by position).
-    bool named = false;
+    bool named = !names_.query.empty() || !names_.pos.empty();
     for (const auto& column : columns_)
       named = named || is_one_of(column.name, kQueryNames) || is_one_of(column.name, kPosNames);
     if (named)
@@ -136,10 +118,11 @@ class ColumnMapper {
   // Checks that column c holds one of `kinds` (its role said by `role`) and marks it used.
   int take(int c, std::initializer_list<int> kinds, const std::string& role) {
     const TableColumn& column = columns_[size_t(c)];
+    if (used_[size_t(c)]) fail("column " + json_quoted(column.name) + role + " has a role already: give it one");
     bool fits = false;
     std::string expected;
     for (int kind : kinds) {
-      fits = fits || column.kind == kind;
+      fits = fits || column.kind == kind || (kind == DDP_EMBED_ARROW_TEXT && column.text_readable);
       expected += std::string(expected.empty() ? "" : " or ") + kind_words(kind);
     }
     if (!fits)
@@ -163,10 +146,36 @@ class ColumnMapper {
     return found;
   }
 
-  int find_named(const char* name) const {
+  int find_named(const std::string& name) const {
     for (size_t c = 0; c < columns_.size(); ++c)
       if (columns_[c].name == name) return static_cast<int>(c);
     return -1;
+  }
+
+  // The column named `name` in ColumnNames for `role`; missing is an error.
+  int named(const std::string& name, const char* role) const {
+    const int c = find_named(name);
+    if (c >= 0) return c;
+    std::string near;
+    size_t near_distance = std::numeric_limits<size_t>::max();
+    for (const auto& column : columns_) {
+      const size_t d = edit_distance(ascii_lower(column.name), ascii_lower(name));
+      if (d <= 1 + name.size() / 3 && d < near_distance) {
+        near_distance = d;
+        near = column.name;
+      }
+    }
+    fail("no column " + json_quoted_cut(name, 40) + " (named for " + role + " in the source's columns); the file's columns: " +
+         quoted_columns(columns_) + (near.empty() ? "" : " (did you mean " + json_quoted(near) + "?)"));
+  }
+
+  void map_named_score() {
+    const int c = named(names_.score, "the score");
+    take(c, {DDP_EMBED_ARROW_NUMBER, DDP_EMBED_ARROW_NUMBER_LIST}, " (the score, or the teacher's scores of the candidates)");
+    if (columns_[size_t(c)].kind == DDP_EMBED_ARROW_NUMBER_LIST)
+      out_.label_scores = c;
+    else
+      out_.score = c;
   }
 
   void map_scores() {
@@ -201,13 +210,14 @@ class ColumnMapper {
   }
 
   void map_by_name() {
-    const int query = find_one(kQueryNames, "the query");
-    const int pos = find_one(kPosNames, "the positive");
-    const int neg = find_one(kNegNames, "the negatives");
+    const int query = names_.query.empty() ? find_one(kQueryNames, "the query") : named(names_.query, "the query");
+    const int pos = names_.pos.empty() ? find_one(kPosNames, "the positive") : named(names_.pos, "the positive");
     if (query < 0) fail_missing("the query", kQueryNames);
     out_.query = take(query, {DDP_EMBED_ARROW_TEXT}, " (the query)");
     if (pos < 0) fail_missing("the positive", kPosNames);
     out_.pos = take(pos, {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST}, " (the positive)");
+    if (!names_.neg.empty()) return;  // named negatives replace the rules'
+    const int neg = find_one(kNegNames, "the negatives");
     if (neg >= 0) out_.neg.push_back(take(neg, {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST}, " (the negatives)"));
     std::vector<std::pair<int, int>> numbered;  // (N of negative_N, column)
     for (size_t c = 0; c < columns_.size(); ++c)
@@ -220,20 +230,21 @@ class ColumnMapper {
   void map_by_position() {
     std::vector<int> texts;
     for (size_t c = 0; c < columns_.size(); ++c)
-      if (!is_one_of(columns_[c].name, kScoreNames)) texts.push_back(static_cast<int>(c));
+      if (!is_one_of(columns_[c].name, kScoreNames) && !used_[c]) texts.push_back(static_cast<int>(c));
     if (texts.size() < 2)
       fail("a pair needs two text columns, a query and a positive, and the file's columns are " +
            quoted_columns(columns_) + " (name them \"query\" and \"pos\", or \"anchor\" and \"positive\")");
     out_.by_position = true;
     out_.query = take(texts[0], {DDP_EMBED_ARROW_TEXT}, " (the query, as the first column)");
     out_.pos = take(texts[1], {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST}, " (the positive, as the second column)");
-    for (size_t k = 2; k < texts.size(); ++k)
+    for (size_t k = 2; k < texts.size() && names_.neg.empty(); ++k)
       out_.neg.push_back(take(texts[k], {DDP_EMBED_ARROW_TEXT, DDP_EMBED_ARROW_TEXT_LIST},
                               " (a negative, as a column after the second)"));
   }
 
   const std::vector<TableColumn>& columns_;
   const std::string& origin_;
+  const ColumnNames& names_;
   std::vector<bool> used_;
   PairColumns out_;
 };
@@ -242,12 +253,10 @@ class ColumnMapper {
 
 bool blank_text(std::string_view text) { return text.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
-// Reads a row's values from the module's current batch. `slot` numbers follow `Slots`.
+// Reads a row's values from the file's current batch; slots in the order of selected().
 class RowReader {
  public:
-  RowReader(const arrow_module::Library& lib, ddp_embed_arrow_file* file, const std::vector<TableColumn>& columns,
-            const PairColumns& map)
-      : lib_(lib), file_(file), columns_(columns), map_(map) {
+  RowReader(const TableFile& file, const PairColumns& map) : file_(file), columns_(file.columns()), map_(map) {
     add(map.query);
     add(map.pos);
     for (int c : map.neg) add(c);
@@ -257,6 +266,13 @@ class RowReader {
     neg_scores_ = map.neg_scores >= 0 ? add(map.neg_scores) : -1;
   }
   const std::vector<int>& selected() const { return selected_; }
+  // Per slot: read as text (all but the numbers).
+  std::vector<bool> as_text() const {
+    std::vector<bool> out(selected_.size(), true);
+    for (int slot : {score_, label_, pos_scores_, neg_scores_})
+      if (slot >= 0) out[size_t(slot)] = false;
+    return out;
+  }
 
   // Row r of the batch into `record`: "" or what is wrong.
   std::string read(int64_t r, PairRecord& record) const {
@@ -269,7 +285,7 @@ class RowReader {
       if ((error = texts(s, r, /*null_is_none=*/true, record.neg)).size()) return error;
     if (score_ >= 0) {
       double value = 0;
-      if (lib_.number(file_, score_, r, &value) == 1) {
+      if (file_.number(score_, r, value) == 1) {
         if ((error = to_float(value, name(score_), record.score)).size()) return error;
         record.has_score = true;
       }
@@ -285,46 +301,43 @@ class RowReader {
   std::string name(int slot) const { return json_quoted(columns_[size_t(selected_[size_t(slot)])].name); }
   int kind(int slot) const { return columns_[size_t(selected_[size_t(slot)])].kind; }
 
-  static std::string checked(const char* data, size_t size, const std::string& what, std::string& out) {
-    if (!utf8::is_valid(data, data + size)) return what + " is not valid UTF-8";
-    if (blank_text(std::string_view(data, size))) return what + " is empty";
-    out.assign(data, size);
+  static std::string checked(std::string_view text, const std::string& what, std::string& out) {
+    if (!utf8::is_valid(text.data(), text.data() + text.size())) return what + " is not valid UTF-8";
+    if (blank_text(text)) return what + " is empty";
+    out.assign(text.data(), text.size());
     return "";
   }
 
   std::string text(int slot, int64_t r, const std::string& column, std::string& out) const {
-    const char* data = nullptr;
-    size_t size = 0;
-    const int got = lib_.text(file_, slot, r, &data, &size);
+    std::string_view value;
+    const int got = file_.text(slot, r, value);
     if (got != 1) return "column " + column + (got == 0 ? " is null" : " cannot be read as text");
-    return checked(data, size, "column " + column, out);
+    return checked(value, "column " + column, out);
   }
 
   // A text or a list of texts, appended to `out`; a null cell is none when null_is_none.
   std::string texts(int slot, int64_t r, bool null_is_none, std::vector<std::string>& out) const {
     if (kind(slot) == DDP_EMBED_ARROW_TEXT) {
       std::string value;
-      const char* data = nullptr;
-      size_t size = 0;
-      const int got = lib_.text(file_, slot, r, &data, &size);
+      std::string_view data;
+      const int got = file_.text(slot, r, data);
       if (got == 0 && null_is_none) return "";
       if (got != 1) return "column " + name(slot) + (got == 0 ? " is null" : " cannot be read as text");
-      std::string error = checked(data, size, "column " + name(slot), value);
+      std::string error = checked(data, "column " + name(slot), value);
       if (error.empty()) out.push_back(std::move(value));
       return error;
     }
     int64_t count = 0;
-    const int got = lib_.list_size(file_, slot, r, &count);
+    const int got = file_.list_size(slot, r, count);
     if (got == 0 && null_is_none) return "";
     if (got != 1) return "column " + name(slot) + (got == 0 ? " is null" : " cannot be read as a list");
     for (int64_t k = 0; k < count; ++k) {
-      const char* data = nullptr;
-      size_t size = 0;
+      std::string_view data;
       const std::string what = "column " + name(slot) + "[" + std::to_string(k) + "]";
-      const int item = lib_.list_text(file_, slot, r, k, &data, &size);
+      const int item = file_.list_text(slot, r, k, data);
       if (item != 1) return what + (item == 0 ? " is null" : " cannot be read as text");
       out.emplace_back();
-      if (std::string error = checked(data, size, what, out.back()); !error.empty()) return error;
+      if (std::string error = checked(data, what, out.back()); !error.empty()) return error;
     }
     return "";
   }
@@ -340,14 +353,14 @@ class RowReader {
   // false (and no error) when the cell is null.
   std::string scores(int slot, int64_t r, size_t count, const char* of, std::vector<float>& out, bool& present) const {
     int64_t size = 0;
-    present = lib_.list_size(file_, slot, r, &size) == 1;
+    present = file_.list_size(slot, r, size) == 1;
     if (!present) return "";
     if (static_cast<size_t>(size) != count)
       return "column " + name(slot) + " has " + std::to_string(size) + " scores for " + std::to_string(count) + " " + of;
     for (int64_t k = 0; k < size; ++k) {
       double value = 0;
       const std::string what = "column " + name(slot) + "[" + std::to_string(k) + "]";
-      if (lib_.list_number(file_, slot, r, k, &value) != 1) return what + " is null";
+      if (file_.list_number(slot, r, k, value) != 1) return what + " is null";
       out.emplace_back();
       if (std::string error = to_float(value, what, out.back()); !error.empty()) return error;
     }
@@ -370,8 +383,7 @@ class RowReader {
     return error;
   }
 
-  const arrow_module::Library& lib_;
-  ddp_embed_arrow_file* file_;
+  const TableFile& file_;
   const std::vector<TableColumn>& columns_;
   const PairColumns& map_;
   std::vector<int> selected_;  // slot -> the file's column
@@ -380,14 +392,20 @@ class RowReader {
 
 }  // namespace
 
-bool is_parquet_file(const std::string& path) {
-  constexpr std::string_view suffix = ".parquet";
-  if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return true;
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {0, 0, 0, 0};
-  in.read(magic, 4);
-  return in.gcount() == 4 && std::memcmp(magic, "PAR1", 4) == 0;
+bool is_parquet_file(const std::string& path) { return table_format_of(path) == TableFormat::Parquet; }
+
+std::string ColumnNames::key() const {
+  std::string out;
+  auto add = [&out](const char* role, const std::string& name) {
+    if (!name.empty()) out += (out.empty() ? "" : " ") + std::string(role) + "=" + name;
+  };
+  add("query", query);
+  add("pos", pos);
+  std::string negatives;
+  for (const auto& name : neg) negatives += (negatives.empty() ? "" : ",") + name;
+  add("neg", negatives);
+  add("score", score);
+  return out;
 }
 
 std::string PairColumns::describe(const std::vector<TableColumn>& columns) const {
@@ -400,52 +418,31 @@ std::string PairColumns::describe(const std::vector<TableColumn>& columns) const
   return out;
 }
 
-PairColumns map_pair_columns(const std::vector<TableColumn>& columns, const std::string& origin) {
-  return ColumnMapper(columns, origin).map();
+PairColumns map_pair_columns(const std::vector<TableColumn>& columns, const std::string& origin,
+                             const ColumnNames& names) {
+  return ColumnMapper(columns, origin, names).map();
 }
 
-std::string read_parquet_pairs(const std::string& path, int64_t batch_rows,
-                               const std::function<void(std::vector<TableRow>&)>& on_batch) {
-  if (const std::string folder = folder_not_file(path, "a Parquet file of pairs"); !folder.empty())
-    throw DataError(folder);
-  if (!std::ifstream(path, std::ios::binary)) throw DataError("cannot open " + path + ": " + std::strerror(errno));
-  std::error_code ec;
-  if (std::filesystem::file_size(path, ec) == 0 && !ec)
-    throw DataError(path + ": an empty file (0 bytes), where a Parquet file was expected");
-  const arrow_module::Library& lib = arrow_module::library();
-  char error[1024] = "";
-  std::unique_ptr<ddp_embed_arrow_file, decltype(lib.close)> file(lib.open(path.c_str(), error, sizeof error),
-                                                                  lib.close);
-  if (!file)
-    throw DataError(path + ": not a readable Parquet file (cut short, corrupt, or not Parquet): " + one_line(error));
-  std::vector<TableColumn> columns;
-  for (int c = 0; c < lib.num_columns(file.get()); ++c)
-    columns.push_back(TableColumn{lib.column_name(file.get(), c), lib.column_kind(file.get(), c),
-                                  lib.column_type(file.get(), c)});
-  const PairColumns map = map_pair_columns(columns, path);
-  const RowReader reader(lib, file.get(), columns, map);
-  if (lib.select(file.get(), reader.selected().data(), reader.selected().size(), batch_rows, error, sizeof error) != 0)
-    throw DataError(path + ": " + one_line(error));
+std::string read_table_pairs(const std::string& path, TableFormat format, const ColumnNames& names,
+                             int64_t batch_rows, const std::function<void(std::vector<TableRow>&)>& on_batch,
+                             int first_group, int end_group) {
+  TableFile file(path, format);
+  const PairColumns map = map_pair_columns(file.columns(), path, names);
+  const RowReader reader(file, map);
+  file.select(reader.selected(), reader.as_text(), batch_rows, first_group, end_group);
   std::vector<TableRow> rows;
-  for (;;) {
-    int group = 0;
-    int64_t first_row = 0;
-    const int64_t count = lib.next_batch(file.get(), &group, &first_row, error, sizeof error);
-    if (count < 0)
-      throw DataError(path + ": row group " + std::to_string(group) + " (of " +
-                      std::to_string(lib.num_row_groups(file.get())) + ") cannot be read (a corrupt file?): " +
-                      one_line(error));
-    if (count == 0) break;
+  while (const int64_t count = file.next_batch()) {
     rows.resize(static_cast<size_t>(count));
     for (int64_t r = 0; r < count; ++r) {
       TableRow& row = rows[size_t(r)];
-      row.row_group = group;
-      row.row = first_row + r;
+      row.row_group = file.current_group();
+      row.row = file.row_in_group(r);
+      row.where = file.where(r);
       row.error = reader.read(r, row.record);
     }
     on_batch(rows);
   }
-  return map.describe(columns);
+  return map.describe(file.columns());
 }
 
 }  // namespace ddp_embed

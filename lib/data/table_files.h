@@ -1,5 +1,6 @@
-// Pair files in Parquet, as Hugging Face datasets keep them, read with Apache Arrow (the
-// module of data/arrow_library.h) a batch of rows at a time, never whole.
+// Pair files in Parquet, Arrow IPC (a save_to_disk folder's shards, Feather), CSV or TSV,
+// as Hugging Face datasets keep them, read with Apache Arrow (data/table_file.h) a batch
+// of rows at a time, never whole.
 //
 // Columns take their roles as sentence-transformers gives them (docs/data.md, "Parquet"):
 //   by name, when a column has a name of the query or the positive:
@@ -10,7 +11,8 @@
 //     teacher scores  "pos_scores" and "neg_scores", or a list of numbers "label"
 //   (other columns are not read); else by position: the first column the query, the
 //   second the positive, the rest negatives ("score", "label", "pos_scores" and
-//   "neg_scores" keep their roles and take no place).
+//   "neg_scores" keep their roles and take no place). ColumnNames names columns for roles
+//   explicitly (data.train[i].columns); the roles it leaves empty follow the rules.
 // Each row becomes the PairRecord that the same pair as a JSONL line becomes.
 #pragma once
 
@@ -21,19 +23,24 @@
 
 #include "data/arrow_module/arrow_api.h"
 #include "data/pair_record.h"
+#include "data/table_file.h"
 
 namespace ddp_embed {
 
-// Whether `path` is read as Parquet: its name ends in ".parquet", or its first four bytes
-// are Parquet's "PAR1".
+// Whether `path` is read as Parquet (table_format_of).
 bool is_parquet_file(const std::string& path);
 
-// A column of a table file: its name, what it holds (DDP_EMBED_ARROW_TEXT, ...) and its
-// Arrow type as text, for messages.
-struct TableColumn {
-  std::string name;
-  int kind = 0;
-  std::string type;
+// Columns named for roles; an empty name (or no negatives): that role by the rules above.
+// Naming the query or the positive maps by name: the other roles then by their names,
+// never by position. Named negatives replace the rules' negatives.
+struct ColumnNames {
+  std::string query, pos;
+  std::vector<std::string> neg;
+  std::string score;  // a number per row, or a list of numbers: the teacher's scores
+  bool empty() const { return query.empty() && pos.empty() && neg.empty() && score.empty(); }
+  // The names as one line, "" when empty ("query=question pos=answer neg=wrong_1,wrong_2"):
+  // what a prepared folder records of them, and compares.
+  std::string key() const;
 };
 
 // Which columns (numbers into the file's columns) hold what; -1 or empty: none.
@@ -48,28 +55,34 @@ struct PairColumns {
   std::string describe(const std::vector<TableColumn>& columns) const;
 };
 
-// The roles of `columns` by the rules above. Throws DataError "<origin>: ..." for a role
-// without its column (naming the columns there are and the nearest name: "did you mean
-// \"querry\"?"), two columns for one role, or a column whose type is not its role's
-// (integers where text is expected, a struct).
-PairColumns map_pair_columns(const std::vector<TableColumn>& columns, const std::string& origin);
+// The roles of `columns` by `names` and the rules above. Throws DataError "<origin>: ..."
+// for a role without its column (naming the columns there are and the nearest name: "did
+// you mean \"querry\"?"), a named column that is not there (the same), two columns for
+// one role, or a column whose type is not its role's (integers where text is expected, a
+// struct; a column with text_readable is text whatever its kind).
+PairColumns map_pair_columns(const std::vector<TableColumn>& columns, const std::string& origin,
+                             const ColumnNames& names = {});
 
 // One row of a table file: its record, or what is wrong with it (a null or empty text,
 // scores that do not fit its candidates), without the file and row.
 struct TableRow {
   PairRecord record;
-  int row_group = 0;
-  int64_t row = 0;  // in its row group, from 0, as pyarrow counts
+  int row_group = 0;  // TableFile::current_group: -1 for CSV and TSV
+  int64_t row = 0;    // TableFile::row_in_group: in its row group from 0, as pyarrow counts
+  std::string where;  // TableFile::where: "row group 1, row 2", "record batch 1, row 2", "line 7"
   std::string error;
 };
 
-// Reads the pairs of the Parquet file `path` in the file's order, at most `batch_rows`
-// rows at a time, handing each batch to `on_batch` (which may move the records out).
-// Throws DataError naming the file (and the row group, or the column) when it cannot be
-// read: not Parquet, an empty or cut file, a corrupt footer or page, columns that do not
+// Reads the pairs of the table file `path` (of `format`, not Jsonl) in the file's order,
+// at most `batch_rows` rows at a time, handing each batch to `on_batch` (which may move
+// the records out). Throws DataError naming the file (and the row group, record batch or
+// line, or the column) when it cannot be read: not of `format`, an empty or cut file, a
+// corrupt footer or page, a CSV line with the wrong number of fields, columns that do not
 // map (map_pair_columns), or when Arrow's module cannot be loaded. Returns the columns'
-// description (PairColumns::describe).
-std::string read_parquet_pairs(const std::string& path, int64_t batch_rows,
-                               const std::function<void(std::vector<TableRow>&)>& on_batch);
+// description (PairColumns::describe). [first_group, end_group): only those row groups
+// (TableFile::select; a piece of a Parquet file that `embed-train prepare` cuts).
+std::string read_table_pairs(const std::string& path, TableFormat format, const ColumnNames& names,
+                             int64_t batch_rows, const std::function<void(std::vector<TableRow>&)>& on_batch,
+                             int first_group = 0, int end_group = -1);
 
 }  // namespace ddp_embed

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/pairs.h"
+#include "data/table_file.h"
 #include "eval/metrics.h"
 #include "parallel/process_group.h"
 #include "model/model_folder.h"
@@ -66,11 +67,58 @@ at::Tensor l2_normalize(const at::Tensor& rows) { return rows / rows.norm(2, 1, 
 
 }  // namespace
 
+namespace {
+
+// The column a table file's texts are read from: "text", else "sentence", else the first
+// text column. Throws DataError naming the file and its columns when none holds text.
+int sentence_column(const TableFile& table) {
+  const std::vector<TableColumn>& columns = table.columns();
+  auto is_text = [](const TableColumn& c) { return c.kind == DDP_EMBED_ARROW_TEXT || c.text_readable; };
+  for (const char* name : {"text", "sentence"})
+    for (size_t c = 0; c < columns.size(); ++c)
+      if (columns[c].name == name) {
+        if (!is_text(columns[c]))
+          throw DataError(table.path() + ": the column \"" + name + "\" holds " + columns[c].type +
+                          ", not text: write the texts to encode there");
+        return static_cast<int>(c);
+      }
+  for (size_t c = 0; c < columns.size(); ++c)
+    if (is_text(columns[c])) return static_cast<int>(c);
+  std::string names;
+  for (const TableColumn& c : columns)
+    names += (names.empty() ? "" : ", ") + json_quoted_cut(c.name, 40) + " " + c.type;
+  throw DataError(table.path() + ": no text column (the texts are read from \"text\", \"sentence\" or the first "
+                  "column of text); its columns: " + (names.empty() ? "none" : names));
+}
+
+// A table file's texts, in its rows' order; a null is an error naming its row.
+std::vector<std::string> read_table_sentences(const std::string& path, TableFormat format) {
+  TableFile table(path, format);
+  const int column = sentence_column(table);
+  spdlog::info("{}: the texts of its column \"{}\"", path, table.columns()[size_t(column)].name);
+  table.select({column}, {true}, 8192);
+  std::vector<std::string> out;
+  for (int64_t rows; (rows = table.next_batch()) > 0;) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::string_view text;
+      if (table.text(0, r, text) != 1)
+        throw DataError(path + ": " + table.where(r) + ": the text is null (every row needs one)");
+      out.emplace_back(text);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> read_sentences(const std::string& path) {
-  if (const std::string folder = folder_not_file(path, "a file of texts (one a line, or JSONL)"); !folder.empty())
+  if (const std::string folder = folder_not_file(path, "a file of texts (one a line, JSONL, or a table)");
+      !folder.empty())
     throw std::runtime_error(folder);
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path + (std::filesystem::exists(path) ? "" : ": no such file"));
+  if (const TableFormat format = table_format_of(path); format != TableFormat::Jsonl)
+    return read_table_sentences(path, format);
   std::vector<std::string> out;
   std::string line;
   int64_t number = 0;

@@ -3,9 +3,10 @@
 // Qwen3: model/model_folder.h)
 // applied to a file of sentences or pairs, on one process.
 //
-// encode: text (one sentence a line) or JSONL ("text") in; JSONL {"text", "embedding"} or
-//   .npy (float32, [N, dim]) out, in input order. Sentences are batched by length
-//   internally (less padding); progress goes to stderr.
+// encode: text (one sentence a line), JSONL ("text") or a table file (Parquet, Arrow IPC,
+//   CSV, TSV: its column "text", else "sentence", else its first text column) in; JSONL
+//   {"text", "embedding"} or .npy (float32, [N, dim]) out, in input order. Sentences are
+//   batched by length internally (less padding); progress goes to stderr.
 //   A folder with a Normalize module gives unit vectors (x / max(||x||, 1e-12), as
 //   torch's F.normalize); --normalize does the same for any folder.
 // eval: retrieval (each query's positive among all positives: recall@1/5/10, mrr@10,
@@ -52,9 +53,9 @@ struct EncodeOptions {
 
 struct EvalOptions {
   std::string model_dir;
-  std::string data;  // a pair file, or
-  std::string beir;  // a BEIR folder (data/beir.h)
-  std::string split;  // BEIR: qrels/<split>.tsv; empty = test, or the only one
+  std::string data;  // a pair file (JSONL or a table file: data/pairs.h), or
+  std::string beir;  // a BEIR folder, or MTEB's Hub folder of one (data/beir.h)
+  std::string split;  // BEIR: qrels/<split>.tsv (MTEB: the qrels config's split); empty = test, or the only one
   std::string query_prompt, corpus_prompt;  // BEIR: before each query / document
   std::string embeddings_out;  // BEIR: also write queries.npy and corpus.npy here (empty: no)
   std::string task;  // retrieval | sts | empty: sts when every pair has a score
@@ -76,7 +77,10 @@ int run_tokenize(const TokenizeOptions& options);
 // ---- what encode shares with mine (train/mine.h) ---------------------------------------
 
 // One sentence a line, or JSONL objects with a "text" field (a name ending in .jsonl or
-// .json); a bad JSONL line is an error "FILE:LINE: ...".
+// .json), or a table file (data/table_file.h's table_format_of: .parquet, .arrow, .csv,
+// .tsv, ...) read a batch at a time: its column "text", else "sentence", else its first
+// text column. A bad JSONL line is an error "FILE:LINE: ..."; a table file without a text
+// column, or with a null text, a DataError naming the file (and the row group and row).
 std::vector<std::string> read_sentences(const std::string& path);
 
 // The text put before each input, as sentence-transformers chooses it: `prompt` when

@@ -16,6 +16,8 @@
 
 #include "compat/cuda_support.h"
 #include "data/pair_record.h"
+#include "data/pairs.h"
+#include "data/table_files.h"
 #include "model/model_folder.h"
 #include "parallel/process_group.h"
 #include "parallel/worker_env.h"
@@ -50,12 +52,29 @@ struct MiningInput {
   int64_t corpus_file_texts = 0, corpus_blank_lines = 0;
 };
 
+// Every row of a table file of pairs (data/table_files.h: its columns by the names of
+// data.train), checked; "FILE: row group G, row R: what is wrong" for a bad one.
+std::vector<PairRecord> read_pair_rows(const std::string& path, TableFormat format) {
+  std::vector<PairRecord> records;
+  const std::string columns = read_table_pairs(path, format, {}, 8192, [&](std::vector<TableRow>& rows) {
+    for (TableRow& row : rows) {
+      if (!row.error.empty()) throw DataError(path + ": " + row.where + ": " + row.error);
+      records.push_back(std::move(row.record));
+    }
+  });
+  spdlog::info("mine: {}: {}", path, columns);
+  if (records.empty()) throw DataError(path + ": no pairs in it");
+  return records;
+}
+
 // Every line of the pairs file, checked; "FILE:LINE: what is wrong" for a bad one.
 std::vector<PairRecord> read_pair_lines(const std::string& path) {
-  if (const std::string folder = folder_not_file(path, "a file of pairs (JSONL)"); !folder.empty())
-    throw std::runtime_error("--input " + folder);
+  const std::string folder = folder_not_file(path, "a file of pairs (JSONL), nor a table file of them (Parquet, ...)");
+  if (!folder.empty()) throw std::runtime_error("--input " + folder);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("--input " + path + ": cannot open" + (fs::exists(path) ? "" : ": no such file"));
+  if (const TableFormat format = table_format_of(path); format != TableFormat::Jsonl)
+    return read_pair_rows(path, format);
   std::vector<PairRecord> records;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {

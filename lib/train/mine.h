@@ -10,7 +10,9 @@
 //   num_negatives are its "neg"
 //
 // Input: JSONL pairs (docs/formats.md; query/pos, anchor/positive or text1/text2, pos a
-// string or a list). As in sentence-transformers, a query that appears on several lines
+// string or a list), or a table file of them (Parquet, Arrow IPC, CSV, TSV: its columns by
+// the names data.train reads, data/table_files.h); --corpus likewise a text file or a
+// table file (train/inference.h's read_sentences). As in sentence-transformers, a query that appears on several lines
 // has all their positives as its positives, a text is one corpus entry however often it
 // appears (so a candidate whose text equals a positive is that positive), and the margins
 // compare with the query's lowest positive score.
@@ -29,7 +31,7 @@ namespace ddp_embed {
 // sentence-transformers' parameters, with its defaults.
 struct MineOptions {
   std::string model_dir, input, output;
-  std::string corpus;  // more candidates: one text a line, or JSONL "text"; "" = the positives only
+  std::string corpus;  // more candidates: one text a line, JSONL "text" or a table; "" = the positives only
   int64_t num_negatives = 3;
   int64_t range_min = 0;
   // Unset: range_min + num_negatives + max_positives, or range_min + 10 x num_negatives +

@@ -143,11 +143,18 @@ void check_prompts(const Config& cfg, const std::map<std::string, std::string>& 
     }
 }
 
+ColumnNames setup_column_names(const ColumnChoice& c) { return ColumnNames{c.query, c.pos, c.neg, c.score}; }
+
 std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std::string, std::string>& prompts) {
   std::vector<SourceInput> out;
-  for (const auto& s : cfg.data.train)
+  for (size_t i = 0; i < cfg.data.train.size(); ++i) {
+    const DataSource& s = cfg.data.train[i];
+    const std::string key =
+        cfg.data.train.size() == 1 && s.plain() ? "data.train" : "data.train[" + std::to_string(i) + "]";
     out.push_back({s.name, s.paths, prompt_text(s.query_prompt, prompts), prompt_text(s.passage_prompt, prompts),
-                   !teacher_scores_key(cfg.loss).empty(), teacher_scores_key(cfg.loss)});
+                   !teacher_scores_key(cfg.loss).empty(), teacher_scores_key(cfg.loss),
+                   DatasetChoice{s.config, {s.split}, key}, setup_column_names(s.columns)});
+  }
   return out;
 }
 
@@ -358,20 +365,29 @@ std::vector<EvalSet> load_eval_sets(const Config& cfg, const Worker& w, SourceIn
                                     const Tokenizer& tokenizer) {
   std::vector<EvalSet> sets;
   const std::vector<std::string>& paths = cfg.data.eval.paths;
-  for (const std::string& path : paths) {
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
+    const EvalSets::Choice choice = cfg.data.eval.choice(i);
+    const std::string key = cfg.data.eval.choices.empty() ? "data.eval" : "data.eval[" + std::to_string(i) + "]";
     EvalSet set;
     if (is_beir_folder(path)) {
-      set.beir = load_beir(path, "", tokenizer, cfg.tokenizer.max_length, first_source.query_prompt,
+      set.beir = load_beir(path, choice.split, tokenizer, cfg.tokenizer.max_length, first_source.query_prompt,
                            first_source.passage_prompt);
       set.name = set.beir->name;
     } else {
+      // A file of pairs, or a dataset folder of pairs: its evaluation split by default.
       SourceInput eval = first_source;
       eval.name = "eval";
       eval.files = {path};
       eval.require_teacher_scores = false;  // evaluation never reads them
+      eval.dataset = DatasetChoice{choice.config, {choice.split}, key};
+      if (choice.split.empty()) eval.dataset.splits = {"validation", "dev", "test"};
+      eval.columns = setup_column_names(choice.columns);
       set.pairs = load_sources({eval}, tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
                                cfg.data.max_line_bytes);
-      set.name = paths.size() == 1 ? "" : std::filesystem::path(path).stem().string();
+      std::string name = path;  // a folder's name without its last '/'
+      while (name.size() > 1 && name.back() == '/') name.pop_back();
+      set.name = paths.size() == 1 ? "" : std::filesystem::path(name).stem().string();
     }
     for (const EvalSet& other : sets)
       if (other.name == set.name)

@@ -2,7 +2,7 @@
 """`embed-train eval --beir` against sentence-transformers' InformationRetrievalEvaluator.
 
     python scripts/python/beir_reference.py --model DIR --embed-train BIN --beir FOLDER
-        [--work DIR] [--tol 1e-6]
+        [--mteb FOLDER] [--work DIR] [--tol 1e-6]
 
 embed-train evaluates the folder and writes the embeddings it ranked (--save-embeddings).
 The evaluator is then given the same folder (queries, corpus as "title text", qrels with
@@ -11,6 +11,10 @@ them, its corpus as corpus_embeddings. Every metric it reports (accuracy, precis
 recall @1/3/5/10, mrr@10, ndcg@10, map@100) must equal embed-train's within --tol. That
 the embeddings are the model's is checked too: SentenceTransformer(DIR).encode of the
 same texts within 1e-5 (max abs) of them.
+
+With --mteb FOLDER (the same set in MTEB's Hub layout: scripts/python/make_beir_fixtures.py
+writes one), embed-train evaluates that folder too: its split, counts and every metric must
+equal the BEIR folder's exactly, and so must the embeddings it ranked.
 
 Exit status: 0 agreement; 1 a disagreement; 2 a usage or running problem.
 """
@@ -60,24 +64,56 @@ class Embedded:
         return self.query_embeddings
 
 
+def evaluate(a, folder, work):
+    """embed-train eval --beir FOLDER: its JSON, the ranked embeddings in WORK; None on failure."""
+    run = subprocess.run([a.embed_train, "eval", "--model", a.model, "--beir", folder, "--format", "json",
+                          "--save-embeddings", work], capture_output=True, text=True)
+    if run.returncode != 0:
+        print(run.stdout, run.stderr, file=sys.stderr)
+        return None
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def mteb_agrees(a, ours, q, c):
+    """The MTEB folder's numbers equal the BEIR folder's (`ours`, embeddings q and c) exactly."""
+    work = os.path.join(a.work, "mteb")
+    os.makedirs(work, exist_ok=True)
+    theirs = evaluate(a, a.mteb, work)
+    if theirs is None:
+        return None
+    differ = sorted(k for k in set(ours) | set(theirs) if k != "name" and ours.get(k) != theirs.get(k))
+    for k in differ:
+        print(f"{k:14s} BEIR folder {ours.get(k)!r}  MTEB folder {theirs.get(k)!r}   <-- differs")
+    metrics = [k for k in ours if "@" in k]
+    same_embeddings = (torch.equal(q, torch.from_numpy(np.load(os.path.join(work, "queries.npy")))) and
+                       torch.equal(c, torch.from_numpy(np.load(os.path.join(work, "corpus.npy")))))
+    print(f"MTEB folder {a.mteb}: split {theirs.get('split')}, {theirs.get('queries')} queries, "
+          f"{theirs.get('documents')} documents; {len(metrics)} metrics, {len(differ)} values differ; "
+          f"embeddings {'equal' if same_embeddings else 'differ'}")
+    return not differ and len(metrics) == 15 and same_embeddings
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True)
     p.add_argument("--embed-train", required=True)
     p.add_argument("--beir", required=True)
     p.add_argument("--work", default="beir-reference")
+    p.add_argument("--mteb", help="the same set in MTEB's layout: must evaluate to the same numbers")
     p.add_argument("--tol", type=float, default=1e-6)
     a = p.parse_args()
 
     os.makedirs(a.work, exist_ok=True)
-    run = subprocess.run([a.embed_train, "eval", "--model", a.model, "--beir", a.beir, "--format", "json",
-                          "--save-embeddings", a.work], capture_output=True, text=True)
-    if run.returncode != 0:
-        print(run.stdout, run.stderr, file=sys.stderr)
+    ours = evaluate(a, a.beir, a.work)
+    if ours is None:
         return 2
-    ours = json.loads(run.stdout.strip().splitlines()[-1])
     q = torch.from_numpy(np.load(os.path.join(a.work, "queries.npy")))
     c = torch.from_numpy(np.load(os.path.join(a.work, "corpus.npy")))
+    same_as_mteb = True
+    if a.mteb:
+        same_as_mteb = mteb_agrees(a, ours, q, c)
+        if same_as_mteb is None:
+            return 2
 
     queries, corpus, relevant = read_folder(a.beir)
     evaluator = InformationRetrievalEvaluator(queries, corpus, relevant, score_functions={"cosine": cos_sim},
@@ -104,7 +140,7 @@ def main():
     st_c = model.encode(list(corpus.values()), convert_to_tensor=True, normalize_embeddings=True)
     emb = max((st_q - q).abs().max().item(), (st_c - c).abs().max().item())
     print(f"embeddings: max |embed-train - SentenceTransformer.encode| {emb:.3g} (tolerance 1e-5)")
-    return 0 if worst <= a.tol and compared == 15 and emb <= 1e-5 else 1
+    return 0 if worst <= a.tol and compared == 15 and emb <= 1e-5 and same_as_mteb else 1
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace python_fixtures {
 
@@ -73,5 +74,20 @@ inline fs::path made_once(const fs::path& target, const std::string& command, co
   fs::rename(tmp, target);
   return target;
 }
+
+#if defined(DDP_EMBED_SOURCE_DIR) && defined(DDP_EMBED_BINARY_DIR) && defined(DDP_EMBED_PYTHON)
+// build/test-fixtures/<folder>, made by `python scripts/python/<script> <args> FOLDER` once
+// for the script's contents (and those of `more_scripts`, which it imports).
+inline fs::path made_by_script(const std::string& script, const std::string& folder, const std::string& args = "",
+                               const std::vector<std::string>& more_scripts = {}) {
+  const fs::path scripts = fs::path(DDP_EMBED_SOURCE_DIR) / "scripts/python";
+  std::string stamp = read_text(scripts / script);
+  for (const auto& more : more_scripts) stamp += read_text(scripts / more);
+  return made_once(fs::path(DDP_EMBED_BINARY_DIR) / "test-fixtures" / folder,
+                   shell_quote(DDP_EMBED_PYTHON) + " " + shell_quote((scripts / script).string()) +
+                       (args.empty() ? "" : " " + args),
+                   stamp + args);
+}
+#endif
 
 }  // namespace python_fixtures

@@ -1,7 +1,10 @@
 // BEIR folders (data/beir.h): the files read plain or gzip-compressed (by name or by their
 // bytes), a byte-order mark starting a file skipped; what is refused, with the file and
 // line: an id holding a byte-order mark, a score that is not an integer, a folder or a loop
-// of symbolic links where a file belongs, a file there both plain and compressed.
+// of symbolic links where a file belongs, a file there both plain and compressed. And the
+// same set in MTEB's Hub layout (Parquet named by README.md's configs, written by the real
+// pyarrow and read back by datasets: scripts/python/make_beir_fixtures.py) reads as its
+// BEIR folder, with the same faults refused naming the file, row group and row.
 #include "data/beir.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "data_fixtures.h"
+#include "python_fixtures.h"
 
 namespace ddp_embed {
 namespace {
@@ -160,6 +164,98 @@ TEST(Beir, AFolderOrALoopOfLinksWhereAFileBelongsIsNamed) {
   EXPECT_NE(beir_error(both).find("both/corpus.jsonl and corpus.jsonl.gz are both there: keep one"),
             std::string::npos)
       << beir_error(both);
+}
+
+// ---- MTEB's layout --------------------------------------------------------------------
+
+// The fixtures' folder, made once per build folder for the script's contents.
+const fs::path& beir_fixtures() {
+  static const fs::path dir = python_fixtures::made_by_script("make_beir_fixtures.py", "beir");
+  return dir;
+}
+
+BeirSet load_beir_split(const fs::path& folder, const std::string& split) {
+  return load_beir(folder.string(), split, bert(), 32);
+}
+
+TEST(BeirMteb, AnMtebParquetFolderReadsAsItsBeirFolderInEachSplit) {
+  const fs::path& dir = beir_fixtures();
+  const BeirSet beir = load(dir / "mini");
+  ASSERT_EQ(beir.query_ids, (std::vector<std::string>{"q1", "q2"}));
+  ASSERT_EQ(beir.relevant, (std::vector<std::vector<int64_t>>{{0}, {1}}));  // d3 judged 0: not relevant
+  for (const char* folder : {"mini_mteb", "mini_mteb_qrels_config", "mini_mteb_jsonl"}) {
+    SCOPED_TRACE(folder);
+    EXPECT_EQ(default_beir_split((dir / folder).string()), "test");
+    const BeirSet mteb = load(dir / folder);
+    EXPECT_EQ(mteb.split, "test");
+    EXPECT_EQ(mteb.name, folder);
+    expect_same_set(mteb, beir);
+    const BeirSet dev = load_beir_split(dir / folder, "dev");
+    EXPECT_EQ(dev.split, "dev");
+    expect_same_set(dev, load_beir_split(dir / "mini", "dev"));
+  }
+}
+
+TEST(BeirMteb, WholeNumberIdsAndScoresAreReadAsMtebCastsThem) {
+  const fs::path& dir = beir_fixtures();
+  const BeirSet beir = load(dir / "mini");
+  const BeirSet ints = load(dir / "mini_mteb_int_ids");  // int64 ids, float64 scores 1.0, 2.0, 0.0
+  EXPECT_EQ(ints.query_ids, (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(ints.corpus_ids, (std::vector<std::string>{"1", "2", "3"}));
+  EXPECT_EQ(ints.relevant, beir.relevant);
+  ASSERT_EQ(ints.tokens.num_sequences(), beir.tokens.num_sequences());
+  for (int64_t s = 0; s < beir.tokens.num_sequences(); ++s) EXPECT_EQ(ints.tokens.ids(s), beir.tokens.ids(s)) << s;
+}
+
+TEST(BeirMteb, BothLayoutsAreBeirFoldersAndAFolderOfPairShardsIsNot) {
+  const fs::path& dir = beir_fixtures();
+  for (const char* folder : {"mini", "mini_mteb", "mini_mteb_qrels_config", "mini_mteb_jsonl", "mini_mteb_int_ids"})
+    EXPECT_TRUE(is_beir_folder((dir / folder).string())) << folder;
+  EXPECT_FALSE(is_beir_folder((dir / "pair_shards").string()));
+  EXPECT_FALSE(is_beir_folder((dir / "mini" / "queries.jsonl").string()));  // a file
+  const TempDir empty("beir_empty");
+  EXPECT_FALSE(is_beir_folder(empty.path.string()));
+  // Asked to read one anyway, it says what the two layouts are.
+  const std::string message = beir_error(dir / "pair_shards");
+  EXPECT_NE(message.find("pair_shards: not a BEIR folder: a BEIR folder holds corpus.jsonl, queries.jsonl and "
+                         "qrels/SPLIT.tsv, or is MTEB's Hub folder"),
+            std::string::npos)
+      << message;
+}
+
+TEST(BeirMteb, ASplitTheQrelsDoNotHaveIsAnErrorListingThoseThere) {
+  std::string message;
+  try {
+    load_beir_split(beir_fixtures() / "mini_mteb", "train");
+  } catch (const DataError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("mini_mteb/README.md: the qrels' config \"default\" has no split train; its splits: "
+                         "\"test\", \"dev\""),
+            std::string::npos)
+      << message;
+}
+
+TEST(BeirMteb, EachFaultIsAnErrorNamingTheFileRowGroupAndRow) {
+  const fs::path bad = beir_fixtures() / "bad";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"unknown_corpus_id", "unknown_corpus_id/qrels/test-00000-of-00001.parquet: row group 1, row 0: the corpus id "
+                            "\"d9\" is not in the corpus (README.md's config \"corpus\", split test)"},
+      {"unknown_query_id", "unknown_query_id/qrels/test-00000-of-00001.parquet: row group 1, row 1: the query id "
+                           "\"q7\" is not in the queries (README.md's config \"queries\", split test)"},
+      {"corpus_without_id", "corpus_without_id/corpus/test-00000-of-00001.parquet: no column \"_id\" (the document "
+                            "ids; \"id\" is read too); its columns: \"doc_id\", \"title\", \"text\""},
+      {"duplicate_corpus_id", "duplicate_corpus_id/corpus/test-00000-of-00001.parquet: row group 1, row 1: the id "
+                              "\"d1\" appears twice in the corpus"},
+      {"fractional_score", "fractional_score/qrels/test-00000-of-00001.parquet: row group 0, row 0: the score 0.5 is "
+                           "not a whole number"},
+      {"null_text", "null_text/corpus/test-00000-of-00001.parquet: row group 1, row 0: \"text\" is null"},
+      {"nothing_relevant", "nothing_relevant/qrels/test-00000-of-00001.parquet: no query has a relevant document"},
+  };
+  for (const auto& [folder, expected] : cases) {
+    const std::string message = beir_error(bad / folder);
+    EXPECT_NE(message.find(expected), std::string::npos) << folder << ": " << message;
+  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "data/prepared.h"
 #include "data_fixtures.h"
+#include "python_fixtures.h"
 #include "tokenize/wordpiece.h"
 #include "util/hash.h"
 
@@ -67,7 +68,7 @@ PreparedManifest manifest_for(const std::vector<SourceInput>& sources) {
   m.tokenizer = stamp_tokenizer(bert());
   m.max_length = 24;
   for (const auto& s : sources) {
-    PreparedSource p{s.name, s.query_prompt, s.passage_prompt, {}, 0, 0};
+    PreparedSource p{s.name, s.query_prompt, s.passage_prompt, s.columns.key(), {}, 0, 0};
     for (const auto& f : s.files) p.files.push_back(stamp_file(f));
     m.sources.push_back(p);
   }
@@ -179,6 +180,77 @@ TEST(Prepared, ABadLineInALaterPieceNamesItsLineInTheFile) {
     }
   }
   EXPECT_NE(message.find(file + ":80:"), std::string::npos) << message;
+}
+
+// pairs.jsonl, and the same rows as pairs.parquet (row groups of 7) and bad.parquet, written
+// by the real pyarrow once per build folder (scripts/python/make_prepared_parquet_fixtures.py).
+const fs::path& prepared_parquet_fixtures() {
+  static const fs::path dir = python_fixtures::made_by_script("make_prepared_parquet_fixtures.py", "prepared-parquet");
+  return dir;
+}
+
+std::string prepared_array_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// A Parquet file cut into runs of row groups (a dozen pieces, for the ranks to share): the
+// folder is the one the whole file gives as one piece, and the one its rows as JSONL give,
+// array by array, byte for byte; and the data set a run reads from the file.
+TEST(Prepared, AParquetFileInPiecesOfRowGroupsGivesTheFolderOfItsJsonl) {
+  const std::string parquet = (prepared_parquet_fixtures() / "pairs.parquet").string();
+  const std::string jsonl = (prepared_parquet_fixtures() / "pairs.jsonl").string();
+  auto source = [](const std::string& file) {
+    return std::vector<SourceInput>{SourceInput{"pairs", {file}, "query: ", "", false}};
+  };
+  const auto items = plan_prepare(source(parquet), 3 * 5000);
+  ASSERT_GT(items.size(), 8u);
+  int next_group = 0;
+  for (const auto& item : items) {  // whole row groups, in order, none left out
+    EXPECT_EQ(item.piece.begin, next_group);
+    ASSERT_GT(item.piece.end, item.piece.begin);
+    next_group = int(item.piece.end);
+  }
+  EXPECT_EQ(next_group, 43);
+  TempDir dir("parquet");
+  size_t pieces = 0, whole_pieces = 0;
+  const fs::path cut = prepare(dir, source(parquet), 3 * 5000, &pieces, "cut");
+  const fs::path whole = prepare(dir, source(parquet), 1 << 30, &whole_pieces, "whole");
+  const fs::path from_jsonl = prepare(dir, source(jsonl), 1 << 30, nullptr, "jsonl");
+  EXPECT_EQ(pieces, items.size());
+  EXPECT_EQ(whole_pieces, 1u);
+  EXPECT_EQ(plan_prepare(source(parquet), 1 << 30).at(0).piece.end, -1);  // one piece: the whole file
+  for (const char* name : {"ids.u16", "offsets.i64", "pairs.bin", "text_hashes.u64", "teacher_scores.f32"}) {
+    const std::string bytes = prepared_array_bytes(cut / name);
+    EXPECT_GT(bytes.size(), 0u) << name;
+    EXPECT_EQ(bytes, prepared_array_bytes(whole / name)) << name;
+    EXPECT_EQ(bytes, prepared_array_bytes(from_jsonl / name)) << name;
+  }
+  PreparedManifest m;
+  const PairDataset prepared = open_prepared(cut.string(), &m);
+  expect_same_data(prepared, load_sources(source(parquet), bert(), 24, false, 2));
+  EXPECT_EQ(m.pairs, 300);
+  EXPECT_EQ(m.lines, 300);
+  EXPECT_TRUE(m.teacher_scores);
+}
+
+// A bad row in a later piece is named by its row group and row in the file, as when a run
+// reads the whole file.
+TEST(Prepared, ABadRowInALaterPieceNamesItsRowGroupInTheFile) {
+  const std::string file = (prepared_parquet_fixtures() / "bad.parquet").string();
+  const std::vector<SourceInput> sources = {SourceInput{"bad", {file}, "", "", false}};
+  const auto items = plan_prepare(sources, 3 * 5000);
+  ASSERT_GT(items.size(), 3u);
+  std::string message;
+  for (const auto& item : items) {
+    try {
+      load_piece(sources[0], item.piece, bert(), 24, false);
+    } catch (const DataError& e) {
+      EXPECT_GT(item.piece.begin, 0) << "the bad row lies in a later piece";
+      message = e.what();
+    }
+  }
+  EXPECT_NE(message.find(file + ": row group 25, row 3: column \"query\" is null"), std::string::npos) << message;
 }
 
 // A line longer than data.max_line_bytes inside a piece is the same bad line it is when a
@@ -450,6 +522,22 @@ TEST(Prepared, AStaleManifestSaysWhatDiffers) {
       << differences[0];
   EXPECT_NE(differences[1].find("data.train[1] (\"things\"): prepared with other prompts"), std::string::npos)
       << differences[1];
+}
+
+// data.train[i].columns names which columns are the query and the positive: a folder prepared
+// by the rules is stale once a source names them, and says which source and what it names.
+TEST(Prepared, AStaleManifestSaysTheColumnsChanged) {
+  TempDir dir("stale-columns");
+  auto sources = two_sources(dir);
+  const PreparedManifest found = read_manifest(prepare(dir, sources, 1 << 30).string());
+  sources[0].columns.query = "question";
+  sources[0].columns.neg = {"wrong_1", "wrong_2"};
+  const auto differences = manifest_differences(found, manifest_for(sources));
+  ASSERT_EQ(differences.size(), 1u);
+  EXPECT_NE(differences[0].find("prepared with other columns (by the rules; data.train[0].columns now: "
+                                "query=question neg=wrong_1,wrong_2)"),
+            std::string::npos)
+      << differences[0];
 }
 
 TEST(Prepared, AManifestThatIsNotOursIsAnErrorNamingIt) {

@@ -788,8 +788,7 @@ const std::vector<Case>& second_round() {
        [](const fs::path& d, json& c) {
          return train_on_damaged(d, c, [](const fs::path& f) { fs::remove(f / "manifest.json"); });
        },
-       {"prep is a folder, not a file of pairs (JSONL, or .gz); nor is it a prepared folder, which holds "
-        "manifest.json"},
+       {"prep is a folder without data files", "nor is it a prepared folder, which holds manifest.json"},
        {},
        false,
        {"Is a directory"}},
@@ -934,20 +933,21 @@ const std::vector<Case>& second_round() {
        {"the prompt \"word word", "...\" (3000 bytes) takes 602 tokens of the model's 128: no token of the text "
         "would be left"}},
       // --- a folder where a file is read ---
-      {"DataTrainIsAFolderOfFiles",
+      {"DataTrainIsAFolderWithoutDataFiles",  // (a folder of .jsonl shards is a dataset folder)
        [](const fs::path& d, json& c) {
-         write_text(d / "shards" / "a.jsonl", first_lines(kBin + "/test-data/train.jsonl", 40));
+         write_text(d / "shards" / "a.txt", first_lines(kBin + "/test-data/train.jsonl", 40));
          c["data"]["train"] = (d / "shards").string();
          return train_cmd(d, c);
        },
-       {"shards is a folder, not a file of pairs (JSONL, or .gz)", "name its files"}},
+       {"shards is a folder without data files (.parquet, .arrow, .csv, .tsv, .jsonl, .jsonl.gz)",
+        "name the files in it"}},
       {"DataEvalIsAFolder",
        [](const fs::path& d, json& c) {
          fs::create_directories(d / "evals");
          c["data"]["eval"] = (d / "evals").string();
          return train_cmd(d, c);
        },
-       {"evals is a folder, not a file of pairs"}},
+       {"evals is a folder without data files"}},
       {"ConfigIsAFolder",
        [](const fs::path& d, json&) {
          fs::create_directories(d / "cfg");
@@ -973,7 +973,7 @@ const std::vector<Case>& second_round() {
          fs::create_directories(d / "pairs");
          return kBin + "/embed-train eval --model " + st_folder(d / "st").string() + " --data " + (d / "pairs").string();
        },
-       {"pairs is a folder, not a file of pairs"}},
+       {"pairs is a folder without data files"}},
       {"MineInputIsAFolder",
        [](const fs::path& d, json&) {
          fs::create_directories(d / "in");
@@ -1091,6 +1091,10 @@ const std::vector<Case>& second_round() {
 #include "hostile_round3_config.inc"
 #include "hostile_round3_launch.inc"
 #include "hostile_round4_data.inc"
+#include "hostile_round5_a.inc"
+#include "hostile_round5_b.inc"
+#include "hostile_round5_c.inc"
+#include "hostile_round5_d.inc"
 
 namespace {
 
@@ -1098,7 +1102,8 @@ namespace {
 std::vector<Case> all_cases() {
   std::vector<Case> cases = catalogue();
   for (const auto* round : {&second_round(), &third_round_data(), &third_round_output(), &third_round_config(),
-                            &third_round_launch(), &fourth_round_data()})
+                            &third_round_launch(), &fourth_round_data(), &fifth_round_c(), &fifth_round_b(), &fifth_round_a(),
+                            &fifth_round_d()})
     cases.insert(cases.end(), round->begin(), round->end());
   return cases;
 }

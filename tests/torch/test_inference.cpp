@@ -307,6 +307,69 @@ TEST_F(EncodeEval, BeirFolderIsRankedWithTheMetricsOfSentenceTransformers) {
   EXPECT_NEAR(m["precision@10"].get<double>(), 0.1, 1e-6);
 }
 
+// Table-file inputs written by the real pyarrow (scripts/python/make_inference_fixtures.py)
+// and BEIR sets in MTEB's layout (scripts/python/make_beir_fixtures.py), each made once per
+// build folder for its script's contents.
+fs::path inference_table_fixtures() {
+  return python_fixtures::made_by_script("make_inference_fixtures.py", "inference",
+                                         "--pairs " + python_fixtures::shell_quote(kBin + "/test-data/train.jsonl"));
+}
+
+fs::path inference_beir_fixtures() { return python_fixtures::made_by_script("make_beir_fixtures.py", "beir"); }
+
+// encode reads a Parquet file's "sentence" column and a CSV file's "text" column (each
+// after a column of numbers) as the text file of the same sentences: the same .npy bytes.
+TEST_F(EncodeEval, ParquetAndCsvColumnsEncodeToTheEmbeddingsOfTheTextFile) {
+  const fs::path fixtures = inference_table_fixtures();
+  auto r = encode(fixtures / "sentences.txt", work / "from-text.npy");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string want = read_file(work / "from-text.npy");
+  EXPECT_EQ(parse_npy(want).shape, (std::vector<int64_t>{8, 16}));
+  for (const char* input : {"sentences.parquet", "sentences.csv"}) {
+    r = encode(fixtures / input, work / (std::string(input) + ".npy"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(input + std::string(": the texts of its column")), std::string::npos) << r.output;
+    EXPECT_TRUE(read_file(work / (std::string(input) + ".npy")) == want) << input << " differs from the text file's";
+  }
+}
+
+// eval --data reads pairs as training does: the Parquet form of 200 test pairs gives the
+// JSON of their JSONL form.
+TEST_F(EncodeEval, EvalDataInParquetGivesTheMetricsOfItsJsonlForm) {
+  const fs::path fixtures = inference_table_fixtures();
+  auto metrics = [&](const char* file) {
+    auto r = stdout_of("eval --model " + model.string() + " --data " + (fixtures / file).string() + " --format json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.exit_code == 0 ? json::parse(r.output) : json::object();
+  };
+  const json from_jsonl = metrics("pairs.jsonl");
+  EXPECT_EQ(from_jsonl["pairs"], 200);
+  EXPECT_EQ(metrics("pairs.parquet"), from_jsonl);
+}
+
+// The same BEIR set as BEIR's JSONL folder and in MTEB's Parquet layout: the same JSON but
+// for the name (the folder's). That both equal sentence-transformers' on a real set is
+// Reference.BeirMtebParquetEvaluatesAsItsJsonlForm.
+TEST_F(EncodeEval, AnMtebParquetFolderEvaluatesToItsBeirFoldersMetrics) {
+  const fs::path fixtures = inference_beir_fixtures();
+  auto metrics = [&](const std::string& folder, const std::string& split) {
+    auto r = stdout_of("eval --model " + model.string() + " --beir " + (fixtures / folder).string() +
+                       " --format json" + (split.empty() ? "" : " --split " + split));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    json j = r.exit_code == 0 ? json::parse(r.output) : json::object();
+    j.erase("name");
+    return j;
+  };
+  const json beir = metrics("mini", "");
+  EXPECT_EQ(beir["split"], "test");
+  EXPECT_EQ(beir["queries"], 2);
+  EXPECT_EQ(beir["documents"], 3);
+  EXPECT_EQ(beir.size(), 4u + 15u) << beir.dump();  // task, split, queries, documents and 15 metrics
+  EXPECT_EQ(metrics("mini_mteb", ""), beir);
+  EXPECT_EQ(metrics("mini_mteb_jsonl", ""), beir);
+  EXPECT_EQ(metrics("mini_mteb", "dev"), metrics("mini", "dev"));
+}
+
 // Bad folders: the file and line, and the fix, before any embedding; exit status 1.
 TEST_F(EncodeEval, BadBeirFoldersAreClearErrorsNamingFileAndLine) {
   const std::vector<std::string> queries = {R"({"_id": "q1", "text": "a question"})"},

@@ -109,6 +109,27 @@ TEST_F(Mine, OutputIsTrainingPairsWithTheMinedNegatives) {
   EXPECT_EQ(first.rfind("{\"query\":\"a small domesticated feline\",\"pos\":\"cat\"", 0), 0u) << first;
 }
 
+// The first 200 test pairs as JSONL and as the same rows in Parquet (written by the real
+// pyarrow: scripts/python/make_inference_fixtures.py, made once per build folder), with a
+// --corpus of more candidates in Parquet too: the same mined file, byte for byte.
+TEST_F(Mine, AParquetFormOfThePairsMinesTheSameFile) {
+  const fs::path fixtures = python_fixtures::made_by_script(
+      "make_inference_fixtures.py", "inference", "--pairs " + python_fixtures::shell_quote(kBin + "/test-data/train.jsonl"));
+  const fs::path dir = fresh_dir("mine-parquet");
+  const std::string flags = "--batch-size 32 --num-negatives 2 --relative-margin 0.05";
+  const auto jsonl_run = run(kThreads + mine_command(fixtures / "pairs.jsonl", dir / "from-jsonl.jsonl",
+                                                     flags + " --corpus " + (fixtures / "sentences.txt").string()));
+  ASSERT_EQ(jsonl_run.exit_code, 0) << jsonl_run.output;
+  const auto parquet_run = run(kThreads + mine_command(fixtures / "pairs.parquet", dir / "from-parquet.jsonl",
+                                                       flags + " --corpus " + (fixtures / "sentences.parquet").string()));
+  ASSERT_EQ(parquet_run.exit_code, 0) << parquet_run.output;
+  EXPECT_NE(parquet_run.output.find("pairs.parquet: query \"query\", positive \"pos\""), std::string::npos)
+      << parquet_run.output;
+  const std::string want = read_file(dir / "from-jsonl.jsonl");
+  EXPECT_GT(jsonl(dir / "from-jsonl.jsonl").size(), 100u);
+  EXPECT_TRUE(read_file(dir / "from-parquet.jsonl") == want) << "the files differ";
+}
+
 // --output-scores: each line's positives' and negatives' scores are the model's cosine
 // similarities, as sentence-transformers computes them (its own encode, in Python).
 TEST_F(Mine, OutputScoresAreTheModelsCosines) {

@@ -6,8 +6,9 @@
 // ends with the same bytes in model.safetensors as the run that reads the JSONL; 2
 // workers equal 1; a run killed at one world size resumes at another and ends where the
 // uninterrupted JSONL run ends; a prepare killed halfway keeps its finished pieces and ends
-// with the folder an uninterrupted prepare writes. A damaged or stale folder is an error
-// naming the file before any step trains.
+// with the folder an uninterrupted prepare writes; a Parquet file prepared in pieces of row
+// groups trains as its JSONL. A damaged or stale folder is an error naming the file before
+// any step trains.
 #include <set>
 #include <sstream>
 
@@ -61,6 +62,32 @@ RunResult prepare(const fs::path& dir, const json& cfg, int nproc, const fs::pat
   const fs::path config = write_config(dir, cfg);
   return run(kThreads + env + " " + kBin + "/ddp-launch --nproc " + std::to_string(nproc) + " --master-port 0 " +
              kBin + "/embed-train prepare --config " + config.string() + " --output " + output.string());
+}
+
+// pairs.jsonl: the first 64 test pairs, each with the next pair's positive as a negative;
+// pairs.parquet: the same rows, written by pyarrow (Zstd, row groups of 8: 8 groups).
+void write_pairs_and_parquet(const fs::path& dir) {
+  std::ifstream in(kBin + "/test-data/train.jsonl");
+  std::vector<json> lines;
+  std::string line;
+  while (lines.size() < 65 && std::getline(in, line)) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 65u) << "build/test-data/train.jsonl is too short";
+  std::ofstream out(dir / "pairs.jsonl");
+  for (size_t i = 0; i + 1 < lines.size(); ++i)
+    out << json{{"query", lines[i]["query"]}, {"pos", lines[i]["pos"]}, {"neg", {lines[i + 1]["pos"]}}}.dump() << "\n";
+  out.close();
+  std::ofstream(dir / "to_parquet.py") << "import json, sys\n"
+                                          "import pyarrow as pa, pyarrow.parquet as pq\n"
+                                          "rows = [json.loads(l) for l in open(sys.argv[1], encoding='utf-8')]\n"
+                                          "pq.write_table(pa.Table.from_pylist(rows), sys.argv[2], compression='zstd',\n"
+                                          "               row_group_size=8)\n";
+  std::string output;
+  const int rc = python_fixtures::run_command(
+      python_fixtures::shell_quote(DDP_EMBED_PYTHON) + " " + python_fixtures::shell_quote((dir / "to_parquet.py").string()) +
+          " " + python_fixtures::shell_quote((dir / "pairs.jsonl").string()) + " " +
+          python_fixtures::shell_quote((dir / "pairs.parquet").string()),
+      output);
+  ASSERT_EQ(rc, 0) << output;
 }
 
 int64_t training_steps_logged(const fs::path& out) {
@@ -118,6 +145,33 @@ TEST(PreparedData, TrainsTheBatchesAndTheWeightsOfTheJsonl) {
   r = train(d / "one", one, 1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_same_model(d / "one" / "out", d / "cached" / "out", one);
+}
+
+// A Parquet file prepared by a run (data.prepared), cut into pieces of row groups shared by
+// the two ranks, trains on the pairs of the same rows as JSONL at every step and ends with
+// the same bytes in model.safetensors.
+TEST(PreparedData, AParquetFilePreparedInPiecesTrainsAsItsJsonl) {
+  const fs::path d = fresh_dir("prepared-parquet");
+  write_pairs_and_parquet(d);
+  std::map<std::string, std::map<int64_t, std::vector<int64_t>>> pairs;
+  for (const std::string name : {"jsonl", "parquet"}) {
+    json cfg = tiny_config(d / name / "out");
+    cfg["data"]["train"] = (d / ("pairs." + name)).string();
+    if (name == "parquet") cfg["data"]["prepared"] = (d / "cache").string();
+    fs::create_directories(d / name);
+    // Pieces of a byte: each row group a piece of its own, 4 a rank.
+    const auto r = train(d / name, cfg, 2,
+                         "DDP_EMBED_TEST_PIECE_BYTES=1 DDP_EMBED_TEST_SAMPLE_LOG=" + (d / name / "samples").string());
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+    if (name == "parquet") {
+      EXPECT_NE(r.output.find("prepare: rank 0: 4 pieces"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("training pairs mapped from their prepared folder"), std::string::npos) << r.output;
+    }
+    pairs[name] = trained_pairs(d / name / "samples", 2);
+  }
+  EXPECT_EQ(pairs["jsonl"].size(), 5u);
+  EXPECT_EQ(pairs["parquet"], pairs["jsonl"]);
+  expect_identical_models(d / "parquet" / "out", d / "jsonl" / "out", "prepared Parquet against JSONL");
 }
 
 // data.prepared not there yet: the run prepares it (both ranks), trains, is killed after

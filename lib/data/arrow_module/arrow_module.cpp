@@ -1,16 +1,13 @@
-// libddp_embed_arrow.so: Parquet files read with Apache Arrow behind the C API of
-// arrow_api.h (read there why it is a module). Built on its own (CMake target
-// ddp_embed_arrow, C++20 as Arrow's headers need), never part of embed_core; only the
-// ddp_embed_arrow_* functions are exported (arrow_module.map). Nothing may throw out of here.
+// libddp_embed_arrow.so: table files (Parquet, Arrow IPC, CSV, TSV) read with Apache Arrow
+// behind the C API of arrow_api.h (read there why it is a module). Built on its own (CMake
+// target ddp_embed_arrow, C++20 as Arrow's headers need), never part of embed_core; only
+// the ddp_embed_arrow_* functions are exported (arrow_module.map). Each format's reader is
+// a Source (arrow_sources.h); here its record batches are cut to batch_rows and their
+// values read. Nothing may throw out of here.
 #include "arrow_api.h"
 
 #include <arrow/api.h>
 #include <arrow/config.h>
-#include <parquet/arrow/reader.h>
-#include <parquet/arrow/schema.h>
-#include <parquet/exception.h>
-#include <parquet/file_reader.h>
-#include <parquet/properties.h>
 
 #include <algorithm>
 #include <cstring>
@@ -19,6 +16,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "arrow_sources.h"
 
 namespace {
 
@@ -56,17 +55,6 @@ bool is_number_type(const arrow::DataType& type) {
 bool is_list_type(const arrow::DataType& type) {
   return type.id() == arrow::Type::LIST || type.id() == arrow::Type::LARGE_LIST ||
          type.id() == arrow::Type::FIXED_SIZE_LIST;
-}
-
-int kind_of(const arrow::DataType& type) {
-  if (is_text_type(type)) return DDP_EMBED_ARROW_TEXT;
-  if (is_number_type(type)) return DDP_EMBED_ARROW_NUMBER;
-  if (is_list_type(type)) {
-    const arrow::DataType& item = *static_cast<const arrow::BaseListType&>(type).value_type();
-    if (is_text_type(item)) return DDP_EMBED_ARROW_TEXT_LIST;
-    if (is_number_type(item)) return DDP_EMBED_ARROW_NUMBER_LIST;
-  }
-  return DDP_EMBED_ARROW_OTHER;
 }
 
 // Value i of a text array (kind TEXT): 1, or 0 when null.
@@ -142,39 +130,39 @@ const arrow::Array& values_of(const arrow::Array& list) {
   }
 }
 
-// The leaf columns (Parquet's column numbers) of a top-level field: what
-// GetRecordBatchReader selects by.
-void collect_leaves(const parquet::arrow::SchemaField& field, std::vector<int>& out) {
-  if (field.is_leaf()) out.push_back(field.column_index);
-  for (const auto& child : field.children) collect_leaves(child, out);
-}
-
-struct Column {
-  std::string name, type;
-  int kind = DDP_EMBED_ARROW_OTHER;
-};
-
 }  // namespace
 
+namespace ddp_embed_arrow_impl {
+
+int kind_of(const arrow::DataType& type) {
+  if (is_text_type(type)) return DDP_EMBED_ARROW_TEXT;
+  if (is_number_type(type)) return DDP_EMBED_ARROW_NUMBER;
+  if (is_list_type(type)) {
+    const arrow::DataType& item = *static_cast<const arrow::BaseListType&>(type).value_type();
+    if (is_text_type(item)) return DDP_EMBED_ARROW_TEXT_LIST;
+    if (is_number_type(item)) return DDP_EMBED_ARROW_NUMBER_LIST;
+  }
+  return DDP_EMBED_ARROW_OTHER;
+}
+
+}  // namespace ddp_embed_arrow_impl
+
 struct ddp_embed_arrow_file {
-  std::unique_ptr<parquet::arrow::FileReader> reader;
-  std::vector<Column> columns;
-  int64_t num_rows = 0;
-  int num_row_groups = 0;
+  std::unique_ptr<ddp_embed_arrow_impl::Source> source;
   // The selection and where reading stands.
-  std::vector<int> slots;          // slot -> top-level column
-  std::vector<int> slot_in_batch;  // slot -> column of a batch (a batch holds them in the file's order)
-  std::vector<int> leaves;
-  int next_group = 0;
-  int current_group = -1;
-  int64_t rows_in_group = 0;
-  std::unique_ptr<arrow::RecordBatchReader> batches;  // of current_group
-  std::shared_ptr<arrow::RecordBatch> batch;
+  std::vector<int> slots;  // slot -> top-level column
+  int64_t batch_rows = 1;
+  std::shared_ptr<arrow::RecordBatch> block;  // the source's current record batch
+  int64_t block_offset = 0;                   // its rows handed out
+  int group = -1;                             // of the block
+  int64_t rows_in_group = 0;                  // of its group, handed out before the batch
+  bool ended = false;
+  std::shared_ptr<arrow::RecordBatch> batch;  // the current batch: a slice of the block
 
   const arrow::Array* array(int slot, int64_t row) const {
     if (!batch || slot < 0 || slot >= static_cast<int>(slots.size()) || row < 0 || row >= batch->num_rows())
       return nullptr;
-    return batch->column(slot_in_batch[static_cast<size_t>(slot)]).get();
+    return batch->column(source->slot_in_batch[static_cast<size_t>(slot)]).get();
   }
 };
 
@@ -184,41 +172,26 @@ int ddp_embed_arrow_api_version(void) { return DDP_EMBED_ARROW_API_VERSION; }
 
 const char* ddp_embed_arrow_version(void) { return ARROW_VERSION_STRING; }
 
-ddp_embed_arrow_file* ddp_embed_arrow_open(const char* path, char* error, size_t error_cap) {
+ddp_embed_arrow_file* ddp_embed_arrow_open(const char* path, int format, char* error, size_t error_cap) {
   try {
-    // Pages read as they are decoded (no pre-buffering of a row group's column chunks),
-    // so that memory follows the batch, not the row group. The program's malloc, not
-    // Arrow's jemalloc: one heap, which gives back what a batch freed.
-    parquet::ReaderProperties properties(arrow::system_memory_pool());
-    properties.enable_buffered_stream();
-    properties.set_buffer_size(1 << 20);
-    parquet::ArrowReaderProperties arrow_properties;
-    arrow_properties.set_pre_buffer(false);
-    arrow_properties.set_use_threads(false);
-    parquet::arrow::FileReaderBuilder builder;
-    arrow::Status status = builder.OpenFile(path, /*memory_map=*/false, properties);
-    if (!status.ok()) {
-      set_error(error, error_cap, status.ToString());
+    arrow::Result<std::unique_ptr<ddp_embed_arrow_impl::Source>> source;
+    switch (format) {
+      case DDP_EMBED_ARROW_PARQUET: source = ddp_embed_arrow_impl::open_parquet_source(path); break;
+      case DDP_EMBED_ARROW_IPC_STREAM: source = ddp_embed_arrow_impl::open_ipc_stream_source(path); break;
+      case DDP_EMBED_ARROW_IPC_FILE: source = ddp_embed_arrow_impl::open_ipc_file_source(path); break;
+      case DDP_EMBED_ARROW_CSV: source = ddp_embed_arrow_impl::open_csv_source(path, ','); break;
+      case DDP_EMBED_ARROW_TSV: source = ddp_embed_arrow_impl::open_csv_source(path, '\t'); break;
+      default:
+        set_error(error, error_cap, "format " + std::to_string(format) + " is none this module reads");
+        return nullptr;
+    }
+    if (!source.ok()) {
+      set_error(error, error_cap, source.status().ToString());
       return nullptr;
     }
-    builder.memory_pool(arrow::system_memory_pool())->properties(arrow_properties);
     auto file = std::make_unique<ddp_embed_arrow_file>();
-    auto built = builder.Build();
-    if (!built.ok()) {
-      set_error(error, error_cap, built.status().ToString());
-      return nullptr;
-    }
-    file->reader = std::move(built).ValueUnsafe();
-    std::shared_ptr<arrow::Schema> schema;
-    status = file->reader->GetSchema(&schema);
-    if (!status.ok()) {
-      set_error(error, error_cap, status.ToString());
-      return nullptr;
-    }
-    for (const auto& field : schema->fields())
-      file->columns.push_back(Column{field->name(), field->type()->ToString(), kind_of(*field->type())});
-    file->num_rows = file->reader->parquet_reader()->metadata()->num_rows();
-    file->num_row_groups = file->reader->num_row_groups();
+    file->source = std::move(source).ValueUnsafe();
+    file->ended = true;  // nothing selected yet
     return file.release();
   } catch (const std::exception& e) {  // parquet::ParquetException from a damaged footer
     set_error(error, error_cap, e.what());
@@ -230,49 +203,75 @@ ddp_embed_arrow_file* ddp_embed_arrow_open(const char* path, char* error, size_t
 
 void ddp_embed_arrow_close(ddp_embed_arrow_file* file) { delete file; }
 
-int64_t ddp_embed_arrow_num_rows(const ddp_embed_arrow_file* file) { return file->num_rows; }
-int ddp_embed_arrow_num_row_groups(const ddp_embed_arrow_file* file) { return file->num_row_groups; }
-int ddp_embed_arrow_num_columns(const ddp_embed_arrow_file* file) { return static_cast<int>(file->columns.size()); }
+int64_t ddp_embed_arrow_num_rows(const ddp_embed_arrow_file* file) { return file->source->num_rows(); }
+int ddp_embed_arrow_num_row_groups(const ddp_embed_arrow_file* file) { return file->source->num_row_groups(); }
+
+int64_t ddp_embed_arrow_row_group_rows(const ddp_embed_arrow_file* file, int group) {
+  try {
+    return file->source->row_group_rows(group);
+  } catch (...) {
+    return -1;
+  }
+}
+
+int ddp_embed_arrow_num_columns(const ddp_embed_arrow_file* file) {
+  return static_cast<int>(file->source->columns().size());
+}
 
 const char* ddp_embed_arrow_column_name(const ddp_embed_arrow_file* file, int column) {
-  return column >= 0 && column < static_cast<int>(file->columns.size()) ? file->columns[size_t(column)].name.c_str()
-                                                                        : nullptr;
+  const auto& columns = file->source->columns();
+  return column >= 0 && column < static_cast<int>(columns.size()) ? columns[size_t(column)].name.c_str() : nullptr;
 }
 
 int ddp_embed_arrow_column_kind(const ddp_embed_arrow_file* file, int column) {
-  return column >= 0 && column < static_cast<int>(file->columns.size()) ? file->columns[size_t(column)].kind : -1;
+  const auto& columns = file->source->columns();
+  return column >= 0 && column < static_cast<int>(columns.size()) ? columns[size_t(column)].kind : -1;
 }
 
 const char* ddp_embed_arrow_column_type(const ddp_embed_arrow_file* file, int column) {
-  return column >= 0 && column < static_cast<int>(file->columns.size()) ? file->columns[size_t(column)].type.c_str()
-                                                                        : nullptr;
+  const auto& columns = file->source->columns();
+  return column >= 0 && column < static_cast<int>(columns.size()) ? columns[size_t(column)].type.c_str() : nullptr;
 }
 
-int ddp_embed_arrow_select(ddp_embed_arrow_file* file, const int* columns, size_t count, int64_t batch_rows,
-                           char* error, size_t error_cap) {
+int ddp_embed_arrow_select(ddp_embed_arrow_file* file, const int* columns, const int* as_text, size_t count,
+                           int64_t batch_rows, int first_group, int end_group, char* error, size_t error_cap) {
   try {
+    file->ended = true;
+    file->block.reset();
+    file->batch.reset();
     std::vector<int> slots(columns, columns + count);
     std::vector<int> sorted = slots;
     std::sort(sorted.begin(), sorted.end());
+    const int num_columns = static_cast<int>(file->source->columns().size());
     for (size_t k = 0; k < sorted.size(); ++k)
-      if (sorted[k] < 0 || sorted[k] >= static_cast<int>(file->columns.size()) ||
-          (k > 0 && sorted[k] == sorted[k - 1])) {
+      if (sorted[k] < 0 || sorted[k] >= num_columns || (k > 0 && sorted[k] == sorted[k - 1])) {
         set_error(error, error_cap, "column " + std::to_string(sorted[k]) + " selected twice or out of range");
         return -1;
       }
-    const auto& fields = file->reader->manifest().schema_fields;
-    std::vector<int> leaves;
-    for (int column : sorted) collect_leaves(fields[size_t(column)], leaves);
-    file->slot_in_batch.clear();
-    for (int column : slots)
-      file->slot_in_batch.push_back(static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), column) - sorted.begin()));
+    const int groups = file->source->num_row_groups();
+    const bool whole = first_group == 0 && (end_group < 0 || (groups >= 0 && end_group == groups));
+    if (!whole && (groups < 0 || first_group < 0 || first_group > groups || end_group > groups ||
+                   (end_group >= 0 && end_group < first_group))) {
+      set_error(error, error_cap,
+                "row groups " + std::to_string(first_group) + " to " + std::to_string(end_group) +
+                    (groups < 0 ? ": this format has no row groups known before reading; read it whole"
+                                : " are out of range (the file has " + std::to_string(groups) + ")"));
+      return -1;
+    }
+    std::vector<bool> text_flags(count, false);
+    for (size_t k = 0; as_text != nullptr && k < count; ++k) text_flags[k] = as_text[k] != 0;
+    const arrow::Status status = file->source->select(slots, text_flags, std::max<int64_t>(1, batch_rows),
+                                                      first_group, end_group);
+    if (!status.ok()) {
+      set_error(error, error_cap, status.ToString());
+      return -1;
+    }
     file->slots = std::move(slots);
-    file->leaves = std::move(leaves);
-    file->reader->set_batch_size(std::max<int64_t>(1, batch_rows));
-    file->next_group = 0;
-    file->current_group = -1;
-    file->batches.reset();
-    file->batch.reset();
+    file->batch_rows = std::max<int64_t>(1, batch_rows);
+    file->block_offset = 0;
+    file->group = -1;
+    file->rows_in_group = 0;
+    file->ended = false;
     return 0;
   } catch (const std::exception& e) {
     set_error(error, error_cap, e.what());
@@ -282,49 +281,64 @@ int ddp_embed_arrow_select(ddp_embed_arrow_file* file, const int* columns, size_
   return -1;
 }
 
+namespace {
+
+// The source's next non-empty record batch into file->block; false after the last.
+arrow::Status next_block(ddp_embed_arrow_file* file, bool* got) {
+  *got = false;
+  for (;;) {
+    std::shared_ptr<arrow::RecordBatch> block;
+    int group = file->group;
+    const arrow::Status status = file->source->next(&block, &group);
+    if (group != file->group) file->rows_in_group = 0;
+    file->group = group;
+    ARROW_RETURN_NOT_OK(status);
+    if (!block) return arrow::Status::OK();
+    if (block->num_rows() == 0) continue;
+    if (block->num_columns() != static_cast<int>(file->slots.size()))
+      return arrow::Status::Invalid("a batch of ", block->num_columns(), " columns, expected ", file->slots.size());
+    file->block = std::move(block);
+    file->block_offset = 0;
+    *got = true;
+    return arrow::Status::OK();
+  }
+}
+
+}  // namespace
+
 int64_t ddp_embed_arrow_next_batch(ddp_embed_arrow_file* file, int* row_group, int64_t* first_row, char* error,
                                    size_t error_cap) {
   try {
+    if (file->batch) file->rows_in_group += file->batch->num_rows();
     file->batch.reset();
-    for (;;) {
-      if (!file->batches) {
-        if (file->next_group >= file->num_row_groups) return 0;
-        file->current_group = file->next_group++;
-        file->rows_in_group = 0;
-        *row_group = file->current_group;
-        *first_row = 0;
-        auto reader = file->reader->GetRecordBatchReader({file->current_group}, file->leaves);
-        if (!reader.ok()) {
-          set_error(error, error_cap, reader.status().ToString());
-          return -1;
-        }
-        file->batches = std::move(reader).ValueUnsafe();
-      }
-      *row_group = file->current_group;
+    *row_group = file->group;
+    *first_row = file->rows_in_group;
+    if (file->ended) return 0;
+    if (!file->block || file->block_offset >= file->block->num_rows()) {
+      file->block.reset();
+      bool got = false;
+      const arrow::Status status = next_block(file, &got);
+      *row_group = file->group;
       *first_row = file->rows_in_group;
-      std::shared_ptr<arrow::RecordBatch> batch;
-      const arrow::Status status = file->batches->ReadNext(&batch);
       if (!status.ok()) {
+        file->ended = true;
         set_error(error, error_cap, status.ToString());
         return -1;
       }
-      if (!batch) {
-        file->batches.reset();
-        continue;
+      if (!got) {
+        file->ended = true;
+        return 0;
       }
-      if (batch->num_rows() == 0) continue;
-      if (batch->num_columns() != static_cast<int>(file->slots.size())) {
-        set_error(error, error_cap, "a batch of " + std::to_string(batch->num_columns()) + " columns, expected " +
-                                        std::to_string(file->slots.size()));
-        return -1;
-      }
-      file->rows_in_group += batch->num_rows();
-      file->batch = std::move(batch);
-      return file->batch->num_rows();
     }
+    const int64_t rows = std::min(file->batch_rows, file->block->num_rows() - file->block_offset);
+    file->batch = file->block->Slice(file->block_offset, rows);
+    file->block_offset += rows;
+    return rows;
   } catch (const std::exception& e) {  // parquet::ParquetException from a damaged page
+    file->ended = true;
     set_error(error, error_cap, e.what());
   } catch (...) {
+    file->ended = true;
     set_error(error, error_cap, "unknown error");
   }
   return -1;
