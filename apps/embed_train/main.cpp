@@ -17,6 +17,7 @@
 #include "cli_checks.h"
 #include "config/config.h"
 #include "data/pairs.h"
+#include "data/text_corpus.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "model/model_error.h"
@@ -267,15 +268,27 @@ Subcommand add_tokenizer(CLI::App& app) {
     std::vector<std::string> inputs;
     int vocab_size = 8000;
     std::string output;
+    std::string config, split = "train";  // a dataset folder's
   };
   auto o = std::make_shared<Options>();
   auto* tokenizer = app.add_subcommand("tokenizer", "train a sentencepiece tokenizer");
-  tokenizer->add_option("--input", o->inputs, "JSONL pair files or text files")->required();
+  tokenizer->add_option("--input", o->inputs,
+                        "files of pairs or texts (JSONL, Parquet, Arrow, CSV, TSV, plain text; globs), or dataset "
+                        "folders (--config, --split)")
+      ->required();
+  tokenizer->add_option("--config", o->config, "a dataset folder's config (default: as datasets chooses it)");
+  tokenizer->add_option("--split", o->split, "a dataset folder's split")->capture_default_str();
   tokenizer->add_option("--vocab-size", o->vocab_size, "vocabulary size")->required()->check(cli::positive_integer());
   tokenizer->add_option("--output", o->output, "output folder")->required();
   return {tokenizer, [o] {
             init_console_log();
-            train_sentencepiece(o->inputs, o->vocab_size, o->output);
+            // Files, globs and dataset folders (--config, --split) as data.train names them.
+            DatasetChoice choice{o->config, {o->split}, "tokenizer", /*command_line=*/true};
+            TextCorpus corpus({{resolve_data_files(o->inputs, choice).files, {}, ""}});
+            std::string origin;
+            for (const auto& input : o->inputs) origin += (origin.empty() ? "" : ", ") + input;
+            train_sentencepiece([&corpus](std::string& sentence) { return corpus.next(sentence); }, o->vocab_size,
+                                o->output, origin);
             spdlog::info("tokenizer written to {}", o->output);
             return 0;
           }};

@@ -100,8 +100,7 @@ std::string choose_split(const std::vector<std::string>& have, const DatasetChoi
     if (std::find(have.begin(), have.end(), w) != have.end()) return w;
   const std::string asked = choice.splits.size() == 1 ? "no split \"" + choice.splits.front() + "\""
                                                       : "none of the splits " + joined(choice.splits);
-  throw DataError(where + " has " + asked + "; its splits: " + joined(have) + ". Name one with " + choice.key +
-                  ".split");
+  throw DataError(where + " has " + asked + "; its splits: " + joined(have) + ". Name one with " + choice.setting("split"));
 }
 
 // ---- datasets' default split patterns (datasets/data_files.py), for a folder without configs.
@@ -376,7 +375,7 @@ const HubConfig& choose_config(const std::vector<HubConfig>& configs, const Data
     for (const auto& c : configs)
       if (c.name == choice.config) return c;
     throw DataError(readme.string() + " has no config \"" + choice.config + "\"; its configs: " + joined(names) +
-                    ". Name one with " + choice.key + ".config");
+                    ". Name one with " + choice.setting("config"));
   }
   const HubConfig* chosen = nullptr;
   for (const auto& c : configs)
@@ -385,12 +384,12 @@ const HubConfig& choose_config(const std::vector<HubConfig>& configs, const Data
         throw DataError(readme.string() + ": configs \"" + chosen->name + "\" and \"" + c.name +
                         "\" are both the "
                         "default (datasets refuses it too): name one with " +
-                        choice.key + ".config");
+                        choice.setting("config"));
       chosen = &c;
     }
   if (!chosen)
-    throw DataError(readme.string() + " has several configs and none is the default: name one with " + choice.key +
-                    ".config (its configs: " + joined(names) + ")");
+    throw DataError(readme.string() + " has several configs and none is the default: name one with " + choice.setting("config") +
+                    " (its configs: " + joined(names) + ")");
   return *chosen;
 }
 
@@ -429,16 +428,14 @@ std::vector<DataFile> folder_files(const fs::path& folder, const DatasetChoice& 
   std::error_code ec;
   const bool saved = fs::exists(folder / "state.json", ec), saved_dict = fs::exists(folder / "dataset_dict.json", ec);
   if ((saved || saved_dict) && !choice.config.empty())
-    throw DataError(folder.string() + " is a save_to_disk folder, which has no configs: remove " + choice.key +
-                    ".config");
+    throw DataError(folder.string() + " is a save_to_disk folder, which has no configs: remove " + choice.setting("config"));
   if (saved) return saved_dataset_files(folder, note);
   if (saved_dict) return saved_dataset_dict_files(folder, choice, note);
   if (fs::exists(folder / "README.md", ec))
     if (const std::vector<HubConfig> configs = readme_configs(folder / "README.md"); !configs.empty())
       return hub_config_files(folder, configs, choice, note);
   if (!choice.config.empty())
-    throw DataError(folder.string() + " has no configs (no README.md with a configs block): remove " + choice.key +
-                    ".config");
+    throw DataError(folder.string() + " has no configs (no README.md with a configs block): remove " + choice.setting("config"));
   return plain_folder_files(folder, choice, "", note);
 }
 
@@ -483,8 +480,8 @@ ResolvedData resolve_data_files(const std::vector<std::string>& paths, const Dat
       continue;
     }
     if (!choice.config.empty())
-      throw DataError(choice.key + ".config \"" + choice.config + "\" chooses a config of a dataset folder, and " +
-                      path + " is a file: remove " + choice.key + ".config, or name the dataset's folder");
+      throw DataError(choice.setting("config") + " \"" + choice.config + "\" chooses a config of a dataset folder, and " +
+                      path + " is a file: remove " + choice.setting("config") + ", or name the dataset's folder");
     for (const std::string& file : expand_input_paths({path})) add(DataFile{file, table_format_of(file)}, path);
   }
   return out;

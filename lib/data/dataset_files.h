@@ -29,8 +29,12 @@ struct DatasetChoice {
   // The split read: the first of these the dataset has ({"train"} for training;
   // {"validation", "dev", "test"} for evaluation when none is named).
   std::vector<std::string> splits = {"train"};
-  // The setting that chose them, for messages ("data.train[0]").
+  // The setting that chose them, for messages ("data.train[0]"); on a command line, its
+  // options --config and --split.
   std::string key = "data.train";
+  bool command_line = false;
+  // What names `name` ("config", "split"): "data.train[0].config", or "--config".
+  std::string setting(const std::string& name) const { return command_line ? "--" + name : key + "." + name; }
 };
 
 struct DataFile {

@@ -1,11 +1,10 @@
 // train_sentencepiece(): sentencepiece's own unigram trainer (in its module, see
-// tokenize/spm_library.h), fed from our files through a callback.
+// tokenize/spm_library.h), fed the caller's sentences through a callback, one at a time,
+// so that the corpus is never held twice in memory. Where the sentences come from (data
+// files of every format) is lib/data's (data/text_corpus.h): this floor reads no files.
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cstdint>
+#include <exception>
 #include <string>
 #include <thread>
 #include <utility>
@@ -14,155 +13,56 @@
 #include "tokenize/sentencepiece_tokenizer.h"
 #include "tokenize/spm_library.h"
 #include "tokenize/tokenizer.h"
-#include "util/file_check.h"
-#include "util/utf8.h"
 
 namespace ddp_embed {
 
-namespace fs = std::filesystem;
-
 namespace {
 
-// Every field of a pair record that holds text (data/pairs.h's formats, plus "text").
-constexpr const char* kTextFields[] = {"query",    "pos",   "neg",   "anchor", "positive",
-                                       "negative", "text1", "text2", "text"};
-
-bool looks_like_jsonl(const std::string& file) {
-  const std::string ext = fs::path(file).extension().string();
-  if (ext == ".jsonl" || ext == ".json") return true;
-  std::ifstream in(file, std::ios::binary);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos) continue;
-    if (line[first] != '{') return false;
-    const auto value = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    return value.is_object();
-  }
-  return false;
-}
-
-// Streams the sentences of the input files to the trainer one at a time, so the corpus
-// is never held twice in memory. A read or parse error ends the stream; the trainer
-// then fails and train_sentencepiece() reports error().
-class CorpusSentences final {
+// The trainer's ddp_embed_spm_next_fn over a NextSentence. Nothing may throw into the
+// module: an exception of `next` ends the stream (-1) and is kept for the caller to
+// rethrow once the trainer has returned.
+class SentenceFeed final {
  public:
-  explicit CorpusSentences(const std::vector<std::string>& files) : files_(files) {}
+  explicit SentenceFeed(const NextSentence& next) : next_(next) {}
 
-  // The trainer's ddp_embed_spm_next_fn: 1 and the next sentence, 0 at the end, -1 after
-  // an error. Nothing may throw into the module.
   static int next(void* ctx, const char** text, size_t* size) noexcept {
-    auto& self = *static_cast<CorpusSentences*>(ctx);
+    auto& self = *static_cast<SentenceFeed*>(ctx);
+    if (self.failure_ || self.done_) return self.failure_ ? -1 : 0;
     try {
-      if (!self.advance()) return self.error_.empty() ? 0 : -1;
-      *text = self.value_.data();
-      *size = self.value_.size();
-      return 1;
-    } catch (const std::exception& e) {
-      self.fail(std::string("reading the training text failed: ") + e.what());
+      if (!self.next_(self.sentence_)) {
+        self.done_ = true;
+        return 0;
+      }
     } catch (...) {
-      self.fail("reading the training text failed");
+      self.failure_ = std::current_exception();
+      return -1;
     }
-    return -1;
+    ++self.sentences_;
+    *text = self.sentence_.data();
+    *size = self.sentence_.size();
+    return 1;
   }
 
-  const std::string& error() const { return error_; }
+  // What `next` threw, rethrown as it was; nothing when it threw nothing.
+  void rethrow_failure() const {
+    if (failure_) std::rethrow_exception(failure_);
+  }
   int64_t sentences() const { return sentences_; }
 
  private:
-  // Moves to the next sentence (value_); false at the end or after an error.
-  bool advance() {
-    while (!done_) {
-      if (next_field_ < fields_.size()) {
-        value_ = std::move(fields_[next_field_++]);
-        ++sentences_;
-        return true;
-      }
-      fields_.clear();
-      next_field_ = 0;
-      read_line();
-    }
-    return false;
-  }
-
-  // Fills fields_ from the next line (possibly none), opening the next file as needed.
-  void read_line() {
-    if (!in_.is_open()) {
-      if (file_index_ >= files_.size()) {
-        done_ = true;
-        return;
-      }
-      const std::string& file = files_[file_index_];
-      jsonl_ = looks_like_jsonl(file);
-      in_.open(file, std::ios::binary);
-      line_number_ = 0;
-      if (!in_) return fail("cannot open " + file + ": " + std::strerror(errno));
-    }
-    std::string line;
-    if (!std::getline(in_, line)) {
-      in_.close();
-      in_.clear();
-      ++file_index_;
-      return;
-    }
-    ++line_number_;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) return;
-    if (!jsonl_) return add(std::move(line));
-
-    const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!record.is_object())
-      return fail(files_[file_index_] + ":" + std::to_string(line_number_) +
-                  ": not a JSON object (a JSONL file needs one object a line)");
-    for (const char* key : kTextFields) {
-      auto it = record.find(key);
-      if (it == record.end()) continue;
-      if (it->is_string()) add(it->get<std::string>());
-      if (it->is_array())
-        for (const auto& item : *it)
-          if (item.is_string()) add(item.get<std::string>());
-    }
-  }
-
-  void add(std::string text) {
-    if (text.empty()) return;
-    const char* end = text.data() + text.size();
-    if (!utf8::is_valid(text.data(), end))
-      text = utf8::replace_ill_formed(text.data(), end);
-    fields_.push_back(std::move(text));
-  }
-
-  void fail(std::string message) {
-    error_ = std::move(message);
-    done_ = true;
-  }
-
-  const std::vector<std::string>& files_;
-  size_t file_index_ = 0;
-  std::ifstream in_;
-  bool jsonl_ = false;
-  int64_t line_number_ = 0;
-  std::vector<std::string> fields_;
-  size_t next_field_ = 0;
-  std::string value_;
-  std::string error_;
+  const NextSentence& next_;
+  std::string sentence_;
+  std::exception_ptr failure_;
   bool done_ = false;
   int64_t sentences_ = 0;
 };
 
 }  // namespace
 
-void train_sentencepiece(const std::vector<std::string>& inputs, int vocab_size,
-                         const std::string& output_dir) {
-  if (inputs.empty()) throw TokenizerError("no input files to train the tokenizer on");
+void train_sentencepiece(const NextSentence& next, int vocab_size, const std::string& output_dir,
+                          const std::string& origin) {
   if (vocab_size < 8)
-    throw TokenizerError("vocab_size " + std::to_string(vocab_size) + " is too small");
-  for (const auto& file : inputs) {
-    if (const std::string folder = folder_not_file(file, "a file of texts or pairs"); !folder.empty())
-      throw TokenizerError(folder);
-    std::ifstream probe(file, std::ios::binary);
-    if (!probe) throw TokenizerError("cannot open " + file + ": " + std::strerror(errno));
-  }
+    throw TokenizerError("vocab_size " + std::to_string(vocab_size) + " is too small (at least 8)");
 
   const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
   const std::vector<std::pair<std::string, std::string>> args = {
@@ -194,7 +94,7 @@ void train_sentencepiece(const std::vector<std::string>& inputs, int vocab_size,
   }
 
   const spm::Library& library = spm::library();
-  CorpusSentences corpus(inputs);
+  SentenceFeed feed(next);
   std::string model;
   auto write = [](void* ctx, const char* data, size_t size) noexcept {
     try {
@@ -205,11 +105,10 @@ void train_sentencepiece(const std::vector<std::string>& inputs, int vocab_size,
   char error[1024];
   const int status = library.train(keys.data(), values.data(), keys.size(),
                                    /*seed=*/42,  // same corpus, same model
-                                   &CorpusSentences::next, &corpus, write, &model, error,
+                                   &SentenceFeed::next, &feed, write, &model, error,
                                    sizeof error);
-  if (!corpus.error().empty()) throw TokenizerError(corpus.error());
-  if (corpus.sentences() == 0)
-    throw TokenizerError("no text to train the tokenizer on in " + inputs.front());
+  feed.rethrow_failure();
+  if (feed.sentences() == 0) throw TokenizerError("no text to train the tokenizer on in " + origin);
   if (status != 0) throw TokenizerError(std::string("training the tokenizer failed: ") + error);
   if (model.empty())
     throw TokenizerError("training the tokenizer failed: no memory for the model");

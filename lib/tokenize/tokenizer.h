@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -77,10 +78,19 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& type, const std::st
 // The same for the config's tokenizer.type.
 std::unique_ptr<Tokenizer> load_tokenizer(TokenizerType type, const std::string& path, bool lower_case = true);
 
-// Trains a sentencepiece (unigram) model on the text of `inputs` (JSONL pair files: every
-// text field is used; or plain text, one sentence a line) with BERT's special tokens
-// [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, and saves it into output_dir as save() does.
-void train_sentencepiece(const std::vector<std::string>& inputs, int vocab_size,
-                         const std::string& output_dir);
+// The sentences a tokenizer is trained on, pulled one at a time: true and the next
+// sentence, false after the last. May throw (a file that cannot be read).
+using NextSentence = std::function<bool(std::string& sentence)>;
+
+// Trains a sentencepiece (unigram) model on the sentences `next` gives (data/text_corpus.h
+// gives those of data files in every format; the trainer keeps at most 2 M of them, drawn
+// with a fixed seed, so the same sentences in the same order train the same model) with
+// BERT's special tokens [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, and saves it into
+// output_dir as save() does. `origin` names the inputs in messages. An exception from
+// `next` ends training and is rethrown as it was (a DataError stays one); no sentences,
+// a vocab_size under 8 or one the text cannot fill throw TokenizerError. Nothing is
+// written into output_dir when it throws.
+void train_sentencepiece(const NextSentence& next, int vocab_size, const std::string& output_dir,
+                         const std::string& origin);
 
 }  // namespace ddp_embed

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/key_suggest.h"
+#include "data/text_corpus.h"
 #include "model/attention.h"
 #include "model/lora.h"
 #include "model/weights.h"
@@ -50,6 +51,21 @@ std::optional<ModelFolderLayout> read_init_folder(const Config& cfg) {
   return init;
 }
 
+// data.train's sources as training reads them (defined below, beside the prompts it uses).
+std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std::string, std::string>& prompts);
+
+// A sentencepiece model trained on the texts of data.train's files, each source's resolved
+// and its columns mapped as training reads them (data/text_corpus.h), into tokenizer.path.
+void train_tokenizer_on_data(const Config& cfg) {
+  std::vector<TextSource> texts;
+  for (const SourceInput& source : training_sources(cfg, {}))  // prompts are not trained on
+    texts.push_back({resolve_data_files(source.files, source.dataset).files, source.columns,
+                     source.dataset.key + ".columns"});
+  TextCorpus corpus(std::move(texts));
+  train_sentencepiece([&corpus](std::string& sentence) { return corpus.next(sentence); },
+                      cfg.model.architecture.vocab_size, cfg.tokenizer.path, "data.train");
+}
+
 std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, const std::optional<ModelFolderLayout>& init,
                                              ProcessGroup& pg) {
   // The init folder's tokenizer (its Transformer's vocab.txt or spiece.model); its
@@ -64,7 +80,7 @@ std::unique_ptr<Tokenizer> prepare_tokenizer(const Config& cfg, const std::optio
     if (pg.rank() == 0) {
       spdlog::info("tokenizer: {} does not exist; training a sentencepiece model (vocab {}) on data.train",
                    cfg.tokenizer.path, cfg.model.architecture.vocab_size);
-      train_sentencepiece(source_paths(cfg.data.train), cfg.model.architecture.vocab_size, cfg.tokenizer.path);
+      train_tokenizer_on_data(cfg);
     }
     pg.barrier();
   }
@@ -371,6 +387,11 @@ std::vector<EvalSet> load_eval_sets(const Config& cfg, const Worker& w, SourceIn
     const std::string key = cfg.data.eval.choices.empty() ? "data.eval" : "data.eval[" + std::to_string(i) + "]";
     EvalSet set;
     if (is_beir_folder(path)) {
+      // A BEIR set's parts and columns are its layout's (data/beir.h): nothing to choose.
+      if (!choice.config.empty() || !choice.columns.empty())
+        throw DataError(key + (choice.config.empty() ? ".columns" : ".config") + ": " + path +
+                        " is a BEIR set, whose corpus, queries and qrels and their columns are fixed by its layout; "
+                        "remove it (" + key + ".split chooses the qrels' split)");
       set.beir = load_beir(path, choice.split, tokenizer, cfg.tokenizer.max_length, first_source.query_prompt,
                            first_source.passage_prompt);
       set.name = set.beir->name;

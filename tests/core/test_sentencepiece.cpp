@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/text_corpus.h"
 #include "tokenize/sentencepiece_tokenizer.h"
 #include "tokenize/tokenizer.h"
 #include "temp_dir.h"
@@ -22,6 +23,15 @@ namespace fs = std::filesystem;
 using ddp_embed::testing::TempDir;
 
 using python_fixtures::read_text;
+
+// train_sentencepiece on the sentences of `files` (data/text_corpus.h).
+void train_on_files(const std::vector<std::string>& files, int vocab_size, const fs::path& output) {
+  std::vector<DataFile> data;
+  for (const auto& file : files) data.push_back({file, table_format_of(file)});
+  TextCorpus corpus({{data, {}, ""}});
+  train_sentencepiece([&corpus](std::string& sentence) { return corpus.next(sentence); }, vocab_size, output.string(),
+                      files.front());
+}
 
 // A few hundred everyday English sentences, made from parts so that words recur (as in
 // real text) while the vocabulary stays varied enough for a 200-piece model.
@@ -117,7 +127,7 @@ class SentencePiece : public ::testing::Test {
     if (!dir_) {
       dir_ = new TempDir("trained");
       write_pairs(dir_->path / "pairs.jsonl");
-      train_sentencepiece({(dir_->path / "pairs.jsonl").string()}, 200, (dir_->path / "tok").string());
+      train_on_files({(dir_->path / "pairs.jsonl").string()}, 200, dir_->path / "tok");
     }
     return dir_->path / "tok";
   }
@@ -223,8 +233,8 @@ TEST_F(SentencePiece, TrainsOnPlainTextTheSameModelTwice) {
     std::ofstream out(dir.path / "corpus.txt");
     for (const auto& sentence : english_sentences()) out << sentence << "\n\n";
   }
-  train_sentencepiece({(dir.path / "corpus.txt").string()}, 150, (dir.path / "a").string());
-  train_sentencepiece({(dir.path / "corpus.txt").string()}, 150, (dir.path / "b").string());
+  train_on_files({(dir.path / "corpus.txt").string()}, 150, dir.path / "a");
+  train_on_files({(dir.path / "corpus.txt").string()}, 150, dir.path / "b");
   EXPECT_EQ(read_text(dir.path / "a/spiece.model"), read_text(dir.path / "b/spiece.model"));
   const auto tokenizer = load_tokenizer("sentencepiece", (dir.path / "a").string());
   EXPECT_EQ(tokenizer->vocab_size(), 150);
@@ -237,12 +247,12 @@ TEST_F(SentencePiece, ErrorsNameThePath) {
     try {
       action();
       ADD_FAILURE() << "no error for " << path;
-    } catch (const TokenizerError& e) {
+    } catch (const std::exception& e) {  // DataError reading the text, TokenizerError loading a model
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
   };
   const std::string missing = (dir.path / "missing.jsonl").string();
-  expect_error_naming([&] { train_sentencepiece({missing}, 100, (dir.path / "out").string()); },
+  expect_error_naming([&] { train_on_files({missing}, 100, dir.path / "out"); },
                       missing);
   expect_error_naming([&] { load_tokenizer("sentencepiece", missing); }, missing);
   expect_error_naming([&] { load_tokenizer("sentencepiece", dir.path.string()); },
@@ -252,7 +262,7 @@ TEST_F(SentencePiece, ErrorsNameThePath) {
   expect_error_naming([&] { load_tokenizer("sentencepiece", corrupt); }, corrupt);
   const std::string broken = (dir.path / "broken.jsonl").string();
   std::ofstream(broken) << "{\"query\": \"fine\", \"pos\": \"also fine\"}\n{oops\n";
-  expect_error_naming([&] { train_sentencepiece({broken}, 100, (dir.path / "out").string()); },
+  expect_error_naming([&] { train_on_files({broken}, 100, dir.path / "out"); },
                       broken + ":2");
   EXPECT_FALSE(fs::exists(dir.path / "out" / "spiece.model"));
 }

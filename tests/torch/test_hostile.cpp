@@ -1095,6 +1095,7 @@ const std::vector<Case>& second_round() {
 #include "hostile_round5_b.inc"
 #include "hostile_round5_c.inc"
 #include "hostile_round5_d.inc"
+#include "hostile_round5_e.inc"
 
 namespace {
 
@@ -1103,7 +1104,7 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases = catalogue();
   for (const auto* round : {&second_round(), &third_round_data(), &third_round_output(), &third_round_config(),
                             &third_round_launch(), &fourth_round_data(), &fifth_round_c(), &fifth_round_b(), &fifth_round_a(),
-                            &fifth_round_d()})
+                            &fifth_round_d(), &fifth_round_e()})
     cases.insert(cases.end(), round->begin(), round->end());
   return cases;
 }

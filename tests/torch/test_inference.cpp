@@ -349,7 +349,7 @@ TEST_F(EncodeEval, EvalDataInParquetGivesTheMetricsOfItsJsonlForm) {
 
 // The same BEIR set as BEIR's JSONL folder and in MTEB's Parquet layout: the same JSON but
 // for the name (the folder's). That both equal sentence-transformers' on a real set is
-// Reference.BeirMtebParquetEvaluatesAsItsJsonlForm.
+// Reference.BeirEvalEqualsInformationRetrievalEvaluator.
 TEST_F(EncodeEval, AnMtebParquetFolderEvaluatesToItsBeirFoldersMetrics) {
   const fs::path fixtures = inference_beir_fixtures();
   auto metrics = [&](const std::string& folder, const std::string& split) {

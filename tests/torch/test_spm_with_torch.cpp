@@ -48,11 +48,15 @@ TEST(SentencePieceWithTorch, TrainLoadEncodeBesideLibTorch) {
   EXPECT_FLOAT_EQ(at::ones({2, 3}).sum().item<float>(), 6.0f);
 
   TempDir dir;
-  {
-    std::ofstream out(dir.path / "corpus.txt");
-    for (const auto& s : sentences()) out << s << "\n";
-  }
-  train_sentencepiece({(dir.path / "corpus.txt").string()}, 60, (dir.path / "tok").string());
+  const std::vector<std::string> corpus = sentences();
+  size_t given = 0;
+  train_sentencepiece(
+      [&](std::string& sentence) {
+        if (given == corpus.size()) return false;
+        sentence = corpus[given++];
+        return true;
+      },
+      60, (dir.path / "tok").string(), "the test's sentences");
   ASSERT_TRUE(fs::exists(dir.path / "tok" / "spiece.model"));
 
   const auto tokenizer = load_tokenizer("sentencepiece", (dir.path / "tok").string());
