@@ -987,13 +987,13 @@ const std::vector<Case>& second_round() {
          return mine_cmd(d, "--corpus " + (d / "corpus").string());
        },
        {"corpus is a folder, not a file of texts"}},
-      {"TokenizerTrainingInputIsAFolder",
+      {"TokenizerTrainingInputIsAFolderWithoutDataFiles",  // (a folder of data files is a dataset)
        [](const fs::path& d, json&) {
          fs::create_directories(d / "texts");
          return kBin + "/embed-train tokenizer --input " + (d / "texts").string() + " --vocab-size 100 --output " +
                 (d / "tok").string();
        },
-       {"texts is a folder, not a file of texts or pairs"}},
+       {"texts is a folder without data files", "name the files in it"}},
       {"TokenizerVocabIsAFolder",
        [](const fs::path& d, json& c) {
          fs::create_directories(d / "vocab.txt");
