@@ -75,6 +75,24 @@ PreparedManifest manifest_for(const std::vector<SourceInput>& sources) {
   return m;
 }
 
+// Loads every piece of `items` on its own, as the ranks of a prepare do: the DataError of
+// the piece that failed ("" and -1 when none did) and where that piece begins.
+struct PieceError {
+  std::string message;
+  int64_t piece_begin = -1;
+};
+PieceError error_of_pieces(const SourceInput& source, const std::vector<PrepareItem>& items) {
+  PieceError error;
+  for (const auto& item : items) {
+    try {
+      load_piece(source, item.piece, bert(), 24, false);
+    } catch (const DataError& e) {
+      error = {e.what(), item.piece.begin};
+    }
+  }
+  return error;
+}
+
 // Prepares `sources` as `embed-train prepare` does, in pieces of `piece_bytes`.
 fs::path prepare(const TempDir& dir, const std::vector<SourceInput>& sources, int64_t piece_bytes,
                  size_t* piece_count = nullptr, const std::string& name = "prepared") {
@@ -171,15 +189,8 @@ TEST(Prepared, ABadLineInALaterPieceNamesItsLineInTheFile) {
   const std::vector<SourceInput> sources = {SourceInput{"bad", {file}, "", "", false}};
   const auto items = plan_prepare(sources, 1500);
   ASSERT_GT(items.size(), 3u);
-  std::string message;
-  for (const auto& item : items) {
-    try {
-      load_piece(sources[0], item.piece, bert(), 24, false);
-    } catch (const DataError& e) {
-      message = e.what();
-    }
-  }
-  EXPECT_NE(message.find(file + ":80:"), std::string::npos) << message;
+  const PieceError error = error_of_pieces(sources[0], items);
+  EXPECT_NE(error.message.find(file + ":80:"), std::string::npos) << error.message;
 }
 
 // pairs.jsonl, and the same rows as pairs.parquet (row groups of 7) and bad.parquet, written
@@ -241,16 +252,10 @@ TEST(Prepared, ABadRowInALaterPieceNamesItsRowGroupInTheFile) {
   const std::vector<SourceInput> sources = {SourceInput{"bad", {file}, "", "", false}};
   const auto items = plan_prepare(sources, 3 * 5000);
   ASSERT_GT(items.size(), 3u);
-  std::string message;
-  for (const auto& item : items) {
-    try {
-      load_piece(sources[0], item.piece, bert(), 24, false);
-    } catch (const DataError& e) {
-      EXPECT_GT(item.piece.begin, 0) << "the bad row lies in a later piece";
-      message = e.what();
-    }
-  }
-  EXPECT_NE(message.find(file + ": row group 25, row 3: column \"query\" is null"), std::string::npos) << message;
+  const PieceError error = error_of_pieces(sources[0], items);
+  EXPECT_GT(error.piece_begin, 0) << "the bad row lies in a later piece";
+  EXPECT_NE(error.message.find(file + ": row group 25, row 3: column \"query\" is null"), std::string::npos)
+      << error.message;
 }
 
 // A line longer than data.max_line_bytes inside a piece is the same bad line it is when a
