@@ -1,5 +1,5 @@
 // embed-train: one training worker (started by ddp-launch, torchrun, srun or by hand),
-// plus the prepare / encode / eval / tokenize / mine / tokenizer / plot tools. Parses the
+// plus the prepare / encode / eval / rerank / tokenize / mine / tokenizer / plot tools. Parses the
 // command line and calls lib/: main dispatches to one function per subcommand, each owning
 // its options and its run.
 #include <cstdio>
@@ -27,6 +27,7 @@
 #include "train/inference.h"
 #include "train/mine.h"
 #include "train/prepare.h"
+#include "train/rerank_inference.h"
 #include "train/trainer.h"
 #include "util/log.h"
 #include "util/exit_status.h"
@@ -153,7 +154,8 @@ Subcommand add_encode(CLI::App& app) {
 
 Subcommand add_eval(CLI::App& app) {
   auto ev = std::make_shared<EvalOptions>();
-  auto* eval = app.add_subcommand("eval", "evaluate a model on a JSONL pair file or a BEIR folder");
+  auto* eval = app.add_subcommand(
+      "eval", "evaluate a model on a JSONL pair file or a BEIR folder (with --first-stage: a reranker on one)");
   eval->add_option("--model", ev->model_dir, kModelFolder)->required();
   auto* data = eval->add_option("--data", ev->data, "JSONL pairs (query/pos, or text1/text2/score)");
   auto* beir = eval->add_option("--beir", ev->beir, "a BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv");
@@ -176,11 +178,47 @@ Subcommand add_eval(CLI::App& app) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   eval->add_option("--json", ev->json_out, "also write the metrics as JSON to this file");
+  auto* first_stage = eval->add_option("--first-stage", ev->first_stage,
+                                       "--beir: a bi-encoder folder ranks the corpus; --model, a cross-encoder "
+                                       "folder, reranks each query's top k (both metric sets reported)")
+                          ->needs(beir);
+  eval->add_option("--top-k", ev->top_k, "--first-stage: the documents of each query reranked")
+      ->check(cli::positive_integer())
+      ->needs(first_stage)
+      ->capture_default_str();
+  eval->add_option("--output", ev->rerank_out,
+                   "--first-stage: write each query's reranked top k as JSONL ({\"query_id\", \"ranking\"})")
+      ->needs(first_stage);
+  first_stage->excludes(eval->get_option("--save-embeddings"));
   return {eval, [ev] {
             if (ev->data.empty() == ev->beir.empty())
               throw CLI::RequiredError("eval needs --data FILE or --beir DIR (one of them)");
             init_console_log();
             return run_eval(*ev);
+          }};
+}
+
+Subcommand add_rerank(CLI::App& app) {
+  auto rr = std::make_shared<RerankOptions>();
+  auto* rerank = app.add_subcommand("rerank", "score (query, document) pairs with a cross-encoder folder");
+  rerank->add_option("--model", rr->model_dir,
+                     "cross-encoder folder (ours, or sentence-transformers' CrossEncoder: BERT, XLM-RoBERTa)")
+      ->required();
+  rerank->add_option("--input", rr->input,
+                     "JSONL: {\"query\", \"doc\"} a line (or \"document\", \"passage\"; or \"text1\", \"text2\")")
+      ->required();
+  rerank->add_option("--output", rr->output,
+                     "JSONL: {\"score\": s} a line ({\"scores\": [...]} for several labels), in input order")
+      ->required();
+  rerank->add_option("--batch-size", rr->batch_size, "pairs per batch")
+      ->check(cli::positive_integer())
+      ->capture_default_str();
+  rerank->add_option("--max-length", rr->max_length, "tokens of a joined pair (default: the folder's)")
+      ->check(cli::positive_integer());
+  rerank->add_option("--device", rr->device, "cpu or cuda[:N]")->capture_default_str();
+  return {rerank, [rr] {
+            init_console_log();
+            return run_rerank(*rr);
           }};
 }
 
@@ -345,9 +383,9 @@ int main(int argc, char** argv) {
   // --version: what LibTorch, CUDA and NCCL this build has, and the CUDA devices it sees.
   app.set_version_flag("--version", [] { return ddp_embed::build_info(); });
   app.require_subcommand(1);
-  const std::vector<Subcommand> subcommands = {add_train(app),    add_prepare(app), add_encode(app),
-                                               add_eval(app),     add_tokenize(app), add_mine(app),
-                                               add_tokenizer(app), add_plot(app)};
+  const std::vector<Subcommand> subcommands = {add_train(app),    add_prepare(app),  add_encode(app),
+                                               add_eval(app),     add_rerank(app),   add_tokenize(app),
+                                               add_mine(app),     add_tokenizer(app), add_plot(app)};
 
   std::vector<char*> args = with_default_subcommand(argc, argv, subcommands);
   try {

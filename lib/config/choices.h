@@ -40,6 +40,20 @@ enum class Mixing { Proportional, Weighted, RoundRobin, Mixed };
 // loss.type (model/loss.h); None: no contrastive term, distillation alone; MarginMse:
 // sentence-transformers' MarginMSELoss alone (no contrastive term).
 enum class LossType { PairwiseSigmoid, Infonce, None, MarginMse };
+// model.kind: a sentence embedder (texts embedded apart, compared by cosine) or a
+// reranker (a query and a document read together, one score: model/cross_encoder.h).
+enum class ModelKind { BiEncoder, CrossEncoder };
+// loss.cross_encoder.type (model/rerank_loss.h): a reranker's loss, as sentence-transformers'
+// cross_encoder.losses names it (BinaryCrossEntropyLoss, CrossEntropyLoss,
+// MultipleNegativesRankingLoss, LambdaLoss, ListNetLoss, MarginMSELoss).
+enum class RerankLoss { BinaryCrossEntropy, CrossEntropy, Mnrl, Lambda, ListNet, MarginMse };
+// loss.cross_encoder.activation: applied to the logits before the loss (each loss's
+// activation_fn); "auto" (no value) is the loss's own default.
+enum class ScoreActivation { Identity, Sigmoid, Tanh };
+// loss.cross_encoder.weighting: LambdaLoss's weighting_scheme.
+enum class LambdaWeighting { None, NdcgLoss1, NdcgLoss2, LambdaRank, NdcgLoss2pp };
+// loss.cross_encoder.reduction_log: LambdaLoss's reduction_log.
+enum class LambdaLog { Natural, Binary };
 // loss.directions' entries (docs/architecture.md, "The losses"): which score blocks infonce's softmax holds,
 // as sentence-transformers 6's MultipleNegativesRankingLoss names them.
 enum class LossDirection { QueryToDoc, DocToQuery, QueryToQuery, DocToDoc };
@@ -124,6 +138,49 @@ struct ChoiceTable<LossType> {
       {LossType::Infonce, "infonce"},
       {LossType::None, "none"},
       {LossType::MarginMse, "margin_mse"},
+  };
+};
+template <>
+struct ChoiceTable<ModelKind> {
+  static constexpr Spelling<ModelKind> spellings[] = {
+      {ModelKind::BiEncoder, "bi_encoder"},
+      {ModelKind::CrossEncoder, "cross_encoder"},
+  };
+};
+template <>
+struct ChoiceTable<RerankLoss> {
+  static constexpr Spelling<RerankLoss> spellings[] = {
+      {RerankLoss::BinaryCrossEntropy, "binary_cross_entropy"},
+      {RerankLoss::CrossEntropy, "cross_entropy"},
+      {RerankLoss::Mnrl, "mnrl"},
+      {RerankLoss::Lambda, "lambda"},
+      {RerankLoss::ListNet, "listnet"},
+      {RerankLoss::MarginMse, "margin_mse"},
+  };
+};
+template <>
+struct ChoiceTable<ScoreActivation> {
+  static constexpr Spelling<ScoreActivation> spellings[] = {
+      {ScoreActivation::Identity, "identity"},
+      {ScoreActivation::Sigmoid, "sigmoid"},
+      {ScoreActivation::Tanh, "tanh"},
+  };
+};
+template <>
+struct ChoiceTable<LambdaWeighting> {
+  static constexpr Spelling<LambdaWeighting> spellings[] = {
+      {LambdaWeighting::None, "none"},
+      {LambdaWeighting::NdcgLoss1, "ndcg_loss1"},
+      {LambdaWeighting::NdcgLoss2, "ndcg_loss2"},
+      {LambdaWeighting::LambdaRank, "lambdarank"},
+      {LambdaWeighting::NdcgLoss2pp, "ndcg_loss2pp"},
+  };
+};
+template <>
+struct ChoiceTable<LambdaLog> {
+  static constexpr Spelling<LambdaLog> spellings[] = {
+      {LambdaLog::Natural, "natural"},
+      {LambdaLog::Binary, "binary"},
   };
 };
 template <>

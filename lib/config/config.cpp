@@ -48,6 +48,8 @@ template <class Visitor>
 void visit_fields(Config& c, Visitor& v) {
   ModelConfig& m = c.model;
   BertConfig& a = m.architecture;
+  v("model.kind", m.kind, any());
+  v("model.num_labels", m.num_labels, at_least(1));
   v("model.init", m.init, any());
   v("model.vocab_size", a.vocab_size, positive_size());
   v("model.hidden_size", a.hidden_size, positive_size());
@@ -99,6 +101,18 @@ void visit_fields(Config& c, Visitor& v) {
   v("loss.guide.model", l.guide.model, non_empty());
   v("loss.guide.margin_strategy", l.guide.margin_strategy, any());
   v("loss.guide.margin", l.guide.margin, float32(any()));
+  CrossEncoderLossConfig& ce = l.cross_encoder;
+  v("loss.cross_encoder.type", ce.type, any());
+  v("loss.cross_encoder.activation", ce.activation, any());
+  v("loss.cross_encoder.pos_weight", ce.pos_weight, float32(positive()));
+  v("loss.cross_encoder.scale", ce.scale, float32(positive()));
+  v("loss.cross_encoder.in_batch_negatives", ce.in_batch_negatives, at_least(-1));
+  v("loss.cross_encoder.weighting", ce.weighting, any());
+  v("loss.cross_encoder.k", ce.k, non_negative());
+  v("loss.cross_encoder.sigma", ce.sigma, float32(positive()));
+  v("loss.cross_encoder.eps", ce.eps, float32(positive()));
+  v("loss.cross_encoder.mu", ce.mu, float32(non_negative()));
+  v("loss.cross_encoder.reduction_log", ce.reduction_log, any());
 
   TrainConfig& tr = c.train;
   v("train.batch_size", tr.batch_size, positive());
@@ -401,6 +415,8 @@ struct Writer {
       }
       json o = {{"path", e.paths[i]}};
       add_dataset_choice(o, c.config, c.split, "", c.columns);
+      if (!c.first_stage.empty()) o["first_stage"] = c.first_stage;
+      if (c.top_k != 100) o["top_k"] = c.top_k;
       list.push_back(o);
     }
     return list;

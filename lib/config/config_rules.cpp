@@ -88,6 +88,71 @@ void check_inert_settings(const LossConfig& l, bool negatives, const OriginOf& o
 
 }  // namespace
 
+// model.kind: the embedder's loss settings and the reranker's apply each to its own kind,
+// and what a cross-encoder run does not have yet is said, not ignored.
+template <class OriginOf>
+void check_model_kind(const Config& c, const OriginOf& origin_of, std::vector<std::string>& errors) {
+  const LossConfig defaults;
+  const LossConfig& l = c.loss;
+  if (c.model.kind == ModelKind::BiEncoder) {
+    const CrossEncoderLossConfig& ce = l.cross_encoder;
+    const CrossEncoderLossConfig d = defaults.cross_encoder;
+    if (ce.type != d.type || ce.activation || ce.pos_weight != d.pos_weight || ce.scale != d.scale ||
+        ce.in_batch_negatives != d.in_batch_negatives || ce.weighting != d.weighting || ce.k != d.k ||
+        ce.sigma != d.sigma || ce.eps != d.eps || ce.mu != d.mu || ce.reduction_log != d.reduction_log)
+      errors.push_back(origin_of({"loss.cross_encoder", "model.kind"}) +
+                       ": loss.cross_encoder applies to a reranker, and model.kind is \"bi_encoder\": set model.kind "
+                       "\"cross_encoder\", or remove loss.cross_encoder");
+    if (c.model.num_labels != 1)
+      errors.push_back(origin_of({"model.num_labels", "model.kind"}) +
+                       ": model.num_labels is a cross-encoder's (model.kind \"cross_encoder\")");
+    for (size_t i = 0; i < c.data.eval.choices.size(); ++i)
+      if (!c.data.eval.choices[i].first_stage.empty() || c.data.eval.choices[i].top_k != 100) {
+        errors.push_back(origin_of({"data.eval", "model.kind"}) + ": data.eval[" + std::to_string(i) +
+                         "]: first_stage and top_k are a reranker's (model.kind \"cross_encoder\"): remove them");
+        break;
+      }
+    return;
+  }
+  const auto refuse = [&](bool set, std::vector<std::string> keys, const std::string& why) {
+    if (set) errors.push_back(origin_of(keys) + ": " + keys.front() + " " + why);
+  };
+  const std::string embedder = "is the embedder's (model.kind \"bi_encoder\"); a cross-encoder's loss is "
+                               "loss.cross_encoder: remove it";
+  refuse(l.type != defaults.type || l.temperature != defaults.temperature, {"loss.type", "model.kind"}, embedder);
+  refuse(l.cross_rank_negatives, {"loss.cross_rank_negatives", "model.kind"},
+         "is the embedder's: a cross-encoder's mnrl takes every rank's candidates by itself "
+         "(loss.cross_encoder.in_batch_negatives)");
+  refuse(!l.matryoshka_dims.empty(), {"loss.matryoshka_dims", "model.kind"}, embedder);
+  refuse(l.distill.weight > 0 || l.margin_mse.weight > 0, {"loss.distill.weight", "loss.margin_mse.weight", "model.kind"},
+         embedder + " (a reranker distills with loss.cross_encoder.type \"margin_mse\")");
+  refuse(l.directions != defaults.directions || l.hardness_mode != defaults.hardness_mode,
+         {"loss.directions", "loss.hardness_mode", "model.kind"}, embedder);
+  refuse(bool(l.guide.model), {"loss.guide.model", "model.kind"}, embedder);
+  refuse(c.model.num_labels != 1, {"model.num_labels", "model.kind"},
+         "must be 1 to train a reranker (its losses score each pair with one logit); a folder of more labels is "
+         "read by embed-train rerank");
+  for (size_t i = 0; i < c.data.eval.paths.size(); ++i)
+    if (c.data.eval.choice(i).first_stage.empty()) {
+      errors.push_back(origin_of({"data.eval", "model.kind"}) + ": data.eval" +
+                       (c.data.eval.choices.empty() ? "" : "[" + std::to_string(i) + "]") +
+                       ": a reranker is evaluated on a BEIR set by reordering an embedding model's ranking: give it "
+                       "as {\"path\": BEIR_FOLDER, \"first_stage\": EMBEDDING_MODEL, \"top_k\": 100}, or set "
+                       "data.eval to null");
+      break;
+    }
+  if (l.cross_encoder.k > 0 && l.cross_encoder.type != RerankLoss::Lambda)
+    errors.push_back(origin_of({"loss.cross_encoder.k", "loss.cross_encoder.type"}) +
+                     ": loss.cross_encoder.k applies to \"lambda\" only");
+  bool negatives = c.data.negatives_per_query > 0;
+  for (const auto& source : c.data.train) negatives = negatives || source.negatives_per_query.value_or(0) > 0;
+  const RerankLoss t = l.cross_encoder.type;
+  if (!negatives && t != RerankLoss::BinaryCrossEntropy && t != RerankLoss::Mnrl)
+    errors.push_back(origin_of({"loss.cross_encoder.type", "data.negatives_per_query"}) + ": loss.cross_encoder.type \"" +
+                     choice_name(t) + "\" ranks each query's positive among its hard negatives: set "
+                     "data.negatives_per_query > 0 (embed-train mine gives pairs their \"neg\")");
+}
+
 // Rules that tie two keys together, each error blamed on who gave the keys: the --set
 // that gave one of them, else the file.
 void check_relations(const Config& c, const Reader& reader, std::vector<std::string>& errors) {
@@ -142,6 +207,8 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
   if (c.loss.type == LossType::None && !(c.loss.distill.weight > 0) && !(c.loss.margin_mse.weight > 0))
     errors.push_back(origin_of({"loss.type", "loss.distill.weight"}) +
                      ": loss.type \"none\" trains on distillation alone: set loss.distill.weight > 0");
+  check_model_kind(c, origin_of, errors);
+  if (c.model.kind == ModelKind::CrossEncoder) return;  // the embedder's loss rules below do not apply
   check_loss_terms(c.loss, origin_of, errors);
   bool negatives = c.data.negatives_per_query > 0;
   for (const auto& source : sources) negatives = negatives || source.negatives_per_query.value_or(0) > 0;

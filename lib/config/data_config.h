@@ -48,14 +48,19 @@ std::vector<std::string> source_paths(const std::vector<DataSource>& sources);
 // data.eval: the evaluation sets, each a file of pairs (JSONL or a table file), a dataset
 // folder of pairs (data/dataset_files.h), or a BEIR folder (corpus, queries, qrels:
 // data/beir.h). Written as null (none), a path, or a list of paths and objects {"path",
-// "config", "split", "columns"}; each set is reported under its name (train/evaluate.h).
+// "config", "split", "columns", "first_stage", "top_k"}; each set is reported under its
+// name (train/evaluate.h).
 struct EvalSets {
   // A dataset folder's config and split ("" = its default config; the first of
-  // "validation", "dev", "test" it has), and its table files' columns.
+  // "validation", "dev", "test" it has), and its table files' columns. A reranker's
+  // (model.kind "cross_encoder") BEIR set: the embedding model whose ranking it reorders,
+  // and how many of each query's documents (train/rerank_candidates.h).
   struct Choice {
     std::string config, split;
     ColumnChoice columns;
-    bool empty() const { return config.empty() && split.empty() && columns.empty(); }
+    std::string first_stage;
+    int top_k = 100;
+    bool empty() const { return config.empty() && split.empty() && columns.empty() && first_stage.empty() && top_k == 100; }
   };
   std::vector<std::string> paths;
   std::vector<Choice> choices;  // per path (none: every choice the default)

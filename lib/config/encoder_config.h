@@ -28,6 +28,9 @@ struct Qwen3Config {
   int64_t max_position = 32768;
   double initializer_range = 0.02;
   bool tie_word_embeddings = true;  // written back to config.json; the encoder has no output head
+  // config.json's pad_token_id (-1: none): a cross-encoder's score head reads the last token
+  // that is not it (transformers' Qwen3ForSequenceClassification; model/cross_encoder.h).
+  int64_t pad_token_id = -1;
 };
 
 enum class Architecture { Bert, XlmRoberta, Qwen3 };

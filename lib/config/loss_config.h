@@ -34,6 +34,26 @@ struct GuideConfig {
   double margin = 0;
 };
 
+// loss.cross_encoder: a reranker's loss (model.kind "cross_encoder"; model/rerank_loss.h),
+// each as its sentence-transformers cross_encoder.losses class computes it. Each query's
+// candidates are scored together: its positive first, then its hard negatives (and, for
+// mnrl, other queries' candidates of the global batch).
+struct CrossEncoderLossConfig {
+  RerankLoss type = RerankLoss::BinaryCrossEntropy;
+  // The loss's activation_fn on the logits; none = the loss's default (sigmoid for mnrl,
+  // identity for the others).
+  std::optional<ScoreActivation> activation;
+  double pos_weight = 1;        // binary_cross_entropy: BCEWithLogitsLoss's pos_weight (1: none)
+  double scale = 10;            // mnrl: the activated scores times this before the softmax
+  int in_batch_negatives = 4;   // mnrl: other candidates of the batch drawn per query; -1: all
+  LambdaWeighting weighting = LambdaWeighting::NdcgLoss2pp;  // lambda: weighting_scheme
+  int k = 0;                    // lambda: only the top k of each ranking count; 0: all
+  double sigma = 1;             // lambda
+  double eps = 1e-10;           // lambda
+  double mu = 10;               // lambda, ndcg_loss2pp: the NDCG-Loss2 weight's factor
+  LambdaLog reduction_log = LambdaLog::Binary;  // lambda
+};
+
 struct LossConfig {
   LossType type = LossType::PairwiseSigmoid;  // None: distillation alone; MarginMse: MarginMSE alone
   double temperature = 0.05;
@@ -52,6 +72,7 @@ struct LossConfig {
   HardnessMode hardness_mode = HardnessMode::None;
   double hardness_strength = 0;
   GuideConfig guide;
+  CrossEncoderLossConfig cross_encoder;  // model.kind "cross_encoder" only
 };
 
 // The weight of the MarginMSE term: 1 for loss.type "margin_mse", else loss.margin_mse.weight.

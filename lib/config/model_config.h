@@ -12,6 +12,10 @@
 namespace ddp_embed {
 
 struct ModelConfig {
+  // bi_encoder: the sentence embedder (model/embedder.h); cross_encoder: a reranker that
+  // reads (query, document) as one sequence and scores it (model/cross_encoder.h).
+  ModelKind kind = ModelKind::BiEncoder;
+  int num_labels = 1;  // cross_encoder: the classification head's outputs
   std::optional<std::string> init;  // a Hugging Face BERT folder; its architecture wins
   BertConfig architecture;          // model.vocab_size ... model.max_position: a model from scratch
   double dropout = 0.1;             // both of the architecture's dropouts, pretrained or not

@@ -188,10 +188,12 @@ void Reader::read(const std::string& path, const json& v, EvalSets& field, const
     } else if (!v[i].is_object()) {
       fail(at, "an evaluation set: a path, or an object with \"path\"", v[i]);
     } else {
-      unknown_keys(at, v[i], {"path", "config", "split", "columns"}, "an evaluation set");
+      unknown_keys(at, v[i], {"path", "config", "split", "columns", "first_stage", "top_k"}, "an evaluation set");
       if (!v[i].contains("path")) errors.push_back(where(at) + ": an evaluation set needs \"path\"");
       else read(at + ".path", v[i]["path"], name, non_empty());
       read_dataset_choice(at, v[i], choice.config, choice.split, choice.columns);
+      if (v[i].contains("first_stage")) read(at + ".first_stage", v[i]["first_stage"], choice.first_stage, non_empty());
+      if (v[i].contains("top_k")) read(at + ".top_k", v[i]["top_k"], choice.top_k, at_least(1));
     }
     out.paths.push_back(name);
     out.choices.push_back(std::move(choice));

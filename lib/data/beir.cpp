@@ -258,7 +258,7 @@ std::string default_beir_split(const std::string& folder) {
 }
 
 BeirSet load_beir(const std::string& folder, const std::string& split, const Tokenizer& tokenizer, int max_length,
-                  const std::string& query_prompt, const std::string& passage_prompt) {
+                  const std::string& query_prompt, const std::string& passage_prompt, bool keep_texts) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) throw DataError(folder + ": not a folder (" + kLayouts + ")");
   BeirSet set;
@@ -284,6 +284,10 @@ BeirSet load_beir(const std::string& folder, const std::string& split, const Tok
   for (const std::string& text : parts.corpus.texts)
     set.tokens.append(tokenizer.encode(passage_prompt + text, max_length));
   set.tokens.shrink_to_fit();
+  if (keep_texts) {
+    set.query_texts = std::move(query_texts);
+    set.corpus_texts = std::move(parts.corpus.texts);
+  }
   return set;
 }
 

@@ -51,6 +51,9 @@ struct BeirSet {
   std::vector<std::vector<int64_t>> relevant;
   // The tokenized texts: queries are sequences [0, num_queries), documents follow them.
   TokenStore tokens;
+  // The texts themselves, without prompts (a document's is its title and text joined as
+  // above), in the same orders; filled only when load_beir is asked to keep them.
+  std::vector<std::string> query_texts, corpus_texts;
 
   int64_t num_queries() const { return static_cast<int64_t>(query_ids.size()); }
   int64_t num_docs() const { return static_cast<int64_t>(corpus_ids.size()); }
@@ -78,7 +81,9 @@ std::string default_beir_split(const std::string& folder);
 // its row group and row for the same faults, a missing column ("did you mean"), a null
 // text or id, a config or split not there, and data/table_file.h's and
 // data/dataset_files.h's errors (a corrupt file, a pattern matching no file).
+// keep_texts: also fill query_texts and corpus_texts (a reranker reads them as pairs).
 BeirSet load_beir(const std::string& folder, const std::string& split, const Tokenizer& tokenizer, int max_length,
-                  const std::string& query_prompt = "", const std::string& passage_prompt = "");
+                  const std::string& query_prompt = "", const std::string& passage_prompt = "",
+                  bool keep_texts = false);
 
 }  // namespace ddp_embed

@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kFormats = "(expected query/pos, anchor/positive or text1/text2)";
+constexpr const char* kFormats = "(expected query/pos, query/doc, anchor/positive or text1/text2)";
 constexpr size_t kMaxMessage = 240;
 // A record is an object of strings and lists of strings: 2 levels. A deeper line is
 // refused before parsing, as a megabyte of "[[[[" would become a million JSON values.
@@ -133,6 +133,8 @@ std::string parse_pair_record(std::string_view line, PairRecord& record) {
   if (!error.empty()) return tidy(error);
 
   auto pos = object.find(layout->pos);
+  // A reranker's labeled pair, {"query", "doc", "label"}: the doc is its one candidate.
+  if (pos == object.end() && layout == &kLayouts[0]) pos = object.find("doc");
   if (pos == object.end() || pos->is_null())
     return "missing " + json_quoted(layout->pos) + " " + kFormats;
   error = read_texts(*pos, layout->pos, /*allow_empty_list=*/false, record.pos);
@@ -157,6 +159,15 @@ std::string parse_pair_record(std::string_view line, PairRecord& record) {
     if (error.empty())
       error = read_scores(*neg_scores, "neg_scores", record.neg.size(), "negatives", record.teacher_scores);
     if (!error.empty()) return tidy(error);
+  } else if (label != object.end() && label->is_number()) {
+    // A labeled pair's label: the teacher's score of its one candidate.
+    if (record.pos.size() + record.neg.size() != 1)
+      return "a number as \"label\" labels a single (query, doc) pair; with several candidates give a list, one "
+             "score per positive, then per negative";
+    float value = 0;
+    error = read_score(*label, value);
+    if (!error.empty()) return tidy("\"label\"" + error.substr(std::strlen("\"score\"")));
+    record.teacher_scores.push_back(value);
   } else if (label != object.end() && !label->is_null()) {
     error = read_scores(*label, "label", record.pos.size() + record.neg.size(), "candidates (positives, then negatives)",
                         record.teacher_scores);

@@ -164,7 +164,7 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c)
       "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
 }
 
-at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids) {
+at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids, const at::Tensor& token_types) {
   if (input_ids.dim() != 2)
     throw ModelError(c10::str("BertEmbeddings: input_ids must be [batch, length], not ", input_ids.sizes()));
   const int64_t length = input_ids.size(1);
@@ -174,13 +174,22 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids) {
     throw ModelError("sequence length " + std::to_string(length) + " exceeds the " +
                      std::to_string(max_position - offset) + " positions of max_position_embeddings " +
                      std::to_string(max_position));
-  const at::Tensor type_row = token_type_embeddings->weight[0];
+  if (token_types.defined() && token_types.sizes() != input_ids.sizes())
+    throw ModelError(c10::str("BertEmbeddings: token_types ", token_types.sizes(), " must be input_ids' shape ",
+                              input_ids.sizes()));
+  // A pair's segments gather their rows; a single text's are all row 0, added once.
+  const at::Tensor type_row =
+      token_types.defined() ? token_type_embeddings(token_types) : token_type_embeddings->weight[0];
   if (flavor_ == BertFlavor::XlmRoberta) {
     // transformers' create_position_ids_from_input_ids: each token that is not the padding
     // id counts, from pad + 1; padding (and a literal <pad> in the text) sits at pad itself.
     const at::Tensor counted = input_ids.ne(pad_token_id_).to(at::kLong);
     const at::Tensor position_ids = counted.cumsum(1) * counted + pad_token_id_;
     at::Tensor x = word_embeddings(input_ids) + position_embeddings(position_ids) + type_row;
+    return fast_dropout(LayerNorm(x), dropout_, is_training());
+  }
+  if (token_types.defined()) {  // transformers' order: words + types, then positions
+    at::Tensor x = word_embeddings(input_ids) + type_row + position_embeddings->weight.slice(0, 0, length);
     return fast_dropout(LayerNorm(x), dropout_, is_training());
   }
   // Token types are all 0, so their embedding is one row: add it to the [L, H]
@@ -336,10 +345,11 @@ at::Tensor BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
   return layout.unpack(x);
 }
 
-at::Tensor BertModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) {
+at::Tensor BertModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p,
+                                         const at::Tensor& token_types) {
   check_mask_fits(input_ids, attention_mask);
   const TokenLayout layout(attention_mask);
-  at::Tensor x = layout.pack(embeddings(input_ids));
+  at::Tensor x = layout.pack(embeddings(input_ids, token_types));
   if (p == Pooling::Mean) {
     for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x, layout, /*out_rows=*/{});
     return layout.mean(x);  // packed from the embeddings to the pooling

@@ -49,11 +49,13 @@ nlohmann::json bert_config_to_hf_json(const BertConfig& c);
 // (XLM-R) or a dropout is not in [0, 1).
 void validate_bert_config(const BertConfig& c, const std::string& origin = "bert config");
 
-// word + position + token type (always 0) embeddings, LayerNorm, dropout.
+// word + position + token type embeddings, LayerNorm, dropout.
 class BertEmbeddingsImpl : public torch::nn::Module {
  public:
   explicit BertEmbeddingsImpl(const BertConfig& c);
-  at::Tensor forward(const at::Tensor& input_ids);  // [B, L] int64 → [B, L, H]
+  // [B, L] int64 → [B, L, H]. token_types: int64 [B, L] below type_vocab_size (a pair's
+  // segments); undefined = all 0, added as one row.
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& token_types = {});
   // XLM-RoBERTa: positions from the ids, as transformers computes them (see forward).
 
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
@@ -112,11 +114,13 @@ class BertModelImpl : public TextEncoderImpl {
   explicit BertModelImpl(const BertConfig& c);
 
   // input_ids int64 [B, L]; attention_mask [B, L], 1 = real token, 0 = padding (any
-  // integer, bool or float dtype; right-padded). Token types are all 0, positions 0..L-1
+  // integer, bool or float dtype; right-padded). Token types are all 0 (forward_pooled
+  // takes others), positions 0..L-1
   // (XLM-R: from the padding index on). Returns the last hidden state [B, L, H]. Padding
   // never changes a real token's output: attention sees each text's real tokens alone.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) override;
-  at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) override;
+  at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p,
+                            const at::Tensor& token_types = {}) override;
 
   // The last hidden state at position 0 ([CLS]), [B, H]: forward(...)[:, 0] without
   // computing the last layer for the other positions (~20% of the FLOPs of a 4-layer

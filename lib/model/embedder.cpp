@@ -35,6 +35,20 @@ SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, int64_t 
   if (projection_dim < 0)
     throw ModelError("SentenceEmbedder: model.projection_dim must be >= 0 (0: no projection), not " +
                      std::to_string(projection_dim));
+  register_encoder(config);
+  // PyTorch's default Linear init, as sentence-transformers' Dense and the reference
+  // recipe's head use.
+  if (projection_dim > 0)
+    projection = register_module("projection", torch::nn::Linear(config.hidden_size(), projection_dim));
+}
+
+SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, CrossEncoderShape shape)
+    : pooling_(config.is_decoder() ? Pooling::LastToken : Pooling::Cls) {
+  register_encoder(config);
+  head = register_module("head", RerankHead(config, shape.num_labels, config.is_decoder() ? 0.0 : config.bert.hidden_dropout));
+}
+
+void SentenceEmbedderImpl::register_encoder(const EncoderConfig& config) {
   if (config.is_decoder()) {
     qwen3 = register_module("qwen3", Qwen3Model(config.qwen3));
     encoder_ = qwen3.ptr();
@@ -42,10 +56,6 @@ SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, int64_t 
     bert = register_module("bert", BertModel(config.bert));
     encoder_ = bert.ptr();
   }
-  // PyTorch's default Linear init, as sentence-transformers' Dense and the reference
-  // recipe's head use.
-  if (projection_dim > 0)
-    projection = register_module("projection", torch::nn::Linear(config.hidden_size(), projection_dim));
 }
 
 int64_t SentenceEmbedderImpl::embedding_dim() const {
@@ -62,6 +72,7 @@ at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
 PairLoss SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,
                                        const LossConfig& loss, const CandidateExchange& exchange,
                                        const CandidateLabels& labels) {
+  if (head) throw ModelError("SentenceEmbedder::forward: a cross-encoder trains through forward_rerank");
   check_input(query, "forward (queries)");
   check_input(pos, "forward (positives)");
   if (pos.ids.size(0) != query.ids.size(0))
@@ -101,6 +112,64 @@ PairLoss SentenceEmbedderImpl::loss_of_embeddings(const at::Tensor& q, const at:
                                                   const LossConfig& loss, const CandidateExchange& exchange,
                                                   const CandidateLabels& labels) {
   return pair_loss(q, pos, neg, labels, loss, exchange);
+}
+
+at::Tensor SentenceEmbedderImpl::score(const EncoderInput& pairs) {
+  if (!head) throw ModelError("SentenceEmbedder::score: an embedder has no classification head (model.kind)");
+  check_input(pairs, "score");
+  if (pairs.types.defined() && pairs.types.sizes() != pairs.ids.sizes())
+    throw ModelError(c10::str("SentenceEmbedder::score: token types ", pairs.types.sizes(), " and ids ",
+                              pairs.ids.sizes(), " must be of one shape"));
+  if (!qwen3) return head(encoder_->forward_pooled(pairs.ids, pairs.mask, Pooling::Cls, pairs.types));
+  // Qwen3ForSequenceClassification reads the last token whose id is not pad_token_id. Its
+  // attention is causal, so that token's state is the one of the sequence cut after it:
+  // the last real token of a mask that ends there.
+  const int64_t pad = qwen3->encoder_config().qwen3.pad_token_id;
+  if (pad < 0) return head(encoder_->forward_pooled(pairs.ids, pairs.mask, Pooling::LastToken));
+  const at::Tensor positions = at::arange(pairs.ids.size(1), pairs.ids.options());
+  const at::Tensor counted = pairs.ids.ne(pad).logical_and(pairs.mask.ne(0)).to(at::kLong);
+  const at::Tensor last = (positions.unsqueeze(0) * counted).argmax(1, /*keepdim=*/true);
+  const at::Tensor mask = positions.unsqueeze(0).le(last).to(pairs.mask.scalar_type());
+  return head(encoder_->forward_pooled(pairs.ids, mask, Pooling::LastToken));
+}
+
+at::Tensor SentenceEmbedderImpl::score_batch(const EncoderInput& pairs) {
+  RestoreTraining restore(*this);
+  eval();
+  at::NoGradGuard no_grad;
+  return score(pairs);
+}
+
+at::Tensor SentenceEmbedderImpl::forward_rerank(const EncoderInput& pairs, const at::Tensor& group_rows,
+                                                const at::Tensor& labels, const CrossEncoderLossConfig& loss,
+                                                double divisor, const CandidateExchange& exchange) {
+  if (!head || head->num_labels() != 1)
+    throw ModelError("SentenceEmbedder::forward_rerank: a cross-encoder of one output (model.num_labels 1) trains "
+                     "on the reranking losses");
+  return rerank_loss_of_logits(score(pairs).squeeze(1), group_rows, labels, loss, divisor, exchange);
+}
+
+at::Tensor SentenceEmbedderImpl::rerank_loss_of_logits(const at::Tensor& logits, const at::Tensor& group_rows,
+                                                       const at::Tensor& labels, const CrossEncoderLossConfig& loss,
+                                                       double divisor, const CandidateExchange& exchange) {
+  if (group_rows.dim() != 2 || logits.dim() != 1)
+    throw ModelError(c10::str("SentenceEmbedder::forward_rerank: group_rows must be [queries, G] and the logits [pairs], "
+                              "not ", group_rows.sizes(), " and ", logits.sizes()));
+  const at::Tensor valid = group_rows.ge(0);
+  // Every group's rows gathered at once; a slot past a row's last reads pair 0, masked out.
+  const at::Tensor grouped = logits.index_select(0, group_rows.clamp_min(0).flatten()).view(group_rows.sizes());
+  const RerankGroups groups{grouped, valid, labels};
+  if (divisor > 0) return rerank_loss(groups, loss, divisor);
+  // lambda with a top k: the pairs it counts follow the logits' order, known here alone;
+  // every rank's summed, over the world size, as the divisor is.
+  at::Tensor units = rerank_lambda_units(groups, loss).view({1});
+  if (exchange.all_gather_ids) {
+    const at::Tensor every_rank = exchange.all_gather_ids(units, {});
+    units = every_rank.sum().clamp_min(1).to(grouped.scalar_type()) / double(every_rank.numel());
+  } else {
+    units = units.sum().clamp_min(1).to(grouped.scalar_type());
+  }
+  return rerank_loss_sum(groups, loss) / units;
 }
 
 at::Tensor SentenceEmbedderImpl::encode_batch(const EncoderInput& input) {

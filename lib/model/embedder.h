@@ -1,7 +1,13 @@
-// The sentence-embedding model: an encoder (BERT, XLM-RoBERTa or Qwen3: model/encoder.h)
-// → pooling (cls | mean | lasttoken) → optional Linear(hidden, projection_dim), with the
-// contrastive loss computed inside forward() so that the training step (and gradient
-// averaging) sees one module call per micro-batch.
+// The model embed-train trains, of either kind (model.kind):
+//  - a sentence embedder: an encoder (BERT, XLM-RoBERTa or Qwen3: model/encoder.h) →
+//    pooling (cls | mean | lasttoken) → optional Linear(hidden, projection_dim), with the
+//    contrastive loss computed inside forward() so that the training step (and gradient
+//    averaging) sees one module call per micro-batch;
+//  - a cross-encoder (reranker): the encoder reads each (query, document) pair joined
+//    (tokenize/pair_template.h), a classification head (model/cross_encoder.h) scores it,
+//    and forward_rerank() returns the reranking loss (model/rerank_loss.h) of the scores.
+// One class for both, so that everything around the model (data parallelism, AdamW's
+// groups, checkpoints, LoRA, precision) serves the two alike.
 //
 // Parameter names: bert.<Hugging Face BertModel names> (BERT and XLM-R) or
 // qwen3.<Qwen3Model names>, and projection.{weight,bias}.
@@ -23,9 +29,11 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/bert.h"
+#include "model/cross_encoder.h"
 #include "model/encoder.h"
 #include "model/qwen3.h"
 #include "model/loss.h"
+#include "model/rerank_loss.h"
 
 namespace ddp_embed {
 
@@ -33,6 +41,7 @@ namespace ddp_embed {
 struct EncoderInput {
   at::Tensor ids;   // int64 [n, L]
   at::Tensor mask;  // [n, L], 1 = real token, 0 = padding
+  at::Tensor types{};  // int64 [n, L]: token types of joined pairs (a cross-encoder's); undefined = all 0
   bool defined() const { return ids.defined(); }
 };
 
@@ -44,6 +53,14 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   SentenceEmbedderImpl(const EncoderConfig& config, int64_t projection_dim, Pooling pooling);
   SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
       : SentenceEmbedderImpl(encoder_config(config), projection_dim, pooling) {}
+  // A cross-encoder of `num_labels` outputs: a RerankHead on the first token, its dropout
+  // the encoder's hidden dropout. ModelError for a Qwen3 encoder (model/cross_encoder.h).
+  struct CrossEncoderShape {
+    int64_t num_labels = 1;
+  };
+  SentenceEmbedderImpl(const EncoderConfig& config, CrossEncoderShape shape);
+
+  bool is_cross_encoder() const { return static_cast<bool>(head); }
 
   // Pooled (and projected) embeddings [n, D], with gradient, in the current mode.
   at::Tensor embed(const EncoderInput& input);
@@ -67,6 +84,26 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   // restored afterwards. Not normalized.
   at::Tensor encode_batch(const EncoderInput& input);
 
+  // A cross-encoder's logits of joined pairs (ids, mask and types of one [n, L] shape):
+  // [n, num_labels], with gradient, in the current mode. ModelError on a bi-encoder.
+  at::Tensor score(const EncoderInput& pairs);
+  // score() for inference: eval mode, no autograd, the mode restored afterwards.
+  at::Tensor score_batch(const EncoderInput& pairs);
+  // The training loss of a cross-encoder micro-batch: score() of the pairs, gathered into
+  // each query's group (`group_rows` int64 [q, G]: row i's candidates' pair rows, its
+  // positive first, -1 past its last; `labels` float [q, G] or undefined) and
+  // rerank_loss() of them (its sum over units / divisor). Divisor 0: lambda with a top k,
+  // whose pairs follow the logits' order: this rank's count, and with `exchange` every
+  // rank's (all_gather_ids; every rank calls it). One output a pair (num_labels 1).
+  at::Tensor forward_rerank(const EncoderInput& pairs, const at::Tensor& group_rows, const at::Tensor& labels,
+                            const CrossEncoderLossConfig& loss, double divisor,
+                            const CandidateExchange& exchange = {});
+  // forward_rerank's second half: the loss of the pairs' logits [P] (one a pair). GradCache
+  // (train/gradcache.h) calls it on logits computed beforehand.
+  static at::Tensor rerank_loss_of_logits(const at::Tensor& logits, const at::Tensor& group_rows,
+                                          const at::Tensor& labels, const CrossEncoderLossConfig& loss, double divisor,
+                                          const CandidateExchange& exchange = {});
+
   int64_t embedding_dim() const;
   Pooling pooling() const { return pooling_; }
 
@@ -75,8 +112,12 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   BertModel bert{nullptr};
   Qwen3Model qwen3{nullptr};
   torch::nn::Linear projection{nullptr};  // null without projection
+  RerankHead head{nullptr};               // a cross-encoder's; null for an embedder
 
  private:
+  // The encoder the config describes, as bert or qwen3.
+  void register_encoder(const EncoderConfig& config);
+
   std::shared_ptr<TextEncoderImpl> encoder_;
   Pooling pooling_;
 };

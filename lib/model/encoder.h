@@ -32,8 +32,13 @@ class TextEncoderImpl : public torch::nn::Module {
   // or L beyond the model's positions are a ModelError.
   virtual at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) = 0;
   // pool(forward(...), mask, p), computing only what the pooling reads where that is less
-  // (cls and lasttoken: the last layer for one token a sequence).
-  virtual at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) = 0;
+  // (cls and lasttoken: the last layer for one token a sequence). token_types: int64 [B, L],
+  // each token's segment (a cross-encoder's pair: model/cross_encoder.h); undefined = all 0.
+  // An encoder without token types (Qwen3) takes only undefined (else a ModelError); types
+  // must be below the model's type_vocab_size (never checked on the device: the batch's
+  // maker, tokenize/pair_template.h, gives the model's own).
+  virtual at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p,
+                                    const at::Tensor& token_types = {}) = 0;
 
   virtual const EncoderConfig& encoder_config() const = 0;
   // Hugging Face's config.json for this model (model_type, architectures, sizes ...).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "model/model_folder_files.h"
 #include "model/weights.h"
 #include "tokenize/hf_files.h"
+#include "tokenize/pair_template.h"
 #include "tokenize/unicode.h"
 #include "util/utf8.h"
 
@@ -62,6 +64,7 @@ class TextLowerCasingTokenizer final : public Tokenizer {
   SpecialIds special() const override { return inner_->special(); }
   std::string type() const override { return inner_->type(); }
   void save(const std::string& dir) const override { inner_->save(dir); }
+  PairTemplate pair_template() const override { return inner_->pair_template(); }
 
  private:
   std::unique_ptr<Tokenizer> inner_;
@@ -106,17 +109,11 @@ int folder_max_length(const ModelFolderLayout& layout) {
   return std::min(hf_files::max_length_setting(read_json(file), max_position), max_position);
 }
 
-NamedTensors carried_init_tensors(const ModelFolderLayout& init) {
-  if (init.encoder.is_decoder()) return {};  // Qwen3Model has no pooler
-  // A file's name for a tensor, as a BertModel / XLMRobertaModel file names it: the
-  // prefixes of a *ForMaskedLM file stripped, as loading strips them.
-  const auto plain = [](const std::string& name) {
-    for (const char* prefix : {"bert.", "roberta."})
-      if (name.rfind(prefix, 0) == 0) return name.substr(std::strlen(prefix));
-    return name;
-  };
-  const auto wanted = [&](const std::string& name) { return plain(name).rfind("pooler.", 0) == 0; };
-  const fs::path dir(init.transformer_dir);
+namespace {
+
+// The tensors of a folder's weights (model.safetensors, or the shards holding them) whose
+// names `wanted` takes, read alone.
+NamedTensors folder_tensors(const fs::path& dir, const std::function<bool(const std::string&)>& wanted) {
   std::vector<std::string> files;
   if (fs::exists(dir / "model.safetensors")) {
     files.push_back((dir / "model.safetensors").string());
@@ -130,7 +127,46 @@ NamedTensors carried_init_tensors(const ModelFolderLayout& init) {
   }
   NamedTensors out;
   for (const auto& file : files)
-    for (auto& [name, tensor] : load_tensors(file, wanted)) out.emplace_back(plain(name), tensor);
+    for (auto& item : load_tensors(file, wanted)) out.push_back(std::move(item));
+  return out;
+}
+
+// A file's name for a tensor, as a BertModel / XLMRobertaModel file names it: the prefixes
+// of a *ForMaskedLM or *ForSequenceClassification file stripped, as loading strips them.
+std::string plain_tensor_name(const std::string& name) {
+  for (const char* prefix : {"bert.", "roberta."})
+    if (name.rfind(prefix, 0) == 0) return name.substr(std::strlen(prefix));
+  return name;
+}
+
+// A cross-encoder's head from its folder; from an embedder's folder, BERT's pooler alone.
+void load_head_weights(SentenceEmbedder& model, const ModelFolderLayout& layout) {
+  RerankHead& head = model->head;
+  if (!layout.cross_encoder) {
+    head->load_pooler(carried_init_tensors(layout));
+    return;
+  }
+  if (head->num_labels() != layout.num_labels)
+    throw ModelError((fs::path(layout.transformer_dir) / "config.json").string() + ": the folder's head has " +
+                     std::to_string(layout.num_labels) + " labels (id2label) but the model asks for " +
+                     std::to_string(head->num_labels()) + ": set model.num_labels to " +
+                     std::to_string(layout.num_labels));
+  std::set<std::string> names;
+  for (const auto& item : head->file_tensors()) names.insert(item.first);
+  const NamedTensors tensors =
+      folder_tensors(layout.transformer_dir, [&](const std::string& name) { return names.count(name) > 0; });
+  bool pooler_loaded = false;
+  head->load_file_tensors(tensors, layout.transformer_dir, pooler_loaded);
+}
+
+}  // namespace
+
+NamedTensors carried_init_tensors(const ModelFolderLayout& init) {
+  if (init.encoder.is_decoder()) return {};  // Qwen3Model has no pooler
+  const auto wanted = [&](const std::string& name) { return plain_tensor_name(name).rfind("pooler.", 0) == 0; };
+  NamedTensors out;
+  for (auto& [name, tensor] : folder_tensors(init.transformer_dir, wanted))
+    out.emplace_back(plain_tensor_name(name), tensor);
   return out;
 }
 
@@ -141,6 +177,7 @@ LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout&
   options.strip_prefixes = layout.encoder.is_decoder() ? std::vector<std::string>{"model."}
                                                        : std::vector<std::string>{"bert.", "roberta."};
   LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);
+  if (model->is_cross_encoder()) load_head_weights(model, layout);
   if (layout.dense) load_dense_weights(model, *layout.dense);
   return report;
 }
@@ -155,6 +192,14 @@ LoadedModel load_model_folder(const std::string& dir, std::optional<Pooling> poo
   out.default_prompt_name = layout.default_prompt_name;
   if (!layout.include_prompt) out.prompt_excluded_by = layout.pooling_config;
 
+  if (layout.cross_encoder) {
+    out.model = SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(
+        layout.encoder, SentenceEmbedderImpl::CrossEncoderShape{layout.num_labels}));
+    out.activation = layout.activation;
+    load_folder_weights(out.model, layout);
+    out.model->eval();
+    return out;
+  }
   // Pooling: the argument, else the folder's Pooling module, else cls (plain encoder
   // folders) or lasttoken (decoders).
   const Pooling fallback = layout.encoder.is_decoder() ? Pooling::LastToken : Pooling::Cls;

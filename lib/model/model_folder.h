@@ -1,4 +1,9 @@
 // The model folder: what training writes at the end and what encode / eval read.
+// (A cross-encoder's folder, model.kind "cross_encoder", is sentence-transformers'
+// CrossEncoder's: config.json and model.safetensors of a *ForSequenceClassification
+// (model/cross_encoder.h), its tokenizer, modules.json listing that Transformer alone,
+// sentence_bert_config.json with transformer_task "sequence-classification", and
+// config_sentence_transformers.json with model_type "CrossEncoder" and activation_fn.)
 //
 //   DIR/config.json  model.safetensors          Hugging Face BertModel, XLMRobertaModel or
 //                                               Qwen3Model (no "bert."/"qwen3." prefix)
@@ -65,6 +70,9 @@ struct ModelFolderOptions {
   // XLM-R's pooler.dense.*), so that loading the folder is as quiet as loading the one it
   // came from (carried_init_tensors).
   NamedTensors carried;
+  // A cross-encoder's: what CrossEncoder.predict applies to its logits (config_sentence_
+  // transformers.json activation_fn); none = sigmoid for one label, identity for more.
+  std::optional<ScoreActivation> activation;
 };
 
 struct ModelFolderLayout;
@@ -105,6 +113,15 @@ struct ModelFolderLayout {
   // "query: "), and the one encode() uses when none is named.
   std::map<std::string, std::string> prompts;
   std::optional<std::string> default_prompt_name;
+  // A cross-encoder (reranker) folder: config.json's architectures name a
+  // *ForSequenceClassification, in a plain Hugging Face folder or as sentence-transformers'
+  // CrossEncoder writes it (modules.json a lone Transformer). num_labels: its id2label's
+  // size (else num_labels, else 1); activation: what CrossEncoder.predict applies
+  // (config_sentence_transformers.json activation_fn, or an older release's config.json
+  // sbert_ce_default_activation_function; sigmoid for one label, identity for more).
+  bool cross_encoder = false;
+  int num_labels = 1;
+  ScoreActivation activation = ScoreActivation::Sigmoid;
 };
 
 ModelFolderLayout read_model_folder_layout(const std::string& dir);
@@ -119,12 +136,15 @@ std::unique_ptr<Tokenizer> load_folder_tokenizer(const ModelFolderLayout& layout
 int folder_max_length(const ModelFolderLayout& layout);
 
 // Fills the model's encoder from transformer_dir/model.safetensors and, when the folder has a
-// Dense layer, the model's projection (which must exist, of the Dense's shape) from it.
+// Dense layer, the model's projection (which must exist, of the Dense's shape) from it; a
+// cross-encoder folder fills the model's head too (which must exist, of its num_labels),
+// and a cross-encoder model from an embedder's folder takes only BERT's pooler for its head.
 // Returns the encoder file's report (tensors of the file the model does not use).
 LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout);
 
 struct LoadedModel {
-  SentenceEmbedder model{nullptr};
+  SentenceEmbedder model{nullptr};  // a cross-encoder when the folder is one (model->is_cross_encoder())
+  ScoreActivation activation = ScoreActivation::Sigmoid;  // a cross-encoder's, for its scores
   std::unique_ptr<Tokenizer> tokenizer;
   int max_length = 512;
   bool normalize = false;  // the folder has a Normalize module: encode outputs unit vectors

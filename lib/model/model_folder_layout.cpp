@@ -74,7 +74,9 @@ struct ModuleEntry {
 // would compute something else.
 void check_module_chain(const std::vector<ModuleEntry>& modules, const fs::path& modules_file) {
   using K = ModuleKind;
-  static const std::vector<std::vector<K>> kChains = {{K::Transformer, K::Pooling},
+  // A lone Transformer: sentence-transformers' CrossEncoder (checked once config.json is read).
+  static const std::vector<std::vector<K>> kChains = {{K::Transformer},
+                                                      {K::Transformer, K::Pooling},
                                                       {K::Transformer, K::Pooling, K::Dense},
                                                       {K::Transformer, K::Pooling, K::Normalize},
                                                       {K::Transformer, K::Pooling, K::Dense, K::Normalize}};
@@ -139,14 +141,41 @@ void require_safetensors(const fs::path& dir, const std::string& conversion) {
   fail(file, "missing (the weights, as safetensors)");
 }
 
+// config.json's architectures naming a *ForSequenceClassification: a cross-encoder's
+// checkpoint, with its number of labels (transformers': len(id2label), else num_labels).
+bool read_classification(ModelFolderLayout& layout, const json& config, const fs::path& file) {
+  bool classifier = false;
+  const auto architectures = config.find("architectures");
+  if (architectures != config.end() && architectures->is_array())
+    for (const auto& name : *architectures)
+      if (name.is_string()) {
+        const std::string s = name.get<std::string>();
+        const std::string suffix = "ForSequenceClassification";
+        classifier = classifier || (s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0);
+      }
+  if (!classifier) return false;
+  const auto labels = config.find("id2label");
+  if (labels != config.end() && labels->is_object() && !labels->empty()) {
+    layout.num_labels = static_cast<int>(labels->size());
+  } else if (config.contains("num_labels")) {
+    const json& n = config["num_labels"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 1000000)
+      fail(file, "num_labels must be a positive integer, not " + n.dump());
+    layout.num_labels = static_cast<int>(n.get<int64_t>());
+  }
+  return true;
+}
+
 // The encoder: config.json and model.safetensors; the tokenizer files are read later.
-void read_transformer(ModelFolderLayout& layout, const fs::path& dir, const std::string& conversion) {
+// Returns whether config.json is a classification checkpoint (read_classification).
+bool read_transformer(ModelFolderLayout& layout, const fs::path& dir, const std::string& conversion) {
   if (!fs::is_directory(dir)) fail(dir, "the Transformer's folder does not exist");
   const fs::path config = dir / "config.json";
   if (!fs::exists(config)) fail(config, "missing (the encoder's architecture, a Hugging Face config.json)");
   layout.encoder = encoder_config_from_hf_json(config.string());
   require_safetensors(dir, conversion);
   layout.transformer_dir = dir.string();
+  return read_classification(layout, read_json_object(config), config);
 }
 
 // The Transformer's own settings (sentence-transformers reads them from its folder).
@@ -265,11 +294,13 @@ void read_sentence_transformers_folder(ModelFolderLayout& layout, const fs::path
   const fs::path modules_file = root / "modules.json";
   layout.sentence_transformers = true;
   // check_module_chain put the Transformer first: the hidden size is known for the rest.
-  for (const ModuleEntry& m : read_modules(modules_file)) {
+  const std::vector<ModuleEntry> modules = read_modules(modules_file);
+  for (const ModuleEntry& m : modules) {
     const fs::path dir = m.path.empty() ? root : root / m.path;
     switch (m.kind) {
       case ModuleKind::Transformer:
-        read_transformer(layout, dir, sentence_transformers_conversion(root));
+        layout.cross_encoder = read_transformer(layout, dir, sentence_transformers_conversion(root)) &&
+                               modules.size() == 1;
         read_sentence_bert_config(layout);
         break;
       case ModuleKind::Pooling:
@@ -284,6 +315,45 @@ void read_sentence_transformers_folder(ModelFolderLayout& layout, const fs::path
         break;
     }
   }
+  if (modules.size() == 1 && !layout.cross_encoder)
+    fail(modules_file, "a lone Transformer module is sentence-transformers' CrossEncoder, but " +
+                           (fs::path(layout.transformer_dir) / "config.json").string() +
+                           " names no *ForSequenceClassification architecture; an embedder's folder lists a "
+                           "Pooling module after it");
+}
+
+// What sentence-transformers' CrossEncoder.predict applies to the logits: activation_fn
+// in config_sentence_transformers.json (6.x) or config.json's
+// sbert_ce_default_activation_function / sentence_transformers.activation_fn (earlier).
+const std::map<std::string, ScoreActivation> kActivationClasses = {
+    {"torch.nn.modules.activation.Sigmoid", ScoreActivation::Sigmoid},
+    {"torch.nn.modules.linear.Identity", ScoreActivation::Identity},
+    {"torch.nn.modules.activation.Tanh", ScoreActivation::Tanh}};
+
+void read_activation(ModelFolderLayout& layout, const fs::path& root) {
+  layout.activation = layout.num_labels == 1 ? ScoreActivation::Sigmoid : ScoreActivation::Identity;
+  const fs::path st_file = root / "config_sentence_transformers.json";
+  const fs::path hf_file = fs::path(layout.transformer_dir) / "config.json";
+  std::optional<std::pair<json, fs::path>> named;
+  if (fs::exists(st_file)) {
+    const json config = read_json_object(st_file);
+    if (config.contains("activation_fn") && !config["activation_fn"].is_null()) named = {{config["activation_fn"], st_file}};
+  }
+  if (!named) {
+    const json config = read_json_object(hf_file);
+    if (config.contains("sbert_ce_default_activation_function") && !config["sbert_ce_default_activation_function"].is_null())
+      named = {{config["sbert_ce_default_activation_function"], hf_file}};
+    else if (config.contains("sentence_transformers") && config["sentence_transformers"].is_object() &&
+             config["sentence_transformers"].contains("activation_fn"))
+      named = {{config["sentence_transformers"]["activation_fn"], hf_file}};
+  }
+  if (!named) return;
+  const auto it = named->first.is_string() ? kActivationClasses.find(named->first.get<std::string>())
+                                           : kActivationClasses.end();
+  if (it == kActivationClasses.end())
+    fail(named->second, "activation function " + named->first.dump() +
+                            " is not implemented (embed-train scores with Sigmoid, Identity or Tanh)");
+  layout.activation = it->second;
 }
 
 // config_sentence_transformers.json's "prompts" and "default_prompt_name", when it has them.
@@ -319,11 +389,12 @@ ModelFolderLayout read_model_folder_layout(const std::string& dir) {
   if (fs::exists(root / "modules.json"))
     read_sentence_transformers_folder(layout, root);
   else if (fs::exists(root / "config.json"))
-    read_transformer(layout, root, hugging_face_conversion(root));
+    layout.cross_encoder = read_transformer(layout, root, hugging_face_conversion(root));
   else
     fail(root, "not a model folder: it has neither modules.json (a sentence-transformers folder) nor config.json "
                "(a Hugging Face folder: config.json, model.safetensors and the tokenizer files)");
   read_prompts(layout, root);
+  if (layout.cross_encoder) read_activation(layout, root);
   return layout;
 }
 

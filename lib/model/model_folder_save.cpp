@@ -75,6 +75,56 @@ json sentence_transformers_json(const ModelFolderOptions& options) {
           {"similarity_fn_name", "cosine"}};
 }
 
+// ---- a cross-encoder's files: CrossEncoder.save()'s in sentence-transformers 6 ----------
+
+const char* activation_class(ScoreActivation a) {
+  switch (a) {
+    case ScoreActivation::Sigmoid: return "torch.nn.modules.activation.Sigmoid";
+    case ScoreActivation::Identity: return "torch.nn.modules.linear.Identity";
+    case ScoreActivation::Tanh: return "torch.nn.modules.activation.Tanh";
+  }
+  return "?";
+}
+
+ScoreActivation folder_activation(const SentenceEmbedderImpl& model, const ModelFolderOptions& options) {
+  if (options.activation) return *options.activation;
+  return model.head->num_labels() == 1 ? ScoreActivation::Sigmoid : ScoreActivation::Identity;
+}
+
+// transformers' *ForSequenceClassification config: the encoder's, its architecture and
+// labels; sentence-transformers before 6 read the activation from here.
+json cross_encoder_config(const SentenceEmbedderImpl& model, ScoreActivation activation) {
+  json config = model.encoder().hf_config_json();
+  config["architectures"] = json::array({model.head->architecture()});
+  json id2label = json::object(), label2id = json::object();
+  for (int64_t i = 0; i < model.head->num_labels(); ++i) {
+    id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+    label2id["LABEL_" + std::to_string(i)] = i;
+  }
+  config["id2label"] = id2label;
+  config["label2id"] = label2id;
+  config["sentence_transformers"] = {{"activation_fn", activation_class(activation)}};
+  return config;
+}
+
+void write_cross_encoder_modules(const fs::path& tmp, const ModelFolderOptions& options, ScoreActivation activation) {
+  write_json(tmp / "sentence_bert_config.json",
+             {{"transformer_task", "sequence-classification"},
+              {"modality_config", {{"text", {{"method", "forward"}, {"method_output_name", "logits"}}}}},
+              {"module_output_name", "scores"},
+              {"max_seq_length", options.max_length},
+              {"do_lower_case", options.lower_case_text}});
+  write_json(tmp / "modules.json",
+             json::array({{{"idx", 0}, {"name", "0"}, {"path", ""},
+                           {"type", "sentence_transformers.base.modules.transformer.Transformer"}}}));
+  write_json(tmp / "config_sentence_transformers.json",
+             {{"__version__", {{"sentence_transformers", "6.0.0"}}},
+              {"model_type", "CrossEncoder"},
+              {"activation_fn", activation_class(activation)},
+              {"prompts", json(options.prompts)},
+              {"default_prompt_name", options.default_prompt_name ? json(*options.default_prompt_name) : json(nullptr)}});
+}
+
 // Hugging Face tokenizers truncate to tokenizer_config.json's model_max_length; more
 // tokens than the model has positions would fail inside the model, so cap it there.
 void cap_tokenizer_max_length(const fs::path& dir, int64_t max_position) {
@@ -105,33 +155,50 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   // Module 0, the Transformer: a Hugging Face encoder folder with its tokenizer.
   const TextEncoderImpl& encoder = model->encoder();
   const EncoderConfig& config = encoder.encoder_config();
-  write_json(tmp / "config.json", encoder.hf_config_json());
+  const bool cross = model->is_cross_encoder();
+  const ScoreActivation activation = cross ? folder_activation(*model, options) : ScoreActivation::Identity;
+  write_json(tmp / "config.json", cross ? cross_encoder_config(*model, activation) : encoder.hf_config_json());
   // An encoder fine-tuned with LoRA is written with its adapters merged: a plain model.
   NamedTensors tensors = merged_tensors(encoder);
-  for (const auto& item : options.carried)
-    if (std::none_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == item.first; }))
-      tensors.push_back(item);
+  if (cross) {  // a *ForSequenceClassification file: the encoder under its prefix, then the head
+    for (auto& item : tensors) item.first = model->head->encoder_prefix() + item.first;
+    for (const auto& item : model->head->file_tensors()) tensors.push_back(item);
+  } else {
+    for (const auto& item : options.carried)
+      if (std::none_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == item.first; }))
+        tensors.push_back(item);
+  }
   save_as_float32((tmp / "model.safetensors").string(), tensors);
   tokenizer.save(tmp.string());
   cap_tokenizer_max_length(tmp, config.max_length());
-  write_json(tmp / "sentence_bert_config.json",
-             {{"max_seq_length", options.max_length}, {"do_lower_case", options.lower_case_text}});
 
-  // Module 1, Pooling; module 2, the projection as a Dense layer; then Normalize.
-  write_json(tmp / "1_Pooling" / "config.json", pooling_json(config.hidden_size(), model->pooling()));
-  if (model->projection) {
-    write_json(tmp / "2_Dense" / "config.json", dense_json(config.hidden_size(), model->embedding_dim()));
-    save_module(*model->projection, (tmp / "2_Dense" / "model.safetensors").string(), "linear.");
+  if (cross) {
+    write_cross_encoder_modules(tmp, options, activation);
+  } else {
+    write_json(tmp / "sentence_bert_config.json",
+               {{"max_seq_length", options.max_length}, {"do_lower_case", options.lower_case_text}});
+    // Module 1, Pooling; module 2, the projection as a Dense layer; then Normalize.
+    write_json(tmp / "1_Pooling" / "config.json", pooling_json(config.hidden_size(), model->pooling()));
+    if (model->projection) {
+      write_json(tmp / "2_Dense" / "config.json", dense_json(config.hidden_size(), model->embedding_dim()));
+      save_module(*model->projection, (tmp / "2_Dense" / "model.safetensors").string(), "linear.");
+    }
+    write_json(tmp / "modules.json", modules_json(static_cast<bool>(model->projection), options.normalize));
+    write_json(tmp / "config_sentence_transformers.json", sentence_transformers_json(options));
   }
-  write_json(tmp / "modules.json", modules_json(static_cast<bool>(model->projection), options.normalize));
-  write_json(tmp / "config_sentence_transformers.json", sentence_transformers_json(options));
 
   json info = extra;
   info["format"] = "ddp-embed model folder";
   info["format_version"] = 1;
   info["architecture"] = architecture_name(config.architecture);
-  info["pooling"] = choice_name(model->pooling());
-  info["projection_dim"] = model->projection ? model->embedding_dim() : 0;
+  info["kind"] = choice_name(cross ? ModelKind::CrossEncoder : ModelKind::BiEncoder);
+  if (cross) {
+    info["num_labels"] = model->head->num_labels();
+    info["activation"] = choice_name(activation);
+  } else {
+    info["pooling"] = choice_name(model->pooling());
+    info["projection_dim"] = model->projection ? model->embedding_dim() : 0;
+  }
   info["normalize"] = options.normalize;
   info["tokenizer"] = {{"type", tokenizer.type()},
                        {"max_length", options.max_length},

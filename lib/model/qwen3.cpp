@@ -71,6 +71,7 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
   read_number(j, "rope_theta", c.rope_theta, origin);
   read_number(j, "max_position_embeddings", c.max_position, origin);
   read_number(j, "initializer_range", c.initializer_range, origin);
+  read_number(j, "pad_token_id", c.pad_token_id, origin);
   if (const auto tie = j.find("tie_word_embeddings"); tie != j.end() && tie->is_boolean())
     c.tie_word_embeddings = tie->get<bool>();
   // transformers 5 writes rope_parameters {"rope_type", "rope_theta"}; earlier releases
@@ -110,7 +111,8 @@ nlohmann::json qwen3_config_to_hf_json(const Qwen3Config& c) {
           {"attention_dropout", 0.0},
           {"use_sliding_window", false},
           {"bos_token_id", 151643},
-          {"eos_token_id", 151643}};
+          {"eos_token_id", 151643},
+          {"pad_token_id", c.pad_token_id >= 0 ? nlohmann::json(c.pad_token_id) : nlohmann::json(nullptr)}};
 }
 
 void validate_qwen3_config(const Qwen3Config& c, const std::string& origin) {
@@ -252,7 +254,9 @@ at::Tensor Qwen3ModelImpl::forward(const at::Tensor& input_ids, const at::Tensor
   return layout.unpack(run(input_ids, layout, {}));
 }
 
-at::Tensor Qwen3ModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) {
+at::Tensor Qwen3ModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p,
+                                          const at::Tensor& token_types) {
+  if (token_types.defined()) throw ModelError("Qwen3 has no token types: its inputs take none");
   const TokenLayout layout(attention_mask);
   // The last token sees its whole text: the last layer computes it alone. The first token
   // (cls) sees itself only, so it and the mean take every row.

@@ -95,7 +95,8 @@ class Qwen3ModelImpl : public TextEncoderImpl {
   explicit Qwen3ModelImpl(const Qwen3Config& c);
 
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) override;
-  at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p) override;
+  at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p,
+                            const at::Tensor& token_types = {}) override;
 
   const EncoderConfig& encoder_config() const override { return encoder_config_; }
   nlohmann::json hf_config_json() const override;

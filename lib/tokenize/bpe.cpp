@@ -197,7 +197,8 @@ class BpeLoader {
   // The added tokens, and the config's special tokens missing from them.
   void read_added_tokens();
   // post_processor: the ids put before and after the pieces.
-  void read_post_processor() { read_post_processor(j_.value("post_processor", json()), "post_processor"); }
+  // Its pair form too, or why there is none (a pair is refused then, a single text is not).
+  void read_post_processor();
   // The special ids (cls, sep, unk, mask, pad) and model_max_length.
   void set_special_ids();
 
@@ -415,6 +416,18 @@ void BpeLoader::read_post_processor(const json& p, const std::string& where) {
   }
 }
 
+void BpeLoader::read_post_processor() {
+  const json p = j_.value("post_processor", json());
+  read_post_processor(p, "post_processor");
+  try {
+    t_.pair_ = pair_template_of_post_processor(p, origin_ + ": post_processor");
+    t_.pair_.single_before = t_.prefix_.size();
+    t_.pair_.single_after = t_.suffix_.size();
+  } catch (const TokenizerError& e) {
+    t_.pair_error_ = e.what();
+  }
+}
+
 int32_t BpeLoader::token_id(const std::string& name) const {
   if (const auto id = t_.added_.id_of(name)) return *id;
   const auto v = t_.vocab_.find(name);
@@ -552,6 +565,11 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view input, int max_length
   ids.insert(ids.begin(), prefix_.begin(), prefix_.end());
   ids.insert(ids.end(), suffix_.begin(), suffix_.end());
   return ids;
+}
+
+PairTemplate BpeTokenizer::pair_template() const {
+  if (!pair_error_.empty()) throw TokenizerError(pair_error_ + " (two texts cannot be joined with this tokenizer)");
+  return pair_;
 }
 
 void BpeTokenizer::save(const std::string& dir) const {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenize/added_tokens.h"
+#include "tokenize/pair_template.h"
 #include "tokenize/pretokenize_regex.h"
 #include "tokenize/tokenizer.h"
 
@@ -30,6 +31,9 @@ class BpeTokenizer : public Tokenizer {
   // tokenizer.json as it was read, and tokenizer_config.json as it was read with
   // model_max_length set (a minimal generic one where there was none).
   void save(const std::string& dir) const override;
+  // tokenizer.json's post_processor's pair form (tokenize/pair_template.h); throws
+  // TokenizerError naming the file and key when it has none that is supported.
+  PairTemplate pair_template() const override;
 
   // One pre-tokenizer step: Split(pattern, isolated) or ByteLevel.
   struct PreStep {
@@ -52,6 +56,8 @@ class BpeTokenizer : public Tokenizer {
   bool fuse_unk_ = false, ignore_merges_ = false;
   AddedTokens added_;
   std::vector<int32_t> prefix_, suffix_;  // what the post-processor puts around the pieces
+  PairTemplate pair_;                     // ... and around two texts' pieces
+  std::string pair_error_;                // why there is no pair_, when there is none
   SpecialIds special_;
   int32_t vocab_size_ = 0;
   uint64_t instance_ = 0;  // keys the per-thread cache

@@ -21,6 +21,8 @@
 
 namespace ddp_embed {
 
+struct PairTemplate;  // tokenize/pair_template.h
+
 struct TokenizerError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -46,6 +48,10 @@ class Tokenizer {
   // read back (vocab.txt or the .model file, plus tokenizer_config.json,
   // special_tokens_map.json).
   virtual void save(const std::string& dir) const = 0;
+  // How two texts are joined into one input (tokenize/pair_template.h). By default BERT's
+  // form with special()'s cls and sep; tokenizers read from a tokenizer.json give its
+  // post_processor's. Throws TokenizerError naming the files when there is none.
+  virtual PairTemplate pair_template() const;
 
   // The longest input the model takes; save() writes it to tokenizer_config.json
   // (model_max_length). Loading takes it from there, else 512.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tokenize/added_tokens.h"
+#include "tokenize/pair_template.h"
 #include "tokenize/precompiled_charsmap.h"
 #include "tokenize/tokenizer.h"
 
@@ -41,6 +42,10 @@ class UnigramTokenizer : public Tokenizer {
   // The source tokenizer.json or sentencepiece.bpe.model as it was read, plus
   // tokenizer_config.json and special_tokens_map.json.
   void save(const std::string& dir) const override;
+  // XLMRobertaTokenizer's <s> a </s> </s> b </s> (all type 0), or a generic file's
+  // post_processor's pair form (tokenize/pair_template.h); throws TokenizerError naming the
+  // file and key when that has none that is supported.
+  PairTemplate pair_template() const override;
 
   struct Impl;  // loading helpers (unigram_load.cpp)
 
@@ -91,6 +96,8 @@ class UnigramTokenizer : public Tokenizer {
   AddedTokens added_;             // matched on the raw text
   AddedTokens added_normalized_;  // "normalized": true, matched on the normalized text
   std::vector<int32_t> prefix_, suffix_;  // the post-processor's ids around the pieces
+  PairTemplate pair_;                     // ... and around two texts' pieces
+  std::string pair_error_;                // why there is no pair_, when there is none
   SpecialIds special_;
 
   // What save() writes back.

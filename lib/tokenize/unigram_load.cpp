@@ -184,6 +184,7 @@ struct UnigramTokenizer::Impl {
     t.special_.mask = t.exact_id(hf_files::token_name(config, "mask_token", "<mask>"));
     t.prefix_ = {t.special_.cls};
     t.suffix_ = {t.special_.sep};
+    t.pair_ = PairTemplate{{t.special_.cls}, {t.special_.sep, t.special_.sep}, {t.special_.sep}, 0, 0, 1, 1};
   }
 
   // tokenizer.json's normalizer, as far as it is implemented.
@@ -245,8 +246,20 @@ struct UnigramTokenizer::Impl {
     }
   }
 
-  // The ids a TemplateProcessing / RobertaProcessing / BertProcessing puts around one text.
+  // The ids a TemplateProcessing / RobertaProcessing / BertProcessing puts around one text,
+  // and around two.
   static void file_post_processor(UnigramTokenizer& t, const json& p, const std::string& where) {
+    single_post_processor(t, p, where);
+    try {  // a pair form that is not supported refuses pairs, not the tokenizer
+      t.pair_ = pair_template_of_post_processor(p, where);
+      t.pair_.single_before = t.prefix_.size();
+      t.pair_.single_after = t.suffix_.size();
+    } catch (const TokenizerError& e) {
+      t.pair_error_ = e.what();
+    }
+  }
+
+  static void single_post_processor(UnigramTokenizer& t, const json& p, const std::string& where) {
     t.prefix_.clear();
     t.suffix_.clear();
     if (p.is_null()) return;
@@ -441,6 +454,11 @@ std::unique_ptr<Tokenizer> UnigramTokenizer::load(const std::string& path) {
   }
   t->set_model_max_length(hf_files::max_length_setting(config, 512));
   return t;
+}
+
+PairTemplate UnigramTokenizer::pair_template() const {
+  if (!pair_error_.empty()) throw TokenizerError(pair_error_ + " (two texts cannot be joined with this tokenizer)");
+  return pair_;
 }
 
 }  // namespace ddp_embed

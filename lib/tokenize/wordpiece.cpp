@@ -300,15 +300,50 @@ const std::string& WordPieceTokenizer::token(int32_t id) const {
   return (id >= 0 && static_cast<size_t>(id) < vocab_.size()) ? vocab_[id] : kNone;
 }
 
+namespace {
+
+// tokenizer.json's model.vocab of a WordPiece model, ordered by id; every id from 0 up once.
+std::vector<std::string> vocab_of_tokenizer_json(const fs::path& file) {
+  const auto json = hf_files::read_json_if_exists(file);
+  const std::string where = file.string();
+  if (!json || !json->contains("model") || !(*json)["model"].is_object() || !(*json)["model"].contains("vocab") ||
+      !(*json)["model"]["vocab"].is_object())
+    throw TokenizerError(where + ": no model.vocab object (a WordPiece tokenizer.json has one), and no vocab.txt beside it");
+  const auto& entries = (*json)["model"]["vocab"];
+  std::vector<std::string> vocab(entries.size());
+  std::vector<bool> seen(entries.size(), false);
+  for (const auto& item : entries.items()) {
+    const auto& id = item.value();
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= int64_t(entries.size()) ||
+        seen[size_t(id.get<int64_t>())])
+      throw TokenizerError(where + ": model.vocab." + item.key() + " has id " + id.dump() +
+                           ": the ids must be 0 to " + std::to_string(entries.size() - 1) + ", each once");
+    seen[size_t(id.get<int64_t>())] = true;
+    vocab[size_t(id.get<int64_t>())] = item.key();
+  }
+  return vocab;
+}
+
+}  // namespace
+
 std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::load(const std::string& path,
                                                              bool lower_case) {
   fs::path vocab_path = path;
   std::error_code ec;
-  if (fs::is_directory(vocab_path, ec)) {
-    vocab_path /= "vocab.txt";
-    if (!fs::exists(vocab_path, ec)) throw TokenizerError(path + ": no vocab.txt in this folder");
+  std::vector<std::string> vocab;
+  if (fs::is_directory(vocab_path, ec) && !fs::exists(vocab_path / "vocab.txt", ec) &&
+      fs::exists(vocab_path / "tokenizer.json", ec)) {
+    // transformers 5 saves a BERT's tokenizer as tokenizer.json alone: its WordPiece
+    // model's vocab (piece -> id) is vocab.txt's lines.
+    vocab_path /= "tokenizer.json";
+    vocab = vocab_of_tokenizer_json(vocab_path);
+  } else {
+    if (fs::is_directory(vocab_path, ec)) {
+      vocab_path /= "vocab.txt";
+      if (!fs::exists(vocab_path, ec)) throw TokenizerError(path + ": no vocab.txt in this folder");
+    }
+    vocab = parse_vocab(hf_files::read_file(vocab_path), vocab_path.string());
   }
-  std::vector<std::string> vocab = parse_vocab(hf_files::read_file(vocab_path), vocab_path.string());
 
   WordPieceOptions options;
   options.lower_case = lower_case;

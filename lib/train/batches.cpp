@@ -69,24 +69,11 @@ CandidateLabels candidate_labels(const PairDataset& data, const std::vector<int6
 
 PairBatch make_pair_batch(const PairDataset& data, const std::vector<int64_t>& indices,
                           int64_t epoch, uint64_t seed, int negatives_per_query, bool pin) {
-  std::vector<int64_t> queries, positives, negatives;
-  std::vector<int> taken;  // hard negatives of each query
-  queries.reserve(indices.size());
-  positives.reserve(indices.size());
-  for (auto i : indices) {
-    const PairIndex& p = data.pairs[size_t(i)];
-    queries.push_back(p.query);
-    // One positive per epoch, drawn from (seed, epoch, pair): the same whichever rank
-    // and step the pair lands on.
-    const uint64_t pick = p.pos_count > 1 ? mix_hash(seed, uint64_t(epoch), uint64_t(i)) % uint64_t(p.pos_count) : 0;
-    positives.push_back(p.pos_begin + int64_t(pick));
-    // Hard negatives: up to negatives_per_query of the pair's list, starting at a
-    // seeded rotation so that different negatives are used in different epochs.
-    const int take = std::min<int>(negatives_per_query, p.neg_count);
-    const uint64_t start = p.neg_count > 0 ? mix_hash(seed + 1, uint64_t(epoch), uint64_t(i)) % uint64_t(p.neg_count) : 0;
-    for (int k = 0; k < take; ++k) negatives.push_back(p.neg_begin + int64_t((start + k) % p.neg_count));
-    taken.push_back(take);
-  }
+  const PickedSequences picked = pick_sequences(data, indices, epoch, seed, negatives_per_query);
+  const std::vector<int64_t>& queries = picked.queries;
+  const std::vector<int64_t>& positives = picked.positives;
+  const std::vector<int64_t>& negatives = picked.negatives;
+  const std::vector<int>& taken = picked.taken;  // hard negatives of each query
   PairBatch batch;
   batch.indices = indices;
   batch.query = collate(data.tokens, queries, pin);
@@ -109,19 +96,22 @@ void move_to(PairBatch& batch, const c10::Device& device) {
     in->ids = in->ids.to(device, /*non_blocking=*/true);
     in->mask = in->mask.to(device, /*non_blocking=*/true);
   }
-  for (at::Tensor* t : {&batch.labels.hashes, &batch.labels.owners, &batch.labels.groups, &batch.labels.teacher_scores})
+  for (at::Tensor* t : {&batch.labels.hashes, &batch.labels.owners, &batch.labels.groups, &batch.labels.teacher_scores,
+                        &batch.rerank.pairs.ids, &batch.rerank.pairs.mask, &batch.rerank.pairs.types,
+                        &batch.rerank.group_rows, &batch.rerank.labels})
     if (t->defined()) *t = t->to(device, /*non_blocking=*/true);
 }
 
 BatchLoader::BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank,
                          int accum_steps, std::vector<int> negatives_per_source, uint64_t seed,
                          int64_t start_epoch, int64_t start_step, int64_t total_steps,
-                         bool pin, size_t prefetch)
+                         bool pin, size_t prefetch, const RerankBatching* rerank)
     : data_(data),
       plan_(plan),
       rank_(rank),
       accum_(accum_steps),
       negatives_(std::move(negatives_per_source)),
+      rerank_(rerank),
       seed_(seed),
       pin_(pin),
       epoch_(start_epoch),
@@ -170,6 +160,16 @@ void BatchLoader::run() {
       if (step.source >= 0) step.source_name = plan_.sources()[size_t(step.source)].name;
       const int negatives = negatives_.at(size_t(std::max(step.source, 0)));
       for (int a = 0; a < accum_; ++a) {
+        if (rerank_) {  // a cross-encoder: the pairs joined, every rank's known from the plan
+          std::vector<std::vector<int64_t>> every_rank;
+          for (int r = 0; r < plan_.world_size(); ++r) every_rank.push_back(plan_.micro_batch(epoch_, step_, a, r));
+          PairBatch batch;
+          batch.indices = every_rank[size_t(rank_)];
+          batch.rerank = make_rerank_part(data_, *rerank_, every_rank, rank_, epoch_, seed_, negatives, pin_);
+          batch.real_tokens = batch.rerank.real_tokens;
+          step.micro.push_back(std::move(batch));
+          continue;
+        }
         step.micro.push_back(make_pair_batch(data_, plan_.micro_batch(epoch_, step_, a, rank_),
                                              epoch_, seed_, negatives, pin_));
         step.micro.back().labels.rank_rows = rank_candidate_rows(a, negatives);

@@ -21,6 +21,7 @@
 #include "data/pairs.h"
 #include "data/batch_plan.h"
 #include "model/embedder.h"
+#include "train/rerank_batches.h"
 
 namespace ddp_embed {
 
@@ -39,6 +40,9 @@ struct PairBatch {
   CandidateLabels labels;
   int64_t real_tokens = 0;     // query + positive (+ negative) tokens, padding excluded
   std::vector<int64_t> indices;  // the pairs' positions in the dataset
+  // A cross-encoder's batch (train/rerank_batches.h): the pairs joined, in place of the
+  // texts above (which are then undefined).
+  RerankPart rerank;
 };
 
 // The micro-batches of one optimizer step, for this rank.
@@ -61,9 +65,12 @@ class BatchLoader {
   // Produces `total_steps` steps starting at (start_epoch, start_step); `pin`: in pinned
   // memory, for a GPU. negatives_per_source: hard negatives per query for each of the
   // plan's sources (with mixed, the first one's count is used).
+  // `rerank`: a cross-encoder run's batching (its micro-batches are RerankParts), which
+  // must outlive the loader; null for an embedder.
   BatchLoader(const PairDataset& data, const BatchPlan& plan, int rank, int accum_steps,
               std::vector<int> negatives_per_source, uint64_t seed, int64_t start_epoch,
-              int64_t start_step, int64_t total_steps, bool pin = false, size_t prefetch = 4);
+              int64_t start_step, int64_t total_steps, bool pin = false, size_t prefetch = 4,
+              const RerankBatching* rerank = nullptr);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -82,6 +89,7 @@ class BatchLoader {
   const BatchPlan& plan_;
   int rank_, accum_;
   std::vector<int> negatives_;
+  const RerankBatching* rerank_;
   uint64_t seed_;
   bool pin_;
   int64_t epoch_, step_, remaining_;

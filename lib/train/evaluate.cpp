@@ -8,6 +8,7 @@
 
 #include "eval/metrics.h"
 #include "train/batches.h"
+#include "train/rerank_candidates.h"
 
 namespace ddp_embed {
 namespace {
@@ -80,7 +81,7 @@ std::map<std::string, double> metrics_of(const at::Tensor& q, const at::Tensor& 
   return retrieval_metrics_from_ranks(ranks).to_map();
 }
 
-at::Tensor unit_rows(const at::Tensor& x) { return (x / x.norm(2, 1, true).clamp_min(1e-12)).contiguous(); }
+
 
 }  // namespace
 
@@ -117,25 +118,20 @@ std::pair<at::Tensor, at::Tensor> embed_beir(SentenceEmbedder& model, const Beir
           embed_in_order(model, set.tokens, corpus, pg, batch_size, device)};
 }
 
-namespace {
+at::Tensor unit_rows(const at::Tensor& x) { return (x / x.norm(2, 1, true).clamp_min(1e-12)).contiguous(); }
 
-// Each corpus document's place among the ids sorted as text: the tie-break.
-std::vector<int64_t> id_ranks(const std::vector<std::string>& ids) {
-  std::vector<int64_t> order(ids.size());
+void rank_beir_documents(const at::Tensor& q, const at::Tensor& c, const std::vector<std::string>& corpus_ids,
+                         int64_t begin, int64_t end, int64_t depth, const RankedQuery& visit) {
+  // Each corpus document's place among the ids sorted as text: the tie-break.
+  std::vector<int64_t> id_rank(corpus_ids.size()), order(corpus_ids.size());
   std::iota(order.begin(), order.end(), int64_t{0});
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[size_t(a)] < ids[size_t(b)]; });
-  std::vector<int64_t> rank(ids.size());
-  for (size_t i = 0; i < order.size(); ++i) rank[size_t(order[i])] = static_cast<int64_t>(i);
-  return rank;
-}
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return corpus_ids[size_t(a)] < corpus_ids[size_t(b)]; });
+  for (size_t i = 0; i < order.size(); ++i) id_rank[size_t(order[i])] = static_cast<int64_t>(i);
 
-// The sums over queries [begin, end) of ir_query_metrics (unit rows, CPU, fp32): each
-// query's top kIrDepth documents by score, descending (NaN last), ties by id.
-std::vector<double> beir_metric_sums(const at::Tensor& q, const at::Tensor& c, const BeirSet& set,
-                                     const std::vector<int64_t>& id_rank, int64_t begin, int64_t end) {
-  std::vector<double> sums(ir_metric_names().size(), 0.0);
-  const int64_t docs = c.size(0), depth = std::min(kIrDepth, docs), block = 256;
-  std::vector<int64_t> order(static_cast<size_t>(docs));
+  const int64_t docs = c.size(0), block = 256;
+  depth = std::min(depth, docs);
+  std::vector<int64_t> top;
   for (int64_t b = begin; b < end; b += block) {
     const int64_t rows = std::min(block, end - b);
     const at::Tensor sim = at::matmul(q.narrow(0, b, rows), c.t()).contiguous();
@@ -149,24 +145,37 @@ std::vector<double> beir_metric_sums(const at::Tensor& q, const at::Tensor& c, c
       };
       std::iota(order.begin(), order.end(), int64_t{0});
       std::partial_sort(order.begin(), order.begin() + depth, order.end(), better);
-      const std::vector<int64_t>& relevant = set.relevant[size_t(b + i)];
-      std::vector<char> relevant_at(static_cast<size_t>(depth));
-      for (int64_t r = 0; r < depth; ++r)
-        relevant_at[size_t(r)] = std::binary_search(relevant.begin(), relevant.end(), order[size_t(r)]);
-      const std::vector<double> m = ir_query_metrics(relevant_at, static_cast<int64_t>(relevant.size()));
-      for (size_t k = 0; k < m.size(); ++k) sums[k] += m[k];
+      top.assign(order.begin(), order.begin() + depth);
+      visit(b + i, top, s);
     }
   }
-  return sums;
 }
 
+namespace {
+
 // The metrics of one embedding of the queries and corpus (unit rows): each rank ranks its
-// contiguous share of the queries; the sums meet in one all-reduce.
+// contiguous share of the queries (the sums of ir_query_metrics over its top kIrDepth);
+// the sums meet in one all-reduce.
 std::map<std::string, double> beir_metrics_of(const at::Tensor& q, const at::Tensor& c, const BeirSet& set,
-                                              const std::vector<int64_t>& id_rank, ProcessGroup& pg) {
+                                              ProcessGroup& pg) {
   const int64_t n = q.size(0);
   const int64_t begin = n * pg.rank() / pg.world_size(), end = n * (pg.rank() + 1) / pg.world_size();
-  std::vector<double> sums = beir_metric_sums(q, c, set, id_rank, begin, end);
+  std::vector<double> sums(ir_metric_names().size(), 0.0);
+  rank_beir_documents(q, c, set.corpus_ids, begin, end, kIrDepth,
+                      [&](int64_t query, const std::vector<int64_t>& top, const float*) {
+                        const std::vector<int64_t>& relevant = set.relevant[size_t(query)];
+                        std::vector<char> relevant_at(top.size());
+                        for (size_t r = 0; r < top.size(); ++r)
+                          relevant_at[r] = std::binary_search(relevant.begin(), relevant.end(), top[r]);
+                        const std::vector<double> m = ir_query_metrics(relevant_at, static_cast<int64_t>(relevant.size()));
+                        for (size_t k = 0; k < m.size(); ++k) sums[k] += m[k];
+                      });
+  return mean_ir_metrics(std::move(sums), n, pg);
+}
+
+}  // namespace
+
+std::map<std::string, double> mean_ir_metrics(std::vector<double> sums, int64_t queries, ProcessGroup& pg) {
   if (pg.communicates()) {
     at::Tensor t = at::tensor(sums, at::kDouble).to(pg.device());
     pg.allreduce_sum_(t);
@@ -174,21 +183,18 @@ std::map<std::string, double> beir_metrics_of(const at::Tensor& q, const at::Ten
     sums.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   }
   std::map<std::string, double> out;
-  for (size_t k = 0; k < sums.size(); ++k) out[ir_metric_names()[k]] = sums[k] / static_cast<double>(n);
+  for (size_t k = 0; k < sums.size(); ++k) out[ir_metric_names()[k]] = sums[k] / static_cast<double>(queries);
   return out;
 }
 
-}  // namespace
-
 std::map<std::string, double> beir_metrics(const at::Tensor& queries, const at::Tensor& corpus, const BeirSet& set,
                                            ProcessGroup& pg, const std::vector<int64_t>& sizes) {
-  const std::vector<int64_t> id_rank = id_ranks(set.corpus_ids);
-  std::map<std::string, double> out = beir_metrics_of(unit_rows(queries), unit_rows(corpus), set, id_rank, pg);
+  std::map<std::string, double> out = beir_metrics_of(unit_rows(queries), unit_rows(corpus), set, pg);
   for (int64_t d : sizes) {
     if (d >= queries.size(1)) continue;  // the whole embedding: the metrics above
     const std::string prefix = fmt::format("d{}/", d);
     for (const auto& [name, value] : beir_metrics_of(unit_rows(queries.narrow(1, 0, d)),
-                                                     unit_rows(corpus.narrow(1, 0, d)), set, id_rank, pg))
+                                                     unit_rows(corpus.narrow(1, 0, d)), set, pg))
       out[prefix + name] = value;
   }
   return out;
@@ -210,8 +216,9 @@ std::map<std::string, double> evaluate_sets(SentenceEmbedder& model, const std::
                                             const std::vector<int64_t>& sizes) {
   std::map<std::string, double> out;
   for (const EvalSet& set : sets) {
-    const auto metrics = set.beir ? evaluate_beir(model, *set.beir, pg, batch_size, device, sizes)
-                                  : evaluate(model, *set.pairs, pg, batch_size, device, "", sizes);
+    const auto metrics = set.rerank ? evaluate_reranking(model, *set.beir, *set.rerank, pg, batch_size, device)
+                         : set.beir ? evaluate_beir(model, *set.beir, pg, batch_size, device, sizes)
+                                    : evaluate(model, *set.pairs, pg, batch_size, device, "", sizes);
     for (const auto& [name, value] : metrics) out[set.name.empty() ? name : set.name + "/" + name] = value;
   }
   return out;

@@ -13,7 +13,9 @@
 //              broken by corpus id, ascending, as it breaks them.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +51,20 @@ std::pair<at::Tensor, at::Tensor> embed_beir(SentenceEmbedder& model, const Beir
 std::map<std::string, double> beir_metrics(const at::Tensor& queries, const at::Tensor& corpus, const BeirSet& set,
                                            ProcessGroup& pg, const std::vector<int64_t>& sizes = {});
 
+// BEIR's ranking, the one beir_metrics scores and a reranker's first stage reorders
+// (train/rerank_eval.h): for queries [begin, end) of unit rows q [Q, D] against the corpus
+// c [N, D] (fp32, CPU), in blocks of 256, each query's top min(depth, N) documents by cosine,
+// descending, NaN last, ties by corpus id (their order as text). `visit(query, top, scores)`
+// gets the documents' indices and the query's cosines with every document.
+using RankedQuery = std::function<void(int64_t query, const std::vector<int64_t>& top, const float* scores)>;
+void rank_beir_documents(const at::Tensor& q, const at::Tensor& c, const std::vector<std::string>& corpus_ids,
+                         int64_t begin, int64_t end, int64_t depth, const RankedQuery& visit);
+// Every rank's sums of ir_query_metrics over its share of `queries` queries, all-reduced
+// (every rank calls it), as the means by name (eval/metrics.h ir_metric_names).
+std::map<std::string, double> mean_ir_metrics(std::vector<double> sums, int64_t queries, ProcessGroup& pg);
+// Rows scaled to unit length (norms at least 1e-12), contiguous: the cosines' inputs.
+at::Tensor unit_rows(const at::Tensor& x);
+
 // embed_beir, then beir_metrics.
 std::map<std::string, double> evaluate_beir(SentenceEmbedder& model, const BeirSet& set, ProcessGroup& pg,
                                             int64_t batch_size, c10::Device device,
@@ -57,10 +73,14 @@ std::map<std::string, double> evaluate_beir(SentenceEmbedder& model, const BeirS
 // One of data.eval's sets, with the name its metrics are reported under: a BEIR folder's
 // name, a pair file's stem; "" for data.eval a single pair file (its metrics unprefixed,
 // "eval/recall@10", as before BEIR folders).
+struct RerankCandidates;  // train/rerank_candidates.h
+
 struct EvalSet {
   std::string name;
   std::optional<PairDataset> pairs;  // a pair file
   std::optional<BeirSet> beir;       // or a BEIR folder
+  // A reranker's BEIR set: its first stage's candidates, which the model reorders.
+  std::shared_ptr<const RerankCandidates> rerank;
   int64_t size() const;              // pairs, or evaluated queries
 };
 

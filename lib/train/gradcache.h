@@ -48,4 +48,15 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
                                       const LossScaler& scaler, DataParallel* dp, at::Tensor* masked = nullptr,
                                       at::Tensor* guided = nullptr);
 
+// The same three passes for a cross-encoder's micro-batch (train/rerank_batches.h): its
+// joined pairs scored `settings.chunk` at a time, the reranking loss on the kept logits
+// (SentenceEmbedderImpl::rerank_loss_of_logits), each chunk scored again and its logits'
+// gradient pushed through. Every reranking loss is a function of the logits alone, so
+// the parameters receive the whole micro-batch's gradient. Returns the prepared loss.
+at::Tensor gradcache_rerank_forward_backward(SentenceEmbedder& model, const RerankPart& batch,
+                                             const GradCacheSettings& settings, const CrossEncoderLossConfig& loss,
+                                             const CandidateExchange& exchange,
+                                             const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
+                                             const LossScaler& scaler, DataParallel* dp);
+
 }  // namespace ddp_embed

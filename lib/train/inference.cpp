@@ -21,6 +21,8 @@
 #include "model/model_folder.h"
 #include "train/batches.h"
 #include "train/evaluate.h"
+#include "train/rerank_eval.h"
+#include "train/rerank_inference.h"
 #include "util/atomic_file.h"
 #include "util/file_check.h"
 #include "util/progress.h"
@@ -277,6 +279,7 @@ int run_encode(const EncodeOptions& o) {
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   const std::vector<std::string> sentences = read_sentences(o.input);
   LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
+  require_bi_encoder(loaded, o.model_dir, "encode");
   // As SentenceTransformer.encode: the folder's default prompt when none is asked for.
   const std::string prompt = resolve_prompt(loaded, o.prompt, o.prompt_name, "--prompt-name", loaded.default_prompt_name);
   if (!prompt.empty()) spdlog::info("encode: the prompt {} before each sentence", nlohmann::json(prompt).dump());
@@ -353,11 +356,13 @@ int run_eval(const EvalOptions& o) {
   if (!o.json_out.empty() && same_file(o.json_out, o.data))
     throw std::invalid_argument("--json " + o.json_out + " is the --data file (" + o.data +
                                 "): writing the metrics would overwrite the pairs; name another file");
+  if (!o.first_stage.empty()) return run_eval_rerank(o);
   // A Normalize module needs nothing here: evaluate() L2-normalizes every embedding the
   // same way (x / max(||x||, 1e-12)) before its cosines.
   const c10::Device device(o.device);
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
+  require_bi_encoder(loaded, o.model_dir, "eval without --first-stage");
   loaded.model->to(device);
   if (!o.beir.empty()) return run_eval_beir(o, loaded, device);
   PairDataset data = load_pairs({o.data}, *loaded.tokenizer, loaded.max_length, false);

@@ -13,7 +13,10 @@
 //   ndcg@10) or STS (spearman, pearson of cosine against "score"), as a table or as one
 //   JSON object {"task", "pairs", <metric>: value, ...}; or --beir DIR: a BEIR folder's
 //   queries against its corpus (train/evaluate.h), InformationRetrievalEvaluator's metrics,
-//   {"task": "beir", "name", "split", "queries", "documents", <metric>: value, ...}.
+//   {"task": "beir", "name", "split", "queries", "documents", <metric>: value, ...}; with
+//   --first-stage BI, a cross-encoder reranking BI's top k (train/rerank_eval.h).
+// A cross-encoder folder given to encode, or to eval without --first-stage, is refused
+// naming what to use instead (train/rerank_inference.h's require_bi_encoder).
 // tokenize: the token ids encode feeds the model for each sentence of the same input
 //   (with [CLS]/[SEP], truncated to the folder's max length, lower-cased first when
 //   sentence_bert_config.json says do_lower_case), one JSON line {"ids": [...]} each, in
@@ -64,6 +67,12 @@ struct EvalOptions {
   std::string pooling;  // as EncodeOptions::pooling
   std::string format = "table";  // table | json: what goes to stdout
   std::string json_out;          // also write the JSON here (empty: no file)
+  // --first-stage: model_dir is a cross-encoder reranking this bi-encoder folder's top_k
+  // documents of each BEIR query (train/rerank_eval.h); rerank_out: each query's reranked
+  // top k as JSONL (empty: no file).
+  std::string first_stage;
+  int top_k = 100;
+  std::string rerank_out;
 };
 
 struct TokenizeOptions {

@@ -12,6 +12,7 @@
 #include "model/weights.h"
 #include "train/guide.h"
 #include "train/prepare.h"
+#include "train/eval_sets.h"
 #include "util/log.h"
 #include "util/text.h"
 
@@ -47,7 +48,16 @@ void check_projection_against_init(const Config& cfg, const ModelFolderLayout& i
 std::optional<ModelFolderLayout> read_init_folder(const Config& cfg) {
   if (!cfg.model.init) return std::nullopt;
   ModelFolderLayout init = read_model_folder_layout(*cfg.model.init);
-  check_projection_against_init(cfg, init);
+  const bool cross = cfg.model.kind == ModelKind::CrossEncoder;
+  if (init.cross_encoder && !cross)
+    throw ConfigError("model.init " + *cfg.model.init + " is a cross-encoder (a " +
+                      std::to_string(init.num_labels) + "-label *ForSequenceClassification), and model.kind is "
+                      "\"bi_encoder\": set model.kind \"cross_encoder\" to train it further as a reranker");
+  if (cross && init.cross_encoder && init.num_labels != cfg.model.num_labels)
+    throw ConfigError("model.init " + *cfg.model.init + " has a head of " + std::to_string(init.num_labels) +
+                      " labels and model.num_labels is " + std::to_string(cfg.model.num_labels) +
+                      ": set model.num_labels " + std::to_string(init.num_labels) + " to train that head further");
+  if (!cross) check_projection_against_init(cfg, init);
   return init;
 }
 
@@ -159,8 +169,6 @@ void check_prompts(const Config& cfg, const std::map<std::string, std::string>& 
     }
 }
 
-ColumnNames setup_column_names(const ColumnChoice& c) { return ColumnNames{c.query, c.pos, c.neg, c.score}; }
-
 std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std::string, std::string>& prompts) {
   std::vector<SourceInput> out;
   for (size_t i = 0; i < cfg.data.train.size(); ++i) {
@@ -169,7 +177,7 @@ std::vector<SourceInput> training_sources(const Config& cfg, const std::map<std:
         cfg.data.train.size() == 1 && s.plain() ? "data.train" : "data.train[" + std::to_string(i) + "]";
     out.push_back({s.name, s.paths, prompt_text(s.query_prompt, prompts), prompt_text(s.passage_prompt, prompts),
                    !teacher_scores_key(cfg.loss).empty(), teacher_scores_key(cfg.loss),
-                   DatasetChoice{s.config, {s.split}, key}, setup_column_names(s.columns)});
+                   DatasetChoice{s.config, {s.split}, key}, column_names(s.columns)});
   }
   return out;
 }
@@ -204,10 +212,16 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
     throw ConfigError("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) +
                              " exceeds the " + std::to_string(arch.max_length()) + " positions of the model");
   torch::manual_seed(cfg.train.seed);
-  SentenceEmbedder model(arch, cfg.model.projection_dim, training_pooling(cfg, init));
+  // A cross-encoder: the encoder and a classification head (model/cross_encoder.h), the
+  // head the init folder's when it is a cross-encoder's, else new (and BERT's pooler).
+  SentenceEmbedder model =
+      cfg.model.kind == ModelKind::CrossEncoder
+          ? SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(
+                arch, SentenceEmbedderImpl::CrossEncoderShape{cfg.model.num_labels}))
+          : SentenceEmbedder(arch, cfg.model.projection_dim, training_pooling(cfg, init));
   if (init) {
     // The BERT, and the Dense layer when the folder has one (read_init_folder made sure
-    // that model.projection_dim is its size).
+    // that model.projection_dim is its size); a cross-encoder's head.
     auto report = load_folder_weights(model, *init);
     if (!report.unused.empty())
       spdlog::info("model.init: {} tensors of the checkpoint are not used (e.g. {})", report.unused.size(),
@@ -311,6 +325,7 @@ ModelFolderOptions output_folder_options(const Config& cfg, const Inputs& in) {
     options.normalize = init->normalize;
     options.default_prompt_name = init->default_prompt_name;
     options.carried = carried_init_tensors(*init);
+    if (init->cross_encoder) options.activation = init->activation;  // a reranker scores as it did
   }
   options.prompts = in.prompts;
   return options;
@@ -373,63 +388,6 @@ void add_guide_tokens(const Config& cfg, const Worker& w, const SourceSetup& s, 
   spdlog::info("data: data.train tokenized again by the guide's tokenizer ({}) in {:.1f}s ({:.1f} MB)",
                *cfg.loss.guide.model, std::chrono::duration<double>(Clock::now() - start).count(),
                double(train.guide_tokens.memory_bytes()) / 1e6);
-}
-
-// data.eval's sets, embedded as the first source's texts are: with its prompts. A set is
-// named after its folder or its file's stem; a single pair file is unnamed (eval/recall@10).
-std::vector<EvalSet> load_eval_sets(const Config& cfg, const Worker& w, SourceInput first_source,
-                                    const Tokenizer& tokenizer) {
-  std::vector<EvalSet> sets;
-  const std::vector<std::string>& paths = cfg.data.eval.paths;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const std::string& path = paths[i];
-    const EvalSets::Choice choice = cfg.data.eval.choice(i);
-    const std::string key = cfg.data.eval.choices.empty() ? "data.eval" : "data.eval[" + std::to_string(i) + "]";
-    EvalSet set;
-    if (is_beir_folder(path)) {
-      // A BEIR set's parts and columns are its layout's (data/beir.h): nothing to choose.
-      if (!choice.config.empty() || !choice.columns.empty())
-        throw DataError(key + (choice.config.empty() ? ".columns" : ".config") + ": " + path +
-                        " is a BEIR set, whose corpus, queries and qrels and their columns are fixed by its layout; "
-                        "remove it (" + key + ".split chooses the qrels' split)");
-      set.beir = load_beir(path, choice.split, tokenizer, cfg.tokenizer.max_length, first_source.query_prompt,
-                           first_source.passage_prompt);
-      set.name = set.beir->name;
-    } else {
-      // A file of pairs, or a dataset folder of pairs: its evaluation split by default.
-      SourceInput eval = first_source;
-      eval.name = "eval";
-      eval.files = {path};
-      eval.require_teacher_scores = false;  // evaluation never reads them
-      eval.dataset = DatasetChoice{choice.config, {choice.split}, key};
-      if (choice.split.empty()) eval.dataset.splits = {"validation", "dev", "test"};
-      eval.columns = setup_column_names(choice.columns);
-      set.pairs = load_sources({eval}, tokenizer, cfg.tokenizer.max_length, cfg.data.skip_bad_lines, w.threads,
-                               cfg.data.max_line_bytes);
-      std::string name = path;  // a folder's name without its last '/'
-      while (name.size() > 1 && name.back() == '/') name.pop_back();
-      set.name = paths.size() == 1 ? "" : std::filesystem::path(name).stem().string();
-    }
-    for (const EvalSet& other : sets)
-      if (other.name == set.name)
-        throw DataError("data.eval: two sets are named \"" + set.name + "\" (" + path +
-                        "): give each its own folder or file name");
-    sets.push_back(std::move(set));
-  }
-  return sets;
-}
-
-// "1000 evaluation pairs", "95 queries of trecqa", ...
-std::string evaluation_size(const std::vector<EvalSet>& sets) {
-  if (sets.empty()) return "no evaluation";
-  std::string text;
-  for (const EvalSet& set : sets) {
-    if (!text.empty()) text += ", ";
-    text += set.beir ? fmt::format("{} queries against {} documents of {}", set.beir->num_queries(),
-                                   set.beir->num_docs(), set.name)
-                     : fmt::format("{} evaluation pairs{}", set.size(), set.name.empty() ? "" : " of " + set.name);
-  }
-  return text;
 }
 
 }  // namespace
@@ -503,7 +461,8 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
   if (cfg.model.lora_rank > 0) {
     if (!cfg.model.init)
       spdlog::warn("model.lora_rank {} without model.init: LoRA freezes the encoder, and this one is random "
-                   "(a model from scratch); only the adapters and the projection will train", cfg.model.lora_rank);
+                   "(a model from scratch); only the adapters and the {} will train", cfg.model.lora_rank,
+                   model->is_cross_encoder() ? "head" : "projection");
     const LoraSummary lora = apply_lora(model->encoder(), cfg.model.lora_rank, cfg.model.lora_alpha);
     spdlog::info("LoRA: rank {} (alpha {:g}) on {} linear layers of the encoder: {:.3g}M values train, the "
                  "encoder's {:.3g}M are frozen", cfg.model.lora_rank, cfg.model.lora_alpha, lora.layers,
@@ -522,12 +481,19 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
   const std::string trained = optimizer.num_parameters() == all_parameters
                                   ? ""
                                   : fmt::format(", {:.3g}M of them trained", double(optimizer.num_parameters()) / 1e6);
-  spdlog::info("model: {} {:.2f}M parameters{} (hidden {}, {} layers, {} heads), pooling {}, projection {}; "
+  // A reranker's head in place of the embedder's pooling and projection.
+  const std::string head = model->is_cross_encoder()
+                               ? fmt::format("a cross-encoder ({} head of {} label{}, loss {})",
+                                             model->head->architecture(), model->head->num_labels(),
+                                             model->head->num_labels() == 1 ? "" : "s",
+                                             choice_name(cfg.loss.cross_encoder.type))
+                               : fmt::format("pooling {}, projection {}", choice_name(model->pooling()),
+                                             cfg.model.projection_dim);
+  spdlog::info("model: {} {:.2f}M parameters{} (hidden {}, {} layers, {} heads), {}; "
                "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
                architecture_name(arch.architecture), double(all_parameters) / 1e6, trained, arch.hidden_size(),
                decoder ? arch.qwen3.num_layers : arch.bert.num_layers,
-               decoder ? arch.qwen3.num_heads : arch.bert.num_heads, choice_name(model->pooling()),
-               cfg.model.projection_dim, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
+               decoder ? arch.qwen3.num_heads : arch.bert.num_heads, head, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
                peak_lr,
                cfg.train.lr_scaling == LrScaling::None ? "" : " (" + choice_name(cfg.train.lr_scaling) + "-scaled)");
   return ModelUnderTraining{model, std::move(optimizer), std::move(data_parallel),

@@ -32,7 +32,21 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
     // loss.guide: the frozen guide's embeddings of the batch, in its labels, before the loss.
     if (context.guide) out.guide_ms += context.guide->embed_into(micro, cfg.train.gradcache_chunk);
     at::Tensor loss;  // this micro-batch's share of the step's loss
-    if (cfg.train.gradcache_chunk > 0) {
+    if (micro.rerank.defined() && cfg.train.gradcache_chunk > 0) {  // a cross-encoder, its pairs in chunks
+      loss = gradcache_rerank_forward_backward(training.model, micro.rerank,
+                                               {cfg.train.gradcache_chunk, worker.precision, worker.device},
+                                               cfg.loss.cross_encoder, context.exchange, context.loss_share,
+                                               training.loss_scaler, &dp);
+    } else if (micro.rerank.defined()) {  // a cross-encoder: the pairs scored, the reranking loss
+      {
+        AutocastScope autocast(worker.precision, worker.device);  // the forward only
+        const RerankPart& r = micro.rerank;
+        loss = context.loss_share(
+            training.model->forward_rerank(r.pairs, r.group_rows, r.labels, cfg.loss.cross_encoder, r.divisor,
+                                           context.exchange));
+      }
+      training.loss_scaler.scale_loss(loss).backward();
+    } else if (cfg.train.gradcache_chunk > 0) {
       loss = gradcache_forward_backward(training.model, micro, {cfg.train.gradcache_chunk, worker.precision, worker.device},
                                         cfg.loss, context.exchange, context.loss_share, training.loss_scaler, &dp,
                                         &out.masked, &out.guided);

@@ -20,6 +20,7 @@
 #include <csignal>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "data/batch_plan.h"
@@ -157,8 +158,12 @@ int run_training(const Config& given) {
   if (pos.step == 0) record.evaluate(0);
   const double startup_s = log_startup_time(run_start);
 
-  StepContext step_context{cfg, worker, training,
-                           training.data_parallel->candidate_exchange(cfg.loss.cross_rank_negatives),
+  // The ranks exchange candidates for cross_rank_negatives, and a reranker's lambda with a
+  // top k its counts of pairs (model/embedder.h forward_rerank).
+  const bool exchange = cfg.loss.cross_rank_negatives ||
+                        (cfg.model.kind == ModelKind::CrossEncoder && cfg.loss.cross_encoder.type == RerankLoss::Lambda &&
+                         cfg.loss.cross_encoder.k > 0);
+  StepContext step_context{cfg, worker, training, training.data_parallel->candidate_exchange(exchange),
                            accumulation_share(cfg.train.grad_accum_steps), guide.get()};
   const StepFunction train = with_test_faults(
       [&step_context](StepBatches& batches, int64_t step, double lr) {
@@ -166,9 +171,16 @@ int run_training(const Config& given) {
       },
       step_context, worker.env.restart_count);
   training.model->train();
+  // A cross-encoder reads its pairs joined (train/rerank_batches.h).
+  std::optional<RerankBatching> rerank;
+  if (cfg.model.kind == ModelKind::CrossEncoder) {
+    rerank = make_rerank_batching(*in.tokenizer, cfg.tokenizer.max_length, cfg.loss.cross_encoder);
+    check_rerank_data(in.train, *rerank, negatives_per_source(cfg, in.train.sources.size()));
+  }
   BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps,
                      negatives_per_source(cfg, in.train.sources.size()), cfg.train.seed, pos.epoch, pos.step_in_epoch,
-                     total_steps - pos.step, /*pin=*/worker.device.is_cuda());
+                     total_steps - pos.step, /*pin=*/worker.device.is_cuda(), /*prefetch=*/4,
+                     rerank ? &*rerank : nullptr);
   SkippedSteps skipped_steps(cfg.train.max_bad_steps, training.loss_scaler, cfg.loss.guide);
   StepLog log(cfg, worker, training, plan, record, /*first_step=*/pos.step, total_steps, startup_s);
   StepProfiler profiler = make_profiler(cfg, worker, /*first_step=*/pos.step, total_steps);

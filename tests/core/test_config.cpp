@@ -207,9 +207,10 @@ TEST(Config, EnumsListTheAllowedSet) {
 // and reads the printed config again to the same values: parse -> print -> parse.
 TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
   const auto keys = choice_keys();
-  ASSERT_EQ(keys.size(), 17u) << "model.pooling, model.attention, tokenizer.type, data.mixing, loss.type, "
-                                 "loss.directions, loss.partition_mode, loss.hardness_mode, "
-                                 "loss.guide.margin_strategy, train.lr_scaling, "
+  ASSERT_EQ(keys.size(), 22u) << "model.kind, model.pooling, model.attention, tokenizer.type, data.mixing, "
+                                 "loss.type, loss.directions, loss.partition_mode, loss.hardness_mode, "
+                                 "loss.guide.margin_strategy, loss.cross_encoder.type, .activation, .weighting, "
+                                 ".reduction_log, train.lr_scaling, "
                                  "train.schedule, train.device, train.precision, train.optimizer_offload, "
                                  "dist.backend, output.resume, output.report_to";
   for (const auto& [key, spellings] : keys) {
@@ -222,7 +223,10 @@ TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
       std::vector<std::string> sets = {key + "=" + spelling};
       json listed = json::array({spelling});
       if (key == "loss.type") sets.insert(sets.end(), {"loss.distill.weight=1", "data.negatives_per_query=1"});
-      if (key.rfind("loss.", 0) == 0 && key != "loss.type") sets.push_back("loss.type=infonce");
+      const bool reranker = key.rfind("loss.cross_encoder.", 0) == 0 || (key == "model.kind" && spelling == "cross_encoder");
+      if (key.rfind("loss.", 0) == 0 && key != "loss.type" && !reranker) sets.push_back("loss.type=infonce");
+      if (reranker)  // a reranker's loss keys need model.kind cross_encoder, which refuses data.eval
+        sets.insert(sets.end(), {"model.kind=cross_encoder", "data.eval=null", "data.negatives_per_query=1"});
       if (key == "loss.hardness_mode") sets.push_back("data.negatives_per_query=1");
       if (key == "loss.guide.margin_strategy") sets.push_back("loss.guide.model=guide");
       if (key == "loss.directions" && spelling != "query_to_doc") {
@@ -558,7 +562,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   EXPECT_EQ(j["train"]["seed"].get<uint64_t>(), 18446744073709551615ull);
   for (const char* section : {"model", "tokenizer", "data", "loss", "train", "dist", "output"})
     EXPECT_TRUE(j.contains(section)) << section;
-  EXPECT_EQ(j["model"].size(), 14u);
+  EXPECT_EQ(j["model"].size(), 16u);
   EXPECT_EQ(j["train"].size(), 19u);
   EXPECT_EQ(j["dist"].size(), 4u);
 
@@ -610,6 +614,46 @@ TEST(Config, ReadsSourcesPromptsMatryoshkaAndDistillation) {
 }
 
 // sentence-transformers 6's MNRL options and MarginMSE: read, and refused as it refuses them.
+// model.kind: each kind's loss keys apply to it alone, and what a cross-encoder run does
+// not have (evaluation during training, more than one label) is said at once.
+TEST(Config, ModelKindTakesItsOwnLossKeys) {
+  const Config c = config_from_json(json::parse(R"({"model": {"kind": "cross_encoder"}, "data": {"eval": null,
+      "negatives_per_query": 3}, "loss": {"cross_encoder": {"type": "lambda", "weighting": "lambdarank", "k": 5,
+      "reduction_log": "natural", "activation": "sigmoid"}}})"), "cfg.json");
+  EXPECT_EQ(c.model.kind, ModelKind::CrossEncoder);
+  EXPECT_EQ(c.loss.cross_encoder.type, RerankLoss::Lambda);
+  EXPECT_EQ(c.loss.cross_encoder.weighting, LambdaWeighting::LambdaRank);
+  EXPECT_EQ(c.loss.cross_encoder.k, 5);
+  EXPECT_EQ(c.loss.cross_encoder.reduction_log, LambdaLog::Natural);
+  EXPECT_EQ(c.loss.cross_encoder.activation, ScoreActivation::Sigmoid);
+
+  const std::string cross = R"("model": {"kind": "cross_encoder"}, "data": {"eval": null, "negatives_per_query": 1})";
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"cross_encoder": {"type": "mnrl"}}})"),
+                  "cfg.json: loss.cross_encoder applies to a reranker, and model.kind is \"bi_encoder\"");
+  EXPECT_CONTAINS(from_json_error("{" + cross + R"(, "loss": {"type": "infonce"}})"),
+                  "cfg.json: loss.type is the embedder's (model.kind \"bi_encoder\")");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "cross_encoder"}})"),
+                  "data.eval: a reranker is evaluated on a BEIR set by reordering an embedding model's ranking");
+  const Config two_stage = config_from_json(json::parse(R"({"model": {"kind": "cross_encoder"}, "data": {"eval":
+      [{"path": "beir", "first_stage": "bi", "top_k": 20}]}})"), "cfg.json");
+  EXPECT_EQ(two_stage.data.eval.choice(0).first_stage, "bi");
+  EXPECT_EQ(two_stage.data.eval.choice(0).top_k, 20);
+  EXPECT_EQ(config_to_json(two_stage)["data"]["eval"], json::parse(R"([{"path": "beir", "first_stage": "bi", "top_k": 20}])"));
+  EXPECT_CONTAINS(from_json_error(R"({"data": {"eval": [{"path": "beir", "first_stage": "bi"}]}})"),
+                  "data.eval[0]: first_stage and top_k are a reranker's");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "cross_encoder"}, "data": {"eval": null},
+                                     "loss": {"cross_encoder": {"type": "listnet"}}})"),
+                  "loss.cross_encoder.type \"listnet\" ranks each query's positive among its hard negatives: set "
+                  "data.negatives_per_query > 0");
+  EXPECT_CONTAINS(from_json_error("{" + cross + R"(, "loss": {"cross_encoder": {"type": "mnrl", "k": 3}}})"),
+                  "loss.cross_encoder.k applies to \"lambda\" only");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "cross_encoder", "num_labels": 3}, "data": {"eval": null}})"),
+                  "model.num_labels must be 1 to train a reranker");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "crossencoder"}})"),
+                  R"(model.kind: expected one of "bi_encoder", "cross_encoder", got "crossencoder" (did you mean )"
+                  R"("cross_encoder"?))");
+}
+
 TEST(Config, LossDirectionsHardnessAndMarginMseAreCheckedWhenRead) {
   const Config c = config_from_json(json::parse(R"({"loss": {"type": "infonce",
       "directions": ["query_to_doc", "doc_to_query"], "partition_mode": "per_direction",

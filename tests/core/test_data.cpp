@@ -103,6 +103,21 @@ TEST(Pairs, ScoredTextPairs) {
   EXPECT_EQ(data.tokens.ids(data.pairs[3].query), ids("c"));
 }
 
+// A reranker's labeled pairs: the doc is the one candidate, the label its teacher score.
+TEST(Pairs, LabeledQueryDocPairs) {
+  TempDir dir("labeled");
+  const auto labeled = dir.write("labeled.jsonl", R"({"query": "a man plays", "doc": "a person plays", "label": 1})"
+                                                  "\n"
+                                                  R"({"query": "a cat", "doc": "the stock market", "label": 0.25})");
+  const PairDataset data = load_pairs({labeled}, bert(), 32, false);
+  ASSERT_EQ(data.size(), 2);
+  EXPECT_TRUE(data.all_teacher_scored);
+  EXPECT_EQ(data.tokens.ids(data.pairs[1].pos_begin), ids("the stock market"));
+  EXPECT_FLOAT_EQ(data.teacher_scores[size_t(data.pairs[1].pos_begin)], 0.25f);
+  EXPECT_EQ(data.pairs[1].neg_count, 0);
+
+}
+
 TEST(Pairs, WindowsLineEndsAndByteOrderMark) {
   TempDir dir("crlf");
   const auto file = dir.write("a.jsonl",
@@ -139,7 +154,9 @@ bool has(const std::string& text, const std::string& part) {
 TEST(Pairs, ErrorsNameFileAndLine) {
   TempDir dir("errors");
   std::string e = error_for(dir, R"({"query": "q"})");
-  EXPECT_TRUE(has(e, "missing \"pos\" (expected query/pos, anchor/positive or text1/text2)")) << e;
+  EXPECT_TRUE(has(e, "missing \"pos\" (expected query/pos, query/doc, anchor/positive or text1/text2)")) << e;
+  e = error_for(dir, R"({"query": "q", "pos": "p", "neg": ["n"], "label": 1})", 2);
+  EXPECT_TRUE(has(e, ":2: a number as \"label\" labels a single (query, doc) pair")) << e;
   e = error_for(dir, R"({"anchor": "q", "negative": ["n"]})", 1);
   EXPECT_TRUE(has(e, "missing \"positive\"")) << e;
   e = error_for(dir, R"({"text1": "q", "score": 1})", 4);

@@ -1096,6 +1096,7 @@ const std::vector<Case>& second_round() {
 #include "hostile_round5_c.inc"
 #include "hostile_round5_d.inc"
 #include "hostile_round5_e.inc"
+#include "hostile_round6_rerank.inc"
 
 namespace {
 
@@ -1104,7 +1105,7 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases = catalogue();
   for (const auto* round : {&second_round(), &third_round_data(), &third_round_output(), &third_round_config(),
                             &third_round_launch(), &fourth_round_data(), &fifth_round_c(), &fifth_round_b(), &fifth_round_a(),
-                            &fifth_round_d(), &fifth_round_e()})
+                            &fifth_round_d(), &fifth_round_e(), &sixth_round_rerank()})
     cases.insert(cases.end(), round->begin(), round->end());
   return cases;
 }

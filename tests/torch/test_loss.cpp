@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "host_waits.h"
 #include "loss_support.h"
 #include "model/model_error.h"
 
@@ -269,46 +270,7 @@ TEST(ContrastiveLoss, RejectsBadArguments) {
 
 namespace {
 
-// While it lives, collects the ATen ops of this thread that make a CUDA host wait for the
-// device: an output whose size depends on the data (unique, nonzero, masked_select), a
-// value read back (item), and an explicit move to a device (.to(device): the host's data
-// copied over). On the CPU they cost nothing, so the test observes the calls themselves.
-class HostWaits {
- public:
-  HostWaits() : handle_(at::addThreadLocalCallback(at::RecordFunctionCallback(&HostWaits::seen).needsInputs(true))) {
-    found().clear();
-  }
-  ~HostWaits() { at::removeCallback(handle_); }
-  HostWaits(const HostWaits&) = delete;
-  HostWaits& operator=(const HostWaits&) = delete;
-
-  static std::vector<std::string>& found() {
-    thread_local std::vector<std::string> ops;
-    return ops;
-  }
-
- private:
-  static std::unique_ptr<at::ObserverContext> seen(const at::RecordFunction& fn) {
-    static const std::vector<std::string> data_dependent = {
-        "aten::_unique",       "aten::_unique2",      "aten::unique_dim",       "aten::unique_consecutive",
-        "aten::unique_dim_consecutive", "aten::nonzero", "aten::masked_select", "aten::_local_scalar_dense",
-        "aten::item",          "aten::is_nonzero"};
-    const std::string name = fn.name();
-    bool waits = std::find(data_dependent.begin(), data_dependent.end(), name) != data_dependent.end();
-    if (name == "aten::to" || name == "aten::_to_copy")
-      for (const c10::IValue& input : fn.inputs()) waits = waits || input.isDevice();
-    if (waits) found().push_back(name);
-    return nullptr;
-  }
-
-  at::CallbackHandle handle_;
-};
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
+using host_waits::HostWaits;
 
 }  // namespace
 
@@ -349,7 +311,7 @@ TEST(PairLoss, AsksTheDeviceForNothingThatMakesTheHostWait) {
         {
           const HostWaits waits;
           out = pair_loss(q, pos, neg, l, loss, gathered ? two_ranks : CandidateExchange{});
-          EXPECT_TRUE(HostWaits::found().empty()) << joined(HostWaits::found());
+          EXPECT_TRUE(HostWaits::found().empty()) << HostWaits::said();
         }
         EXPECT_TRUE(std::isfinite(out.loss.item<double>()));
         EXPECT_GT(out.masked.item<int64_t>(), 0);
@@ -360,6 +322,6 @@ TEST(PairLoss, AsksTheDeviceForNothingThatMakesTheHostWait) {
   at::_unique2(labels.hashes, true, true, true);
   at::tensor(std::vector<int64_t>{0, n + k}).to(labels.hashes.device());
   const auto& found = HostWaits::found();
-  EXPECT_EQ(std::count(found.begin(), found.end(), "aten::_unique2"), 1) << joined(found);
-  EXPECT_EQ(std::count(found.begin(), found.end(), "aten::to"), 1) << joined(found);
+  EXPECT_EQ(std::count(found.begin(), found.end(), "aten::_unique2"), 1) << HostWaits::said();
+  EXPECT_EQ(std::count(found.begin(), found.end(), "aten::to"), 1) << HostWaits::said();
 }
