@@ -95,19 +95,22 @@ std::string rerank_loss_place(int64_t row, int64_t column) {
 
 }  // namespace
 
+at::Tensor activated(const at::Tensor& logits, ScoreActivation activation) {
+  switch (activation) {
+    case ScoreActivation::Identity:
+      return logits;
+    case ScoreActivation::Sigmoid:
+      return at::sigmoid(logits);
+    case ScoreActivation::Tanh:
+      return at::tanh(logits);
+  }
+  throw ModelError("unknown score activation");
+}
+
 namespace rerank_parts {
 
 at::Tensor activated_scores(const at::Tensor& logits, const CrossEncoderLossConfig& config) {
-  const at::Tensor x = logits.to(logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-  switch (rerank_activation(config)) {
-    case ScoreActivation::Identity:
-      return x;
-    case ScoreActivation::Sigmoid:
-      return at::sigmoid(x);
-    case ScoreActivation::Tanh:
-      return at::tanh(x);
-  }
-  throw ModelError("loss.cross_encoder.activation: unknown activation");
+  return activated(logits.to(logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat), rerank_activation(config));
 }
 
 }  // namespace rerank_parts

@@ -54,6 +54,8 @@ struct RerankGroups {
 // The activation the loss applies to the logits: loss.cross_encoder.activation, else the
 // loss's default (sigmoid for mnrl, identity for the others).
 ScoreActivation rerank_activation(const CrossEncoderLossConfig& config);
+// `activation` applied to the logits (what the losses and CrossEncoder.predict apply).
+at::Tensor activated(const at::Tensor& logits, ScoreActivation activation);
 
 // The units the loss is a mean over, from each query's number of valid candidates
 // (`candidates`, column 0 included): the pairs for binary_cross_entropy, the margins

@@ -68,7 +68,7 @@ std::pair<const int32_t*, size_t> rerank_pieces(const TokenStore& store, const T
 // from every rank's labels. Lambda with loss.cross_encoder.k counts by the logits' order,
 // which only the device knows: 0, and forward_rerank takes this rank's own count.
 double rerank_divisor(const PairDataset& data, const RerankBatching& b, const std::vector<PickedSequences>& picked,
-                      const std::vector<std::vector<int64_t>>& rank_indices, int64_t epoch, int world) {
+                      const std::vector<std::vector<int64_t>>& rank_indices, int world) {
   const CrossEncoderLossConfig& loss = b.loss;
   if (loss.type != RerankLoss::Lambda) {
     std::vector<int64_t> candidates;
@@ -77,7 +77,6 @@ double rerank_divisor(const PairDataset& data, const RerankBatching& b, const st
     return double(rerank_loss_units(loss.type, candidates)) / double(world);
   }
   if (loss.k > 0) return 0;
-  (void)epoch;
   int64_t pairs = 0;
   for (size_t r = 0; r < picked.size(); ++r) {
     const PickedSequences& p = picked[r];
@@ -85,14 +84,16 @@ double rerank_divisor(const PairDataset& data, const RerankBatching& b, const st
     for (int t : p.taken) widest = std::max(widest, 1 + t);
     const int64_t n = int64_t(p.queries.size());
     at::Tensor valid = at::zeros({n, widest}, at::kBool), labels = at::zeros({n, widest}, at::kFloat);
+    bool* valid_at = valid.data_ptr<bool>();
+    float* label_at = labels.data_ptr<float>();
     int64_t next_negative = 0;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pair = rank_indices[r][size_t(i)];
-      valid[i][0] = true;
-      labels[i][0] = rerank_label(data, b, pair, p.positives[size_t(i)], true);
+      valid_at[i * widest] = true;
+      label_at[i * widest] = rerank_label(data, b, pair, p.positives[size_t(i)], true);
       for (int k = 0; k < p.taken[size_t(i)]; ++k, ++next_negative) {
-        valid[i][k + 1] = true;
-        labels[i][k + 1] = rerank_label(data, b, pair, p.negatives[size_t(next_negative)], false);
+        valid_at[i * widest + k + 1] = true;
+        label_at[i * widest + k + 1] = rerank_label(data, b, pair, p.negatives[size_t(next_negative)], false);
       }
     }
     pairs += rerank_lambda_units({at::Tensor(), valid, labels}, loss).item<int64_t>();
@@ -220,11 +221,6 @@ RerankPart make_rerank_part(const PairDataset& data, const RerankBatching& b,
       }
       group.insert(group.end(), others.begin(), others.end());
     }
-    if (group.size() == 1 && loss.type != RerankLoss::BinaryCrossEntropy && mine.taken[size_t(i)] == 0)
-      throw DataError(fmt::format("{} has no hard negative (\"neg\"), and loss.cross_encoder.type \"{}\" ranks each "
-                                  "positive among its candidates: give every pair negatives (embed-train mine makes "
-                                  "them), or train with \"binary_cross_entropy\" on labeled pairs",
-                                  rerank_pair_place(data, my_pairs[size_t(i)]), choice_name(loss.type)));
     for (int k = 0; k < mine.taken[size_t(i)]; ++k, ++next_negative) {
       group.push_back(mine.negatives[size_t(next_negative)]);
       if (with_labels) labels[size_t(i)].push_back(rerank_label(data, b, my_pairs[size_t(i)], group.back(), false));
@@ -264,9 +260,7 @@ RerankPart make_rerank_part(const PairDataset& data, const RerankBatching& b,
       if (with_labels) part.labels.data_ptr<float>()[i * G + int64_t(j)] = labels[size_t(i)][j];
     }
 
-  // Every rank's checks passed on its own batch; this rank's here, before the batch moves.
-  check_rerank_labels({at::Tensor(), part.group_rows.ge(0), part.labels}, loss.type);
-  part.divisor = rerank_divisor(data, b, picked, rank_indices, epoch, world);
+  part.divisor = rerank_divisor(data, b, picked, rank_indices, world);
   return part;
 }
 

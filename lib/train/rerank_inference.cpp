@@ -78,18 +78,6 @@ TextPair rerank_pair_of(const nlohmann::json& line, const std::string& where) {
 }
 
 // float32 [n, num_labels] logits → the folder's scores.
-at::Tensor rerank_activated(const at::Tensor& logits, ScoreActivation activation) {
-  switch (activation) {
-    case ScoreActivation::Sigmoid:
-      return at::sigmoid(logits);
-    case ScoreActivation::Tanh:
-      return at::tanh(logits);
-    case ScoreActivation::Identity:
-      break;
-  }
-  return logits;
-}
-
 // What a cross-encoder folder is, for messages: "a cross-encoder folder
 // (BertForSequenceClassification, 1 label)".
 std::string rerank_cross_encoder_kind(const LoadedModel& model) {
@@ -154,7 +142,7 @@ at::Tensor score_pairs(SentenceEmbedder& model, const Tokenizer& tokenizer, Scor
     in.mask = in.mask.to(settings.device);
     in.types = in.types.to(settings.device);
     const at::Tensor logits = model->score_batch(in).to(at::kFloat).cpu();
-    sorted.narrow(0, b, rows).copy_(rerank_activated(logits, activation));
+    sorted.narrow(0, b, rows).copy_(activated(logits, activation));
     progress.step_done(b + rows,
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - batch_begin).count());
   }
