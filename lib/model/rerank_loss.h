@@ -30,8 +30,9 @@
 // count: the library's value on this batch).
 //
 // rerank_loss never makes the host wait for the device (no value read back, no output
-// sized by the data): the checks that read labels are check_rerank_labels, which the
-// batch loader runs on the CPU tensors before they move.
+// sized by the data). The checks that read labels are apart: a training run checks its
+// data's labels pair by pair before step 1 (train/rerank_batches.h check_rerank_data);
+// check_rerank_labels checks groups already made, on the CPU.
 #pragma once
 
 #include <cstdint>
