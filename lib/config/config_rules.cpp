@@ -129,9 +129,22 @@ void check_model_kind(const Config& c, const OriginOf& origin_of, std::vector<st
   refuse(l.directions != defaults.directions || l.hardness_mode != defaults.hardness_mode,
          {"loss.directions", "loss.hardness_mode", "model.kind"}, embedder);
   refuse(bool(l.guide.model), {"loss.guide.model", "model.kind"}, embedder);
-  refuse(c.model.num_labels != 1, {"model.num_labels", "model.kind"},
-         "must be 1 to train a reranker (its losses score each pair with one logit); a folder of more labels is "
-         "read by embed-train rerank");
+  bool negatives = c.data.negatives_per_query > 0;
+  for (const auto& source : c.data.train) negatives = negatives || source.negatives_per_query.value_or(0) > 0;
+  const RerankLoss t = l.cross_encoder.type;
+  if (c.model.num_labels > 1) {
+    // A classifier: sentence-transformers' CrossEntropyLoss on labeled pairs, each pair
+    // alone with its class; nothing ranks, so neither negatives nor a BEIR evaluation.
+    refuse(t != RerankLoss::CrossEntropy, {"loss.cross_encoder.type", "model.num_labels"},
+           "must be \"cross_entropy\" for a classifier (model.num_labels > 1: each labeled pair's logits against "
+           "its class); the other losses score a pair with one logit: set model.num_labels 1");
+    refuse(negatives, {"data.negatives_per_query", "model.num_labels"},
+           "must be 0 for a classifier (model.num_labels > 1): it reads each labeled pair alone, "
+           "{\"query\", \"doc\", \"label\": class}");
+    refuse(!c.data.eval.paths.empty(), {"data.eval", "model.num_labels"},
+           "ranks by one score a pair, and a classifier (model.num_labels > 1) gives several: set data.eval to null");
+    return;
+  }
   for (size_t i = 0; i < c.data.eval.paths.size(); ++i)
     if (c.data.eval.choice(i).first_stage.empty()) {
       errors.push_back(origin_of({"data.eval", "model.kind"}) + ": data.eval" +
@@ -144,9 +157,6 @@ void check_model_kind(const Config& c, const OriginOf& origin_of, std::vector<st
   if (l.cross_encoder.k > 0 && l.cross_encoder.type != RerankLoss::Lambda)
     errors.push_back(origin_of({"loss.cross_encoder.k", "loss.cross_encoder.type"}) +
                      ": loss.cross_encoder.k applies to \"lambda\" only");
-  bool negatives = c.data.negatives_per_query > 0;
-  for (const auto& source : c.data.train) negatives = negatives || source.negatives_per_query.value_or(0) > 0;
-  const RerankLoss t = l.cross_encoder.type;
   if (!negatives && t != RerankLoss::BinaryCrossEntropy && t != RerankLoss::Mnrl)
     errors.push_back(origin_of({"loss.cross_encoder.type", "data.negatives_per_query"}) + ": loss.cross_encoder.type \"" +
                      choice_name(t) + "\" ranks each query's positive among its hard negatives: set "

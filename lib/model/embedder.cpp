@@ -143,18 +143,24 @@ at::Tensor SentenceEmbedderImpl::score_batch(const EncoderInput& pairs) {
 at::Tensor SentenceEmbedderImpl::forward_rerank(const EncoderInput& pairs, const at::Tensor& group_rows,
                                                 const at::Tensor& labels, const CrossEncoderLossConfig& loss,
                                                 double divisor, const CandidateExchange& exchange) {
-  if (!head || head->num_labels() != 1)
-    throw ModelError("SentenceEmbedder::forward_rerank: a cross-encoder of one output (model.num_labels 1) trains "
-                     "on the reranking losses");
+  if (!head) throw ModelError("SentenceEmbedder::forward_rerank: a bi-encoder trains through forward");
   return rerank_loss_of_logits(score(pairs).squeeze(1), group_rows, labels, loss, divisor, exchange);
 }
 
 at::Tensor SentenceEmbedderImpl::rerank_loss_of_logits(const at::Tensor& logits, const at::Tensor& group_rows,
                                                        const at::Tensor& labels, const CrossEncoderLossConfig& loss,
                                                        double divisor, const CandidateExchange& exchange) {
+  if (logits.dim() == 2 && group_rows.dim() == 2 && group_rows.size(1) == 1) {
+    // A classifier: one labeled pair a row, its C logits against its class.
+    if (loss.type != RerankLoss::CrossEntropy || !labels.defined() || labels.dim() != 2)
+      throw ModelError("SentenceEmbedder::forward_rerank: a cross-encoder of several labels trains on "
+                       "cross_entropy with each pair's class (labels [pairs, 1])");
+    return rerank_class_loss(logits.index_select(0, group_rows.select(1, 0)), labels.select(1, 0), loss, divisor);
+  }
   if (group_rows.dim() != 2 || logits.dim() != 1)
-    throw ModelError(c10::str("SentenceEmbedder::forward_rerank: group_rows must be [queries, G] and the logits [pairs], "
-                              "not ", group_rows.sizes(), " and ", logits.sizes()));
+    throw ModelError(c10::str("SentenceEmbedder::forward_rerank: group_rows must be [queries, G] and the logits [pairs] ",
+                              "(or [pairs, labels] for a classifier, G 1), not ", group_rows.sizes(), " and ",
+                              logits.sizes()));
   const at::Tensor valid = group_rows.ge(0);
   // Every group's rows gathered at once; a slot past a row's last reads pair 0, masked out.
   const at::Tensor grouped = logits.index_select(0, group_rows.clamp_min(0).flatten()).view(group_rows.sizes());

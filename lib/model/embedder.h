@@ -94,11 +94,13 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   // positive first, -1 past its last; `labels` float [q, G] or undefined) and
   // rerank_loss() of them (its sum over units / divisor). Divisor 0: lambda with a top k,
   // whose pairs follow the logits' order: this rank's count, and with `exchange` every
-  // rank's (all_gather_ids; every rank calls it). One output a pair (num_labels 1).
+  // rank's (all_gather_ids; every rank calls it). A classifier (num_labels C > 1): one
+  // pair a group (G 1), `labels` its class, rerank_class_loss of its C logits.
   at::Tensor forward_rerank(const EncoderInput& pairs, const at::Tensor& group_rows, const at::Tensor& labels,
                             const CrossEncoderLossConfig& loss, double divisor,
                             const CandidateExchange& exchange = {});
-  // forward_rerank's second half: the loss of the pairs' logits [P] (one a pair). GradCache
+  // forward_rerank's second half: the loss of the pairs' logits [P] ([P, C] for a
+  // classifier). GradCache
   // (train/gradcache.h) calls it on logits computed beforehand.
   static at::Tensor rerank_loss_of_logits(const at::Tensor& logits, const at::Tensor& group_rows,
                                           const at::Tensor& labels, const CrossEncoderLossConfig& loss, double divisor,

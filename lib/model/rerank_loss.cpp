@@ -171,6 +171,23 @@ at::Tensor rerank_loss(const RerankGroups& groups, const CrossEncoderLossConfig&
   return rerank_loss_sum(groups, config) / divisor;
 }
 
+at::Tensor rerank_class_loss(const at::Tensor& logits, const at::Tensor& classes, const CrossEncoderLossConfig& config,
+                             double divisor) {
+  if (!logits.defined() || logits.dim() != 2 || !at::isFloatingType(logits.scalar_type()) || logits.size(1) < 2)
+    throw ModelError("rerank loss cross_entropy as a classifier needs floating logits [n, C] with C > 1 labels, got " +
+                     rerank_loss_sizes(logits));
+  if (!classes.defined() || classes.dim() != 1 || classes.size(0) != logits.size(0))
+    throw ModelError("rerank loss cross_entropy as a classifier needs one class a row, [" +
+                     std::to_string(logits.size(0)) + "], got " + rerank_loss_sizes(classes));
+  if (!(divisor > 0) || !std::isfinite(divisor))
+    throw ModelError("rerank_class_loss: the divisor (every rank's pairs / the world size) must be positive, not " +
+                     std::to_string(divisor));
+  compat::NoAutocast no_autocast;
+  const at::Tensor scores = rerank_parts::activated_scores(logits, config);
+  const at::Tensor target = classes.detach().to(scores.device(), at::kLong);
+  return at::cross_entropy_loss(scores, target, {}, at::Reduction::Sum) / divisor;
+}
+
 void check_rerank_labels(const RerankGroups& groups, RerankLoss type) {
   const std::string name = choice_name(type);
   const at::Tensor& valid = groups.valid;

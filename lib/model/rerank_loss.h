@@ -29,6 +29,11 @@
 // divided by `divisor`, the caller passing the units of every rank / W (this rank's own
 // count: the library's value on this batch).
 //
+// A classifier (model.num_labels C > 1) trains on one loss, sentence-transformers'
+// CrossEntropyLoss as its class is made for: labeled pairs {"query", "doc", "label": class},
+// each pair's C logits against its class (an integer from 0 to C − 1), softmax
+// cross-entropy, mean over pairs: rerank_class_loss.
+//
 // rerank_loss never makes the host wait for the device (no value read back, no output
 // sized by the data). The checks that read labels are apart: a training run checks its
 // data's labels pair by pair before step 1 (train/rerank_batches.h check_rerank_data);
@@ -80,6 +85,15 @@ at::Tensor rerank_loss_sum(const RerankGroups& groups, const CrossEncoderLossCon
 // bool [n, G], labels [n, G] where the loss reads them), a divisor <= 0. It reads no
 // values: bad labels give a wrong loss, not an error, unless check_rerank_labels ran.
 at::Tensor rerank_loss(const RerankGroups& groups, const CrossEncoderLossConfig& config, double divisor);
+
+// A classifier's loss (see above): the softmax cross-entropy of each row of `logits`
+// (floating [n, C], C > 1; the activation applied first) against its class (`classes`
+// [n], any dtype, integral values 0..C − 1), summed over the rows and divided by
+// `divisor` (every rank's pairs / the world size). fp32 (fp64 for fp64 logits), with
+// gradient to the logits. ModelError for shapes that do not fit or a divisor <= 0; reads
+// no values (a class out of range is the caller's to refuse: check_rerank_data).
+at::Tensor rerank_class_loss(const at::Tensor& logits, const at::Tensor& classes, const CrossEncoderLossConfig& config,
+                             double divisor);
 
 // Throws ModelError, naming the query row and candidate column and what the loss takes,
 // for `valid` without column 0, a row without any candidate besides its positive where

@@ -12,9 +12,10 @@
 namespace ddp_embed {
 namespace {
 
-// Whether the loss reads labels (binary_cross_entropy, lambda, listnet, margin_mse).
-bool rerank_reads_labels(RerankLoss type) {
-  return type != RerankLoss::Mnrl && type != RerankLoss::CrossEntropy;
+// Whether the loss reads labels (binary_cross_entropy, lambda, listnet, margin_mse; a
+// classifier's cross_entropy its classes).
+bool rerank_reads_labels(const RerankBatching& b) {
+  return b.num_labels > 1 || (b.loss.type != RerankLoss::Mnrl && b.loss.type != RerankLoss::CrossEntropy);
 }
 
 // The source of pair `index` and its number there (from 1), for messages.
@@ -41,6 +42,7 @@ float rerank_label(const PairDataset& data, const RerankBatching& b, int64_t pai
     label = positive ? 1.0f : 0.0f;
     what = "label";
   }
+  if (b.num_labels > 1) what = "class";
   const RerankLoss type = b.loss.type;
   const auto bad = [&](const std::string& takes) {
     throw DataError(fmt::format("{}: its {} {:g} is not what loss.cross_encoder.type \"{}\" takes ({})",
@@ -49,6 +51,8 @@ float rerank_label(const PairDataset& data, const RerankBatching& b, int64_t pai
   if (!std::isfinite(label)) bad("a finite number");
   if (type == RerankLoss::BinaryCrossEntropy && (label < 0 || label > 1)) bad("a label from 0 to 1");
   if (type == RerankLoss::Lambda && label < 0) bad("a relevance grade of 0 or more");
+  if (b.num_labels > 1 && (label < 0 || label >= float(b.num_labels) || label != std::floor(label)))
+    bad(fmt::format("a class from 0 to {}, model.num_labels {}", b.num_labels - 1, b.num_labels));
   return label;
 }
 
@@ -122,19 +126,26 @@ EncoderInput collate_pairs(const std::vector<PairIds>& joined, const std::vector
   return {ids, mask, types};
 }
 
-RerankBatching make_rerank_batching(const Tokenizer& tokenizer, int max_length, const CrossEncoderLossConfig& loss) {
+RerankBatching make_rerank_batching(const Tokenizer& tokenizer, int max_length, const CrossEncoderLossConfig& loss,
+                                    int num_labels) {
   RerankBatching b;
   b.tokenizer = &tokenizer;
   b.pair_template = pair_template(tokenizer);
   b.max_length = max_length;
   b.loss = loss;
+  b.num_labels = num_labels;
   return b;
 }
 
 void check_rerank_data(const PairDataset& data, const RerankBatching& b, const std::vector<int>& negatives_per_source) {
   const RerankLoss type = b.loss.type;
   const bool ranks_among_negatives = type != RerankLoss::BinaryCrossEntropy && type != RerankLoss::Mnrl;
-  const bool with_labels = rerank_reads_labels(type);
+  const bool with_labels = rerank_reads_labels(b);
+  if (b.num_labels > 1 && !data.has_scores && !data.all_teacher_scored)
+    throw DataError(fmt::format("a classifier (model.num_labels {}) trains on labeled pairs, {{\"query\", \"doc\", "
+                                "\"label\": class}} with each class from 0 to {}: the training data's pairs have no "
+                                "labels",
+                                b.num_labels, b.num_labels - 1));
   for (size_t s = 0; s < data.sources.size(); ++s) {
     const int takes = s < negatives_per_source.size() ? negatives_per_source[s] : 0;
     for (int64_t i = data.sources[s].begin; i < data.sources[s].end; ++i) {
@@ -198,7 +209,7 @@ RerankPart make_rerank_part(const PairDataset& data, const RerankBatching& b,
   // Each query's group: sequences and labels.
   std::vector<std::vector<int64_t>> groups(static_cast<size_t>(n));
   std::vector<std::vector<float>> labels(static_cast<size_t>(n));
-  const bool with_labels = rerank_reads_labels(loss.type);
+  const bool with_labels = rerank_reads_labels(b);
   int64_t next_negative = 0;
   for (int64_t i = 0; i < n; ++i) {
     auto& group = groups[size_t(i)];

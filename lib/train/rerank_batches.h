@@ -16,7 +16,8 @@
 // Labels (RerankPart::labels) for the losses that read them: the teacher's scores when
 // every pair has them (pos_scores/neg_scores, or "label"), else a pair's "score" for its
 // positive ({"text1", "text2", "score"} labeled pairs) and 0 for its negatives, else 1 for
-// a positive and 0 for a negative.
+// a positive and 0 for a negative. A classifier's (model.num_labels > 1): each labeled
+// pair's label, its class.
 #pragma once
 
 #include <cstdint>
@@ -49,13 +50,16 @@ struct RerankBatching {
   PairTemplate pair_template;
   int max_length = 128;
   CrossEncoderLossConfig loss;
+  int num_labels = 1;  // > 1: a classifier, each labeled pair's label its class (model/rerank_loss.h)
 };
 
 // The batching of `tokenizer` and the run's settings. TokenizerError when the tokenizer
 // has no pair template (tokenize/pair_template.h).
-RerankBatching make_rerank_batching(const Tokenizer& tokenizer, int max_length, const CrossEncoderLossConfig& loss);
+RerankBatching make_rerank_batching(const Tokenizer& tokenizer, int max_length, const CrossEncoderLossConfig& loss,
+                                    int num_labels = 1);
 
-// Every pair's labels against what the loss takes, and, for the losses that rank a
+// Every pair's labels against what the loss takes (a classifier's: labeled pairs, each
+// label a class from 0 to num_labels − 1), and, for the losses that rank a
 // positive among its negatives, every pair of a source that takes negatives
 // (`negatives_per_source`, the plan's sources in order) having some: once, before the first
 // step, so that a run never trains up to a damaged pair. DataError naming the pair (its

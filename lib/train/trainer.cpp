@@ -174,7 +174,8 @@ int run_training(const Config& given) {
   // A cross-encoder reads its pairs joined (train/rerank_batches.h).
   std::optional<RerankBatching> rerank;
   if (cfg.model.kind == ModelKind::CrossEncoder) {
-    rerank = make_rerank_batching(*in.tokenizer, cfg.tokenizer.max_length, cfg.loss.cross_encoder);
+    rerank = make_rerank_batching(*in.tokenizer, cfg.tokenizer.max_length, cfg.loss.cross_encoder,
+                                  cfg.model.num_labels);
     check_rerank_data(in.train, *rerank, negatives_per_source(cfg, in.train.sources.size()));
   }
   BatchLoader loader(in.train, plan, pg.rank(), cfg.train.grad_accum_steps,

@@ -33,7 +33,8 @@ test:
      beir_reference.py holds to InformationRetrievalEvaluator.
 
  (c) A reranker embed-train trains (3 steps from one_label, binary_cross_entropy on pairs
-     with a hard negative each) writes a folder that CrossEncoder loads without a word
+     with a hard negative each), and a classifier (3 steps from three_labels, cross_entropy
+     on labeled pairs, each label a class of three), each writes a folder that CrossEncoder loads without a word
      about its weights (no MISSING, UNEXPECTED or newly initialized tensor) and whose
      predict equals embed-train rerank on it as (a) holds them.
 
@@ -114,19 +115,25 @@ def check_predict(a, folders):
     return ok
 
 
-def train_ours(a, folders):
-    """(c)'s folder: embed-train trains a reranker from one_label for 3 steps."""
-    work = os.path.join(a.work, "trained")
+def train_ours(a, folders, classifier=False):
+    """(c)'s folders: embed-train trains a reranker from one_label for 3 steps (binary
+    cross-entropy on pairs with a negative), or with `classifier` one from three_labels
+    (cross_entropy on labeled pairs, each label a class of three)."""
+    work = os.path.join(a.work, "trained-classifier" if classifier else "trained")
     os.makedirs(work, exist_ok=True)
     texts = [q for q, d in HARD_PAIRS if q.strip()] + [d for q, d in HARD_PAIRS if d.strip()]
     with open(os.path.join(work, "pairs.jsonl"), "w", encoding="utf-8") as f:
         for i in range(16):
-            f.write(json.dumps({"query": f"question {i}: {texts[i % len(texts)][:80]}",
-                                "pos": texts[(i + 1) % len(texts)], "neg": [texts[(i + 2) % len(texts)]]}) + "\n")
-    config = {"model": {"kind": "cross_encoder", "init": folders["one_label"]},
+            query, doc = f"question {i}: {texts[i % len(texts)][:80]}", texts[(i + 1) % len(texts)]
+            row = ({"query": query, "doc": doc, "label": i % 3} if classifier else
+                   {"query": query, "pos": doc, "neg": [texts[(i + 2) % len(texts)]]})
+            f.write(json.dumps(row) + "\n")
+    config = {"model": {"kind": "cross_encoder", "init": folders["three_labels" if classifier else "one_label"],
+                        "num_labels": 3 if classifier else 1},
               "tokenizer": {"max_length": 64},
-              "data": {"train": os.path.join(work, "pairs.jsonl"), "eval": None, "negatives_per_query": 1},
-              "loss": {"cross_encoder": {"type": "binary_cross_entropy"}},
+              "data": {"train": os.path.join(work, "pairs.jsonl"), "eval": None,
+                       "negatives_per_query": 0 if classifier else 1},
+              "loss": {"cross_encoder": {"type": "cross_entropy" if classifier else "binary_cross_entropy"}},
               "train": {"batch_size": 8, "lr": 1e-4, "max_steps": 3, "seed": 3},
               "output": {"dir": os.path.join(work, "out"), "resume": "never"}}
     with open(os.path.join(work, "config.json"), "w") as f:
@@ -322,6 +329,9 @@ def main():
         ours = train_ours(a, folders)
         ok &= check_quiet_load(ours)
         ok &= check_predict(a, {"trained_by_embed_train": ours})
+        classifier = train_ours(a, folders, classifier=True)
+        ok &= check_quiet_load(classifier)
+        ok &= check_predict(a, {"classifier_trained_by_embed_train": classifier})
         ok &= check_rerank_eval(a, folders)
     except RuntimeError as e:
         print(e, file=sys.stderr)

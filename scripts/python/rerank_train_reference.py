@@ -11,10 +11,12 @@ Writes, into the folder given last:
   plain.jsonl    8 pairs, each a query, its positive and 3 hard negatives (other pairs' positives)
   scored.jsonl   the same with a teacher's grades (pos_scores, neg_scores: 0 to 3)
   labeled.jsonl  8 labeled pairs {"query", "doc", "label"}: a positive or a negative, soft labels
+  classes.jsonl  the same 8 pairs, each label a class of three (0, 1, 2)
+  init-3labels/  CrossEncoder(MiniLM, num_labels=3), seeded: a classifier (CrossEntropyLoss on classes.jsonl)
   losses.json    {case: the loss of sentence-transformers' class on all 8 pairs as one batch}
 
-Each case (--cases, JSON text: a list of {"name", "data", "loss", "init"}, init "init" or
-"init-xlmr" or "init-qwen3", "loss" as loss.cross_encoder
+Each case (--cases, JSON text: a list of {"name", "data", "loss", "init"}, init "init",
+"init-3labels", "init-xlmr" or "init-qwen3", "loss" as loss.cross_encoder
 writes it) is the first step of embed-train's run on the same folder and file with
 train.batch_size 8, data.shuffle false, model.dropout 0: the same pairs, the same
 candidates, the model in eval mode here (no dropout there).
@@ -62,11 +64,12 @@ def make_data(train_pairs, out):
                        "neg_scores": [float(rng.randint(0, 2)) for _ in negs]})
     labeled = [{"query": r["query"], "doc": r["pos"] if i % 2 == 0 else r["neg"][0],
                 "label": [0.9, 0.1, 0.75, 0.3, 1.0, 0.0, 0.6, 0.45][i]} for i, r in enumerate(plain)]
-    for name, data in (("plain", plain), ("scored", scored), ("labeled", labeled)):
+    classes = [dict(r, label=[2, 0, 1, 0, 2, 1, 1, 0][i]) for i, r in enumerate(labeled)]
+    for name, data in (("plain", plain), ("scored", scored), ("labeled", labeled), ("classes", classes)):
         with open(os.path.join(out, name + ".jsonl"), "w") as f:
             for r in data:
                 f.write(json.dumps(r) + "\n")
-    return {"plain": plain, "scored": scored, "labeled": labeled}
+    return {"plain": plain, "scored": scored, "labeled": labeled, "classes": classes}
 
 
 def without_chat_template(folder, out):
@@ -89,6 +92,10 @@ def activation(cfg, default):
 
 
 def st_loss(model, cfg, rows):
+    if "doc" in rows[0] and cfg.get("type") == "cross_entropy":  # a classifier: each pair's class
+        loss = ce_losses.CrossEntropyLoss(model, activation_fn=activation(cfg, "identity"))
+        return loss([[r["query"] for r in rows], [r["doc"] for r in rows]],
+                    torch.tensor([r["label"] for r in rows], dtype=torch.long))
     if "doc" in rows[0]:  # labeled pairs: BinaryCrossEntropyLoss on (query, doc) against each label
         pw = cfg.get("pos_weight", 1.0)
         loss = ce_losses.BinaryCrossEntropyLoss(model, activation_fn=activation(cfg, "identity"),
@@ -152,6 +159,8 @@ def main():
     torch.manual_seed(0)
     model = CrossEncoder(a.minilm, num_labels=1)
     model.save(os.path.join(a.out, "init"))
+    torch.manual_seed(3)
+    CrossEncoder(a.minilm, num_labels=3).save(os.path.join(a.out, "init-3labels"))
     torch.manual_seed(1)
     CrossEncoder(a.xlmr, num_labels=1).save(os.path.join(a.out, "init-xlmr"))
     torch.manual_seed(2)
@@ -159,7 +168,7 @@ def main():
     qwen3 = without_chat_template(a.qwen3, os.path.join(a.out, "qwen3-plain"))
     CrossEncoder(qwen3, num_labels=1, model_kwargs=float32).save(os.path.join(a.out, "init-qwen3"))
     models = {}
-    for init in ("init", "init-xlmr", "init-qwen3"):
+    for init in ("init", "init-3labels", "init-xlmr", "init-qwen3"):
         models[init] = CrossEncoder(os.path.join(a.out, init), model_kwargs=float32)
         models[init].eval()
     results = {}

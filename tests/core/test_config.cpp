@@ -647,8 +647,14 @@ TEST(Config, ModelKindTakesItsOwnLossKeys) {
                   "data.negatives_per_query > 0");
   EXPECT_CONTAINS(from_json_error("{" + cross + R"(, "loss": {"cross_encoder": {"type": "mnrl", "k": 3}}})"),
                   "loss.cross_encoder.k applies to \"lambda\" only");
+  // A classifier (num_labels > 1): cross_entropy on labeled pairs alone.
+  EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"kind": "cross_encoder", "num_labels": 3},
+      "data": {"eval": null}, "loss": {"cross_encoder": {"type": "cross_entropy"}}})"), "cfg.json"));
   EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "cross_encoder", "num_labels": 3}, "data": {"eval": null}})"),
-                  "model.num_labels must be 1 to train a reranker");
+                  "loss.cross_encoder.type must be \"cross_entropy\" for a classifier (model.num_labels > 1");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "cross_encoder", "num_labels": 3}, "data": {"eval": null,
+      "negatives_per_query": 2}, "loss": {"cross_encoder": {"type": "cross_entropy"}}})"),
+                  "data.negatives_per_query must be 0 for a classifier");
   EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "crossencoder"}})"),
                   R"(model.kind: expected one of "bi_encoder", "cross_encoder", got "crossencoder" (did you mean )"
                   R"("cross_encoder"?))");

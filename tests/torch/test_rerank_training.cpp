@@ -4,6 +4,8 @@
 //    run once), on one worker and on two;
 //  - two workers train the model one worker trains; a resumed run ends bit-identical;
 //  - the folder it writes is a cross-encoder folder that loads again.
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "e2e_support.h"
@@ -37,6 +39,8 @@ const std::vector<RerankCase>& rerank_cases() {
       // Qwen3: its tokenizer's pair template and the score head on the last non-padding token.
       {"qwen3_bce", "plain", {{"type", "binary_cross_entropy"}}, "init-qwen3"},
       {"qwen3_margin_mse", "scored", {{"type", "margin_mse"}}, "init-qwen3"},
+      // A classifier (model.num_labels 3): CrossEntropyLoss on labeled pairs, each label its class.
+      {"classifier_3_labels", "classes", {{"type", "cross_entropy"}}, "init-3labels"},
   };
   return cases;
 }
@@ -98,7 +102,11 @@ TEST_P(RerankFirstStep, EqualsSentenceTransformersLossOnTheSameBatch) {
   const auto [index, workers] = GetParam();
   const RerankCase& c = rerank_cases()[index];
   const fs::path dir = fresh_dir("rerank-first-" + c.name + "-" + std::to_string(workers));
-  const json cfg = rerank_config(dir / "out", ref.dir / c.init, ref.dir / (c.data + ".jsonl"), c.loss, 1);
+  json cfg = rerank_config(dir / "out", ref.dir / c.init, ref.dir / (c.data + ".jsonl"), c.loss, 1);
+  if (c.init == "init-3labels") {  // a classifier reads each labeled pair alone
+    cfg["model"]["num_labels"] = 3;
+    cfg["data"]["negatives_per_query"] = 0;
+  }
   const RunResult r = train(dir, cfg, workers);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> loss = series(dir / "out", "loss");
@@ -111,7 +119,7 @@ TEST_P(RerankFirstStep, EqualsSentenceTransformersLossOnTheSameBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Losses, RerankFirstStep,
-                         ::testing::Combine(::testing::Range<size_t>(0, 14), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Range<size_t>(0, 15), ::testing::Values(1, 2)),
                          [](const auto& info) {
                            return rerank_cases()[std::get<0>(info.param)].name + "_" +
                                   std::to_string(std::get<1>(info.param)) + "workers";
@@ -312,16 +320,49 @@ TEST(RerankTraining, WritesACrossEncoderFolder) {
 
 namespace {
 
+// The shipped BEIR folder's first `queries` questions with the sentences judged for them:
+// the same kind of set (each question against every kept question's sentences), a
+// fraction of the work.
+fs::path trecqa_beir_subset(const fs::path& dir, size_t queries) {
+  const fs::path from = kSrc + "/data/trecqa_beir";
+  fs::create_directories(dir / "qrels");
+  std::set<std::string> kept_queries, kept_docs;
+  std::ifstream query_lines(from / "queries.jsonl");
+  std::ofstream query_out(dir / "queries.jsonl");
+  for (std::string line; kept_queries.size() < queries && std::getline(query_lines, line);) {
+    kept_queries.insert(json::parse(line).at("_id").get<std::string>());
+    query_out << line << "\n";
+  }
+  std::ifstream qrels(from / "qrels/test.tsv");
+  std::ofstream qrels_out(dir / "qrels/test.tsv");
+  std::string line;
+  std::getline(qrels, line);
+  qrels_out << line << "\n";
+  while (std::getline(qrels, line)) {
+    const std::string query = line.substr(0, line.find('\t'));
+    if (!kept_queries.count(query)) continue;
+    qrels_out << line << "\n";
+    const size_t doc_at = line.find('\t') + 1;
+    kept_docs.insert(line.substr(doc_at, line.find('\t', doc_at) - doc_at));
+  }
+  std::ifstream corpus(from / "corpus.jsonl");
+  std::ofstream corpus_out(dir / "corpus.jsonl");
+  while (std::getline(corpus, line))
+    if (kept_docs.count(json::parse(line).at("_id").get<std::string>())) corpus_out << line << "\n";
+  return dir;
+}
+
 // A reranker's evaluation during training is embed-train eval --first-stage with the model
 // under training: at step 0 (the init folder's model) its metrics are those eval reports
 // for that folder, on one worker and on two (each rank scores its share of the queries;
-// the sums meet in one all-reduce). The first stage is the pretrained MiniLM.
+// the sums meet in one all-reduce). The first stage is the pretrained MiniLM; the set, 24
+// of the shipped TrecQA questions.
 TEST(RerankTraining, EvaluationDuringTrainingIsEvalFirstStageOnAnyWorldSize) {
   ASSERT_FALSE(kMiniLM.empty());
   const RerankReference& ref = rerank_reference();
   ASSERT_TRUE(ref.error.empty()) << ref.error;
   const fs::path dir = fresh_dir("rerank-eval");
-  const std::string beir = kSrc + "/data/trecqa_beir";
+  const std::string beir = trecqa_beir_subset(dir / "trecqa_beir", 24).string();
   const RunResult eval = run(kThreads + kBin + "/embed-train eval --model " + (ref.dir / "init").string() + " --beir " +
                              beir + " --first-stage " + kMiniLM + " --top-k 10 --json " + (dir / "eval.json").string());
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
