@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A reranker, end to end (docs/recipes.md, "A reranker"): the pretrained all-MiniLM-L6-v2 as
-# the first stage, a cross-encoder trained from all-MiniLM-L6-v2 on TrecQA's train questions
+# the first stage, a cross-encoder trained from all-MiniLM-L6-v2 on TrecQA's train and dev questions
 # (data/trecqa_train: judged answers and non-answers) by ddp-embed and, side by side, by
 # sentence-transformers' CrossEncoderTrainer (the same lines, steps, batch, learning rate,
 # schedule, maximum length, workers x threads), each then reranking the first stage's top

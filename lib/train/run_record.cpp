@@ -240,9 +240,12 @@ void StepLog::after_step(const TrainPosition& pos, const StepBatches& batches, c
           ? fmt::format(" guide_masked {:g} (guide {:.0f} ms, {:.0f}% of the step)", double(line["guide_masked_negatives"]),
                         double(line["guide_ms"]), 100 * double(line["guide_step_share"]))
           : "";
-  spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} masked {:g}{} | {:.1f} pairs/s {:.0f} tok/s "
+  // A reranker's training line is a query with its candidates, each candidate one scored
+  // (query, document) pair: "queries/s" says which count pairs_per_s is.
+  const char* lines_per_s = cfg_.model.kind == ModelKind::CrossEncoder ? "queries/s" : "pairs/s";
+  spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} masked {:g}{} | {:.1f} {} {:.0f} tok/s "
                "{:.0f} ms/step | ETA {}", pos.step, total_steps_, source, logged_loss_, lr, outcome.update.grad_norm,
-               double(line["masked_negatives"]), guide, double(line["pairs_per_s"]), double(line["tokens_per_s"]),
+               double(line["masked_negatives"]), guide, double(line["pairs_per_s"]), lines_per_s, double(line["tokens_per_s"]),
                double(line["step_ms"]), format_duration(step_times_.eta_seconds(total_steps_ - pos.step)));
 }
 

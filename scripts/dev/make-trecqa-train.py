@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Make data/trecqa_train/questions.jsonl, reranker training data, from TrecQA's train split.
+"""Make data/trecqa_train/questions.jsonl, reranker training data, from TrecQA's train and dev splits.
 
-Usage: make-trecqa-train.py TRAIN_CSV BEIR_DIR OUT_DIR
+Usage: make-trecqa-train.py TRAIN_CSV[,DEV_CSV...] BEIR_DIR OUT_DIR
 
-TRAIN_CSV: data/anssel/wang/train.csv of https://github.com/brmson/dataset-sts (columns
-qtext, label, atext). One line per question, in CSV order:
+TRAIN_CSV, DEV_CSV: data/anssel/wang/train.csv and dev.csv of
+https://github.com/brmson/dataset-sts (columns qtext, label, atext), read in the order
+given. One line per question, in CSV order:
 {"query": question, "pos": [its answer sentences], "neg": [its judged non-answers]}, each
 list in CSV order, duplicates dropped (scripts/recipe-rerank.sh trains on one line per
 answer, each with the question's non-answers: `expand` below writes them). Questions without a positive are skipped.
@@ -18,16 +19,17 @@ import os
 import sys
 
 
-def main(train_csv: str, beir_dir: str, out: str) -> None:
+def main(csv_files: str, beir_dir: str, out: str) -> None:
     with open(os.path.join(beir_dir, "queries.jsonl"), encoding="utf-8") as f:
         test_questions = {json.loads(line)["text"] for line in f if line.strip()}
     answers, non_answers = {}, {}
-    with open(train_csv, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            label = {"0": non_answers, "1": answers}[row["label"]]
-            sentences = label.setdefault(row["qtext"], [])
-            if row["atext"] not in sentences:
-                sentences.append(row["atext"])
+    for csv_file in csv_files.split(","):
+        with open(csv_file, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                label = {"0": non_answers, "1": answers}[row["label"]]
+                sentences = label.setdefault(row["qtext"], [])
+                if row["atext"] not in sentences:
+                    sentences.append(row["atext"])
     questions = list(dict.fromkeys(list(answers) + list(non_answers)))
     overlap = [q for q in questions if q in test_questions]
     lines = 0

@@ -284,6 +284,7 @@ TEST(RerankTraining, LoraBf16CheckpointingZeroAndPreparedDataTrainAReranker) {
 
 // What training writes is sentence-transformers' CrossEncoder folder, which embed-train
 // reads back as a cross-encoder (its head included) and refuses as an embedder's init.
+// On the way, the step line's throughput is in queries a second.
 TEST(RerankTraining, WritesACrossEncoderFolder) {
   const fs::path dir = fresh_dir("rerank-folder");
   const fs::path data = write_pairs_with_negatives(dir);
@@ -291,6 +292,9 @@ TEST(RerankTraining, WritesACrossEncoderFolder) {
   cfg["train"]["max_steps"] = 1;
   const RunResult r = train(dir, cfg, 1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Its step line counts queries (each with its candidates), and says so.
+  EXPECT_NE(r.output.find(" queries/s "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(" pairs/s "), std::string::npos) << r.output;
   const fs::path final_dir = dir / "out/final";
   const json config = json::parse(read_file(final_dir / "config.json"));
   EXPECT_EQ(config["architectures"], json::array({"BertForSequenceClassification"}));
