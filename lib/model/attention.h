@@ -16,9 +16,15 @@
 //                  (model/activation_checkpoint.h: a cheaper dropout mask, the probabilities
 //                  recomputed in backward, not stored), else scaled_dot_product_attention
 //   CUDA  packed   flash attention's varlen kernel (bf16/fp16, sm80+, head_dim a multiple
-//                  of 8 up to 256, grouped heads as they are), else the memory-efficient
-//                  kernel's (cu_seqlens, batch 1; fp32 too; grouped heads repeated)
+//                  of 8 up to 256, grouped heads as they are; a window as its own window
+//                  sizes), else the memory-efficient kernel's (cu_seqlens, batch 1; fp32
+//                  too; grouped heads repeated; no window)
 //         padded   scaled_dot_product_attention with a mask (or its causal flag)
+//
+// A window (AttentionCall) is a band in each text's SDPA mask on the CPU's paths, the
+// flash kernel's window sizes on CUDA; where no CUDA kernel takes it (fp32, or the first
+// token's window of one query a sequence) the padded path runs with it in the mask, and
+// its first-use log line says why.
 //
 // auto picks per batch. On the CPU, where the batch has padding: grouped with attention
 // dropout (training BERT, XLM-R), packed without; padded where it has none (cpu_packed_pays
@@ -43,10 +49,19 @@ namespace ddp_embed {
 
 struct AttentionCall {
   // Each query sees the keys of its own sequence up to its own position (Qwen3); else all
-  // of its sequence (BERT).
+  // of its sequence (BERT). The same as window_right 0.
   bool causal = false;
-  // q is [B, q_heads, head_dim], one query a sequence that sees its whole sequence (the token
-  // a pooling reads on the last layer: BERT's first, Qwen3's last); else q is [N, ...] like k.
+  // The keys a query may see beside the sequence bound, as flash attention's window sizes:
+  // the query at position i sees the key at position j iff i - window_left <= j <= i +
+  // window_right, -1 meaning no bound on that side (causal makes window_right 0 whatever
+  // it says). Positions count from each sequence's first token; a query always sees itself.
+  // Sliding-window layers (ModernBERT's local ones, Qwen3's and Gemma 3's) set it; each
+  // model's reader turns its config's sliding_window into these two, off-by-one included.
+  int64_t window_left = -1, window_right = -1;
+  // q is [B, q_heads, head_dim], one query a sequence (the token a pooling reads on the last
+  // layer: BERT's first, Qwen3's last); else q is [N, ...] like k. That query stands at its
+  // sequence's last position when causal, at its first otherwise: without a window it sees
+  // its whole sequence either way, with one the keys around that position.
   bool one_query_per_sequence = false;
   double dropout_p = 0;  // on the attention probabilities; 0 outside training
   // CPU, padded path, while autograd records: recompute the probabilities in backward
@@ -61,8 +76,9 @@ struct AttentionCall {
 // layout.tokens; one dtype, or under autocast cast to its dtype as autocast casts SDPA
 // (Qwen3: q, k in fp32 after RMSNorm and rotation, v in bf16). Returns q's shape (in that
 // dtype). Differentiable in q, k and v. Tensors of other shapes, dtypes or devices are a
-// ModelError saying which. The first call of each path in the process logs it (info on
-// CUDA, with why not a faster kernel; debug on the CPU); later calls log nothing.
+// ModelError saying which, and so is a window side below -1. The first call of each path
+// in the process logs it (info on CUDA, with why not a faster kernel; debug on the CPU);
+// later calls log nothing.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                      const AttentionCall& call);
 

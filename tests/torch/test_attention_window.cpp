@@ -1,0 +1,229 @@
+// Attention with a window (model/attention.h: AttentionCall's window_left and window_right):
+// every CPU path against a reference of its own — each batch padded here, one plain
+// at::scaled_dot_product_attention with an explicit float mask made element by element on
+// the host from the header's rule (query i sees key j iff i - left <= j <= i + right, inside
+// its text) — forward and the gradients of q, k and v, on uneven lengths, bidirectional
+// bands, causal windows and one query a sequence; a window side below -1 is a ModelError.
+#include "model/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace ddp_embed;
+
+// A namespace of its own: the unity build compiles this file with test_attention.cpp, whose
+// helpers have the same names.
+namespace attention_window_test {
+namespace {
+
+struct Window {
+  int64_t left, right;
+};
+
+struct Inputs {
+  at::Tensor q, k, v;  // packed, requiring grad: q [N or B, q_heads, D], k and v [N, kv_heads, D]
+  at::Tensor weights;  // the loss: sum(out * weights)
+};
+
+struct Result {
+  at::Tensor out, dq, dk, dv;
+};
+
+template <class F>
+Result run(const Inputs& in, F&& attend) {
+  for (const at::Tensor& t : {in.q, in.k, in.v}) t.mutable_grad() = at::Tensor();
+  Result r;
+  r.out = attend();
+  (r.out * in.weights).sum().backward();
+  r.dq = in.q.grad().clone();
+  r.dk = in.k.grad().clone();
+  r.dv = in.v.grad().clone();
+  return r;
+}
+
+double worst(const Result& a, const Result& b) {
+  double w = 0;
+  for (const auto& [x, y] : {std::pair{a.out, b.out}, {a.dq, b.dq}, {a.dk, b.dk}, {a.dv, b.dv}})
+    w = std::max(w, (x - y).abs().max().item<double>());
+  return w;
+}
+
+int64_t total(const std::vector<int64_t>& lengths) {
+  int64_t n = 0;
+  for (int64_t l : lengths) n += l;
+  return n;
+}
+
+// The reference: padded to the longest here, grouped heads repeated, one SDPA call with a
+// float mask of 0 where the query at position i may see key j of its text and float's
+// lowest where not (a padded query row of nothing but that is uniform, finite, and dropped).
+// One query a sequence stands at its text's last position when causal, its first otherwise.
+at::Tensor reference(const Inputs& in, const std::vector<int64_t>& lengths, bool causal, Window w, bool one_query) {
+  const int64_t batch = static_cast<int64_t>(lengths.size());
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  const int64_t q_heads = in.q.size(1), group = q_heads / in.k.size(1);
+  const auto padded = [&](const at::Tensor& t) {  // [N, h, D] → [B, h, L, D], zeros at padding
+    std::vector<at::Tensor> rows;
+    int64_t start = 0;
+    for (int64_t l : lengths) {
+      rows.push_back(at::constant_pad_nd(t.narrow(0, start, l), {0, 0, 0, 0, 0, longest - l}));
+      start += l;
+    }
+    return at::stack(rows).transpose(1, 2);
+  };
+  const at::Tensor k = padded(in.k).repeat_interleave(group, 1), v = padded(in.v).repeat_interleave(group, 1);
+  const int64_t right = causal ? 0 : w.right, queries = one_query ? 1 : longest;
+  at::Tensor mask = at::zeros({batch, 1, queries, longest});
+  auto m = mask.accessor<float, 4>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t l = lengths[size_t(b)];
+    for (int64_t r = 0; r < queries; ++r) {
+      const int64_t i = one_query ? (causal ? std::max<int64_t>(l - 1, 0) : 0) : r;
+      for (int64_t j = 0; j < longest; ++j) {
+        const bool seen = j < l && (w.left < 0 || j >= i - w.left) && (right < 0 || j <= i + right);
+        if (!seen) m[b][0][r][j] = std::numeric_limits<float>::lowest();
+      }
+    }
+  }
+  if (one_query) return at::scaled_dot_product_attention(in.q.unsqueeze(2), k, v, mask).squeeze(2);
+  const at::Tensor out = at::scaled_dot_product_attention(padded(in.q), k, v, mask).transpose(1, 2);  // [B, L, h, D]
+  std::vector<at::Tensor> rows;
+  for (int64_t b = 0; b < batch; ++b) rows.push_back(out[b].narrow(0, 0, lengths[size_t(b)]));
+  return at::cat(rows);
+}
+
+Inputs random_inputs(int64_t q_rows, int64_t tokens, int64_t q_heads, int64_t kv_heads, int64_t dims) {
+  Inputs in;
+  in.q = at::randn({q_rows, q_heads, dims}).requires_grad_(true);
+  in.k = at::randn({tokens, kv_heads, dims}).requires_grad_(true);
+  in.v = at::randn({tokens, kv_heads, dims}).requires_grad_(true);
+  in.weights = at::randn({q_rows, q_heads, dims});
+  return in;
+}
+
+// Uneven lengths: one token, texts shorter and longer than every window below, one far
+// longer (the grouped path cuts it off into a run of its own), the same length twice.
+std::vector<std::vector<int64_t>> length_sets() {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int64_t> any(1, 30);
+  std::vector<int64_t> random;
+  for (int i = 0; i < 11; ++i) random.push_back(any(rng));
+  random[2] = 1;
+  return {{1}, {9, 9, 9}, random, {2, 70, 3, 25, 4, 68, 5}};
+}
+
+struct WindowCase {
+  bool causal;
+  Window window;
+  const char* what;
+};
+
+// Bidirectional bands (even, uneven, the query alone, one side only) and causal windows.
+const std::vector<WindowCase>& window_cases() {
+  static const std::vector<WindowCase> cases{
+      {false, {2, 2}, "band (2, 2)"},          {false, {5, 1}, "band (5, 1)"},
+      {false, {0, 0}, "band (0, 0)"},          {false, {-1, 3}, "right only (-1, 3)"},
+      {false, {4, -1}, "left only (4, -1)"},   {true, {3, -1}, "causal, left 3"},
+      {true, {0, -1}, "causal, left 0"},       {true, {6, 2}, "causal, left 6 (right 2 ignored)"},
+  };
+  return cases;
+}
+
+std::string describe(const WindowCase& c, const std::vector<int64_t>& lengths, const char* path) {
+  return std::string(path) + ", " + c.what + ", " + std::to_string(lengths.size()) + " texts";
+}
+
+}  // namespace
+
+TEST(AttentionWindow, EveryCpuPathMatchesPaddedSdpaWithTheBandAsAFloatMask) {
+  at::manual_seed(21);
+  for (const WindowCase& c : window_cases()) {
+    for (const auto& lengths : length_sets()) {
+      const int64_t tokens = total(lengths);
+      const TokenLayout layout(lengths, *std::max_element(lengths.begin(), lengths.end()) + 2, at::kCPU);
+      // Qwen3-like grouped heads when causal, BERT-like heads otherwise.
+      const Inputs in = random_inputs(tokens, tokens, 4, c.causal ? 2 : 4, 16);
+      const Result want = run(in, [&] { return reference(in, lengths, c.causal, c.window, false); });
+      AttentionCall call;
+      call.causal = c.causal;
+      call.window_left = c.window.left;
+      call.window_right = c.window.right;
+      for (const AttentionMode mode : {AttentionMode::Packed, AttentionMode::Padded, AttentionMode::Auto}) {
+        for (const bool recompute : {false, true}) {
+          call.mode = mode;
+          call.recompute_padded = recompute;
+          const Result got = run(in, [&] { return attention(in.q, in.k, in.v, layout, call); });
+          EXPECT_LT(worst(got, want), 1e-5)
+              << describe(c, lengths, choice_name(mode).c_str()) << ", recompute " << recompute;
+        }
+      }
+      call.mode = AttentionMode::Auto;
+      const Result grouped = run(in, [&] { return cpu_attention_grouped(in.q, in.k, in.v, layout, call); });
+      EXPECT_LT(worst(grouped, want), 1e-5) << describe(c, lengths, "grouped");
+    }
+  }
+}
+
+// One query a sequence: the last token's window when causal (Qwen3's pooled token), the
+// first token's otherwise (BERT's), on the packed, padded and grouped paths.
+TEST(AttentionWindow, OneQueryPerSequenceSeesTheWindowAroundItsPosition) {
+  at::manual_seed(22);
+  for (const WindowCase& c : window_cases()) {
+    for (const auto& lengths : length_sets()) {
+      const TokenLayout layout(lengths, *std::max_element(lengths.begin(), lengths.end()), at::kCPU);
+      const Inputs in = random_inputs(layout.batch, layout.tokens, 4, 2, 8);
+      const Result want = run(in, [&] { return reference(in, lengths, c.causal, c.window, true); });
+      AttentionCall call;
+      call.causal = c.causal;
+      call.window_left = c.window.left;
+      call.window_right = c.window.right;
+      call.one_query_per_sequence = true;
+      for (const AttentionMode mode : {AttentionMode::Packed, AttentionMode::Padded}) {
+        call.mode = mode;
+        const Result got = run(in, [&] { return attention(in.q, in.k, in.v, layout, call); });
+        EXPECT_LT(worst(got, want), 1e-5) << describe(c, lengths, choice_name(mode).c_str());
+      }
+      const Result grouped = run(in, [&] { return cpu_attention_grouped(in.q, in.k, in.v, layout, call); });
+      EXPECT_LT(worst(grouped, want), 1e-5) << describe(c, lengths, "grouped");
+    }
+  }
+}
+
+// The reference above could agree with a window that is ignored only if the window hid
+// nothing: on these texts it hides most keys, and the output moves.
+TEST(AttentionWindow, AWindowNarrowerThanTheTextChangesItsOutput) {
+  at::manual_seed(23);
+  const TokenLayout layout({20, 12}, 20, at::kCPU);
+  const at::Tensor x = at::randn({layout.tokens, 2, 8});
+  AttentionCall whole, band;
+  band.window_left = band.window_right = 1;
+  for (const AttentionMode mode : {AttentionMode::Packed, AttentionMode::Padded}) {
+    whole.mode = band.mode = mode;
+    EXPECT_GT((attention(x, x, x, layout, whole) - attention(x, x, x, layout, band)).abs().max().item<double>(), 1e-2)
+        << choice_name(mode);
+  }
+}
+
+TEST(AttentionWindow, AWindowSideBelowMinusOneIsAModelErrorNamingIt) {
+  const TokenLayout layout({3, 2}, 3, at::kCPU);
+  const at::Tensor x = at::randn({layout.tokens, 2, 8});
+  for (const Window w : {Window{-2, 3}, Window{3, -5}}) {
+    AttentionCall call;
+    call.window_left = w.left;
+    call.window_right = w.right;
+    try {
+      attention(x, x, x, layout, call);
+      ADD_FAILURE() << "window (" << w.left << ", " << w.right << ") was taken";
+    } catch (const ModelError& e) {
+      const std::string want = "attention: window (" + std::to_string(w.left) + ", " + std::to_string(w.right) + ")";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace attention_window_test
