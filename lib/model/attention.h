@@ -24,7 +24,9 @@
 // A window (AttentionCall) is a band in each text's SDPA mask on the CPU's paths, the
 // flash kernel's window sizes on CUDA; where no CUDA kernel takes it (fp32, or the first
 // token's window of one query a sequence) the padded path runs with it in the mask, and
-// its first-use log line says why.
+// its first-use log line says why. A bias is in each text's SDPA mask on the CPU (the
+// padded path's SDPA, not attention_recomputed, which gives a bias no gradient), and
+// always the padded path on CUDA (neither varlen kernel is given one), logged the same way.
 //
 // auto picks per batch. On the CPU, where the batch has padding: grouped with attention
 // dropout (training BERT, XLM-R), packed without; padded where it has none (cpu_packed_pays
@@ -63,6 +65,12 @@ struct AttentionCall {
   // sequence's last position when causal, at its first otherwise: without a window it sees
   // its whole sequence either way, with one the keys around that position.
   bool one_query_per_sequence = false;
+  // Added to each text's scaled scores before the softmax (MPNet's relative-position bias),
+  // the same for every text: [q_heads, L, L], L at least the layout's padded length, a
+  // text of l tokens taking its top-left [l, l] block (one query a sequence: the row of its
+  // position, above). Any floating-point dtype, used in q's; on q's device. Differentiable:
+  // backward gives it its gradient. Undefined: none.
+  at::Tensor bias;
   double dropout_p = 0;  // on the attention probabilities; 0 outside training
   // CPU, padded path, while autograd records: recompute the probabilities in backward
   // instead of storing them (off when the whole layer is checkpointed).
@@ -75,8 +83,9 @@ struct AttentionCall {
 // head h reads key/value head h / (q_heads / kv_heads)), one device, N =
 // layout.tokens; one dtype, or under autocast cast to its dtype as autocast casts SDPA
 // (Qwen3: q, k in fp32 after RMSNorm and rotation, v in bf16). Returns q's shape (in that
-// dtype). Differentiable in q, k and v. Tensors of other shapes, dtypes or devices are a
-// ModelError saying which, and so is a window side below -1. The first call of each path
+// dtype). Differentiable in q, k, v and call.bias. Tensors of other shapes, dtypes or
+// devices (the bias's included) are a ModelError saying which, and so is a window side
+// below -1. The first call of each path
 // in the process logs it (info on CUDA, with why not a faster kernel; debug on the CPU);
 // later calls log nothing.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,

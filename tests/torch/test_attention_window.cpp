@@ -1,9 +1,10 @@
-// Attention with a window (model/attention.h: AttentionCall's window_left and window_right):
-// every CPU path against a reference of its own — each batch padded here, one plain
-// at::scaled_dot_product_attention with an explicit float mask made element by element on
-// the host from the header's rule (query i sees key j iff i - left <= j <= i + right, inside
-// its text) — forward and the gradients of q, k and v, on uneven lengths, bidirectional
-// bands, causal windows and one query a sequence; a window side below -1 is a ModelError.
+// Attention with a window and a bias (model/attention.h: AttentionCall's window_left,
+// window_right and bias): every CPU path against a reference of its own — each batch padded
+// here, one plain at::scaled_dot_product_attention with an explicit float mask made element
+// by element on the host from the header's rule (query i sees key j iff i - left <= j <= i +
+// right, inside its text), plus the bias's top-left block — forward and the gradients of q,
+// k, v and the bias, on uneven lengths, bidirectional bands, causal windows and one query a
+// sequence; a window side below -1 and a bias of the wrong shape or dtype are ModelErrors.
 #include "model/attention.h"
 
 #include <gtest/gtest.h>
@@ -27,28 +28,31 @@ struct Window {
 
 struct Inputs {
   at::Tensor q, k, v;  // packed, requiring grad: q [N or B, q_heads, D], k and v [N, kv_heads, D]
+  at::Tensor bias;     // [q_heads, L, L] requiring grad, or undefined
   at::Tensor weights;  // the loss: sum(out * weights)
 };
 
 struct Result {
-  at::Tensor out, dq, dk, dv;
+  at::Tensor out, dq, dk, dv, dbias;  // dbias: 0 without a bias
 };
 
 template <class F>
 Result run(const Inputs& in, F&& attend) {
-  for (const at::Tensor& t : {in.q, in.k, in.v}) t.mutable_grad() = at::Tensor();
+  for (const at::Tensor& t : {in.q, in.k, in.v, in.bias})
+    if (t.defined()) t.mutable_grad() = at::Tensor();
   Result r;
   r.out = attend();
   (r.out * in.weights).sum().backward();
   r.dq = in.q.grad().clone();
   r.dk = in.k.grad().clone();
   r.dv = in.v.grad().clone();
+  r.dbias = in.bias.defined() ? in.bias.grad().clone() : at::zeros({1});
   return r;
 }
 
 double worst(const Result& a, const Result& b) {
   double w = 0;
-  for (const auto& [x, y] : {std::pair{a.out, b.out}, {a.dq, b.dq}, {a.dk, b.dk}, {a.dv, b.dv}})
+  for (const auto& [x, y] : {std::pair{a.out, b.out}, {a.dq, b.dq}, {a.dk, b.dk}, {a.dv, b.dv}, {a.dbias, b.dbias}})
     w = std::max(w, (x - y).abs().max().item<double>());
   return w;
 }
@@ -61,7 +65,8 @@ int64_t total(const std::vector<int64_t>& lengths) {
 
 // The reference: padded to the longest here, grouped heads repeated, one SDPA call with a
 // float mask of 0 where the query at position i may see key j of its text and float's
-// lowest where not (a padded query row of nothing but that is uniform, finite, and dropped).
+// lowest where not (a padded query row of nothing but that is uniform, finite, and dropped),
+// plus the bias's row i (its top-left block; lowest plus a bias of about 1 stays finite).
 // One query a sequence stands at its text's last position when causal, its first otherwise.
 at::Tensor reference(const Inputs& in, const std::vector<int64_t>& lengths, bool causal, Window w, bool one_query) {
   const int64_t batch = static_cast<int64_t>(lengths.size());
@@ -88,6 +93,16 @@ at::Tensor reference(const Inputs& in, const std::vector<int64_t>& lengths, bool
         const bool seen = j < l && (w.left < 0 || j >= i - w.left) && (right < 0 || j <= i + right);
         if (!seen) m[b][0][r][j] = std::numeric_limits<float>::lowest();
       }
+    }
+  }
+  if (in.bias.defined()) {
+    const at::Tensor block = in.bias.narrow(1, 0, longest).narrow(2, 0, longest);  // [h, L, L]
+    if (one_query) {
+      std::vector<at::Tensor> rows;  // [h, 1, L] each
+      for (int64_t l : lengths) rows.push_back(block.narrow(1, causal ? std::max<int64_t>(l - 1, 0) : 0, 1));
+      mask = mask + at::stack(rows);
+    } else {
+      mask = mask + block.unsqueeze(0);
     }
   }
   if (one_query) return at::scaled_dot_product_attention(in.q.unsqueeze(2), k, v, mask).squeeze(2);
@@ -221,6 +236,87 @@ TEST(AttentionWindow, AWindowSideBelowMinusOneIsAModelErrorNamingIt) {
       ADD_FAILURE() << "window (" << w.left << ", " << w.right << ") was taken";
     } catch (const ModelError& e) {
       const std::string want = "attention: window (" + std::to_string(w.left) + ", " + std::to_string(w.right) + ")";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A learned bias [heads, L, L] (MPNet's relative positions), alone and with causal masks
+// and windows, wider than the batch (each text takes its top-left block): every CPU path,
+// every query a sequence and one, forward and the gradients of q, k, v and the bias.
+TEST(AttentionBias, EveryCpuPathMatchesPaddedSdpaWithTheBiasAddedForwardAndGradients) {
+  at::manual_seed(24);
+  const std::vector<WindowCase> cases{{false, {-1, -1}, "bidirectional"},
+                                      {true, {-1, -1}, "causal"},
+                                      {false, {2, 2}, "band (2, 2)"},
+                                      {true, {3, -1}, "causal, left 3"}};
+  for (const WindowCase& c : cases) {
+    for (const auto& lengths : length_sets()) {
+      const TokenLayout layout(lengths, *std::max_element(lengths.begin(), lengths.end()) + 2, at::kCPU);
+      AttentionCall call;
+      call.causal = c.causal;
+      call.window_left = c.window.left;
+      call.window_right = c.window.right;
+      for (const bool one_query : {false, true}) {
+        Inputs in = random_inputs(one_query ? layout.batch : layout.tokens, layout.tokens, 4, c.causal ? 2 : 4, 16);
+        in.bias = at::randn({4, layout.length + 3, layout.length + 3}).requires_grad_(true);
+        call.bias = in.bias;
+        call.one_query_per_sequence = one_query;
+        const Result want = run(in, [&] { return reference(in, lengths, c.causal, c.window, one_query); });
+        const std::string what = std::string(c.what) + (one_query ? ", one query" : "");
+        for (const AttentionMode mode : {AttentionMode::Packed, AttentionMode::Padded, AttentionMode::Auto}) {
+          for (const bool recompute : {false, true}) {
+            call.mode = mode;
+            call.recompute_padded = recompute;
+            const Result got = run(in, [&] { return attention(in.q, in.k, in.v, layout, call); });
+            EXPECT_LT(worst(got, want), 1e-5)
+                << describe({c.causal, c.window, what.c_str()}, lengths, choice_name(mode).c_str()) << ", recompute "
+                << recompute;
+          }
+        }
+        const Result grouped = run(in, [&] { return cpu_attention_grouped(in.q, in.k, in.v, layout, call); });
+        EXPECT_LT(worst(grouped, want), 1e-5) << describe({c.causal, c.window, what.c_str()}, lengths, "grouped");
+      }
+    }
+  }
+}
+
+// A bias that matters: the output moves with it, and it receives a gradient, on the packed
+// and the padded path.
+TEST(AttentionBias, TheBiasChangesTheOutputAndReceivesAGradient) {
+  at::manual_seed(25);
+  const TokenLayout layout({7, 3}, 7, at::kCPU);
+  const at::Tensor x = at::randn({layout.tokens, 2, 8});
+  const at::Tensor bias = at::randn({2, 7, 7}).mul_(3).requires_grad_(true);
+  for (const AttentionMode mode : {AttentionMode::Packed, AttentionMode::Padded}) {
+    AttentionCall plain, biased;
+    plain.mode = biased.mode = mode;
+    biased.bias = bias;
+    bias.mutable_grad() = at::Tensor();
+    const at::Tensor out = attention(x, x, x, layout, biased);
+    EXPECT_GT((out - attention(x, x, x, layout, plain)).abs().max().item<double>(), 1e-2) << choice_name(mode);
+    out.pow(2).sum().backward();
+    EXPECT_GT(bias.grad().abs().max().item<double>(), 1e-3) << choice_name(mode);
+  }
+}
+
+TEST(AttentionBias, ABiasOfTheWrongShapeOrDtypeIsAModelErrorNamingIt) {
+  const TokenLayout layout({3, 2}, 3, at::kCPU);
+  const at::Tensor x = at::randn({layout.tokens, 2, 8});
+  const std::vector<std::pair<at::Tensor, std::string>> cases{
+      {at::zeros({3, 3, 3}), "attention: bias [3, 3, 3] must be [q_heads 2, L, L] with L at least the padded length 3"},
+      {at::zeros({2, 3, 4}), "attention: bias [2, 3, 4] must be [q_heads 2, L, L]"},
+      {at::zeros({2, 2, 2}), "attention: bias [2, 2, 2] must be [q_heads 2, L, L] with L at least the padded length 3"},
+      {at::zeros({2, 3}), "attention: bias [2, 3] must be"},
+      {at::zeros({2, 3, 3}, at::kLong), "attention: bias is Long, not a floating-point dtype"},
+  };
+  for (const auto& [bias, want] : cases) {
+    AttentionCall call;
+    call.bias = bias;
+    try {
+      attention(x, x, x, layout, call);
+      ADD_FAILURE() << "bias " << bias.sizes() << " " << bias.scalar_type() << " was taken";
+    } catch (const ModelError& e) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
   }
