@@ -4,7 +4,9 @@
 // by element on the host from the header's rule (query i sees key j iff i - left <= j <= i +
 // right, inside its text), plus the bias's top-left block — forward and the gradients of q,
 // k, v and the bias, on uneven lengths, bidirectional bands, causal windows and one query a
-// sequence; a window side below -1 and a bias of the wrong shape or dtype are ModelErrors.
+// sequence; with dropout, backward against finite differences of its own forward, the
+// bias's included; a window side below -1 and a bias of the wrong shape or dtype are
+// ModelErrors.
 #include "model/attention.h"
 
 #include <gtest/gtest.h>
@@ -321,5 +323,65 @@ TEST(AttentionBias, ABiasOfTheWrongShapeOrDtypeIsAModelErrorNamingIt) {
     }
   }
 }
+
+// Dropout with a bias and a window, on the packed, padded and grouped paths (auto with
+// dropout, on lengths it cuts into two runs): backward is the gradient of the forward that
+// ran, the bias's included (finite differences, the generator reset before each forward).
+class AttentionBiasDropout : public ::testing::TestWithParam<AttentionMode> {};
+
+TEST_P(AttentionBiasDropout, BackwardIsTheGradientOfItsForwardForTheBiasToo) {
+  const bool grouped = GetParam() == AttentionMode::Auto;
+  const std::vector<int64_t> lengths = grouped ? std::vector<int64_t>{2, 120, 3, 118} : std::vector<int64_t>{5, 9, 1, 14};
+  const TokenLayout layout(lengths, grouped ? 120 : 14, at::kCPU);
+  at::manual_seed(26);
+  Inputs in = random_inputs(layout.tokens, layout.tokens, 4, 4, 8);
+  in.bias = at::randn({4, layout.length, layout.length}).requires_grad_(true);
+  AttentionCall call;
+  call.window_left = 3;
+  call.window_right = 2;
+  call.bias = in.bias;
+  call.dropout_p = 0.3;
+  call.mode = GetParam();
+  const auto loss = [&] {
+    at::manual_seed(99);
+    return (attention(in.q, in.k, in.v, layout, call) * in.weights).sum();
+  };
+  const auto before = attention_path_counts();
+  loss().backward();
+  const auto path = grouped ? AttentionPath::CpuGrouped
+                            : GetParam() == AttentionMode::Packed ? AttentionPath::CpuPacked : AttentionPath::CpuPadded;
+  EXPECT_EQ(attention_path_counts()[size_t(path)] - before[size_t(path)], 1) << attention_path_name(path);
+  const double eps = 1e-2;
+  std::mt19937 rng(2);
+  for (const at::Tensor& t : {in.q, in.k, in.bias}) {
+    const at::Tensor grad = t.grad().clone();
+    at::NoGradGuard no_grad;
+    for (int i = 0; i < 12; ++i) {
+      // Of the bias, an element every text reads: the top-left 5 × 5 block of a head.
+      const int64_t at = t.dim() == 3 ? std::uniform_int_distribution<int64_t>(0, 3)(rng) * t.size(1) * t.size(2) +
+                                            std::uniform_int_distribution<int64_t>(0, 4)(rng) * t.size(2) +
+                                            std::uniform_int_distribution<int64_t>(0, 4)(rng)
+                                      : std::uniform_int_distribution<int64_t>(0, t.numel() - 1)(rng);
+      float* x = t.data_ptr<float>() + at;
+      const float keep = *x;
+      *x = keep + float(eps);
+      const double up = loss().item<double>();
+      *x = keep - float(eps);
+      const double down = loss().item<double>();
+      *x = keep;
+      const double numeric = (up - down) / (2 * eps), analytic = grad.view(-1)[at].item<double>();
+      EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-3 * std::abs(numeric)) << (t.dim() == 3 ? "bias" : "q or k")
+                                                                      << " element " << at;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PackedPaddedAndGrouped, AttentionBiasDropout,
+                         ::testing::Values(AttentionMode::Packed, AttentionMode::Padded, AttentionMode::Auto),
+                         [](const auto& info) {
+                           return info.param == AttentionMode::Packed   ? std::string("Packed")
+                                  : info.param == AttentionMode::Padded ? std::string("Padded")
+                                                                        : std::string("Grouped");
+                         });
 
 }  // namespace attention_window_test
