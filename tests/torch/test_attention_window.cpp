@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "compat/cuda_support.h"
+
 using namespace ddp_embed;
 
 // A namespace of its own: the unity build compiles this file with test_attention.cpp, whose
@@ -383,5 +385,81 @@ INSTANTIATE_TEST_SUITE_P(PackedPaddedAndGrouped, AttentionBiasDropout,
                                   : info.param == AttentionMode::Padded ? std::string("Padded")
                                                                         : std::string("Grouped");
                          });
+
+// On a GPU (skipped elsewhere; in suite Attention for scripts/gpu-check.sh's cuda-tests
+// filter, Attention.OnAGpu*): flash attention takes the window as its own window sizes
+// (fp16, and bf16 on Ampere or newer) and matches the padded path with the window in its
+// mask, forward and gradients, every query a sequence and the last one of a causal text;
+// where no kernel takes the call (fp32 with a window; any bias; the first token's window of
+// one query a sequence) the padded path runs, and a bias matches the CPU's reference.
+TEST(Attention, OnAGpuFlashTakesTheWindowElseThePaddedPathRuns) {
+  if (!compat::kHasCuda || !compat::nvidia_driver_present() || compat::cuda_device_count() == 0)
+    GTEST_SKIP() << "no CUDA device";
+  const at::Device gpu(at::kCUDA, 0);
+  const bool ampere = compat::cuda_capability(0) >= 80;
+  const auto as_float = [](const Result& r) {
+    return Result{r.out.to(at::kFloat), r.dq.to(at::kFloat), r.dk.to(at::kFloat), r.dv.to(at::kFloat),
+                  r.dbias.to(at::kFloat)};
+  };
+  // |a - b| relative to b's largest value where that is over 1 (as test_attention.cpp's).
+  const auto worst_scaled = [](const Result& a, const Result& b) {
+    double w = 0;
+    for (const auto& [x, y] : {std::pair{a.out, b.out}, {a.dq, b.dq}, {a.dk, b.dk}, {a.dv, b.dv}, {a.dbias, b.dbias}})
+      w = std::max(w, (x - y).abs().max().item<double>() / std::max(1.0, y.abs().max().item<double>()));
+    return w;
+  };
+  const std::vector<int64_t> lengths = length_sets()[2];
+  const TokenLayout layout(lengths, 32, gpu);
+  at::manual_seed(27);
+  struct Case {
+    at::ScalarType type;
+    double tolerance;
+  };
+  std::vector<Case> types{{at::kFloat, 2e-4}, {at::kHalf, 2e-2}};
+  if (ampere) types.push_back({at::kBFloat16, 6e-2});
+  for (const Case& c : types) {
+    for (const WindowCase& w : window_cases()) {
+      for (const bool one_query : {false, true}) {
+        const Inputs cpu = random_inputs(one_query ? layout.batch : layout.tokens, layout.tokens, 8, 2, 64);
+        const auto to_gpu = [&](const at::Tensor& t) { return t.detach().to(gpu, c.type).requires_grad_(true); };
+        const Inputs in{to_gpu(cpu.q), to_gpu(cpu.k), to_gpu(cpu.v), at::Tensor(), cpu.weights.to(gpu, c.type)};
+        AttentionCall call;
+        call.causal = w.causal;
+        call.window_left = w.window.left;
+        call.window_right = w.window.right;
+        call.one_query_per_sequence = one_query;
+        call.mode = AttentionMode::Padded;
+        const Result want = run(in, [&] { return attention(in.q, in.k, in.v, layout, call); });
+        call.mode = AttentionMode::Auto;
+        const bool flash = ampere && c.type != at::kFloat && !(one_query && !w.causal);
+        const AttentionPath path = flash ? AttentionPath::CudaFlash : AttentionPath::CudaPadded;
+        const auto before = attention_path_counts();
+        const Result got = run(in, [&] { return attention(in.q, in.k, in.v, layout, call); });
+        EXPECT_EQ(attention_path_counts()[size_t(path)] - before[size_t(path)], 1)
+            << c10::toString(c.type) << ", " << w.what << ": not " << attention_path_name(path);
+        EXPECT_LT(worst_scaled(as_float(got), as_float(want)), c.tolerance)
+            << c10::toString(c.type) << ", " << w.what << (one_query ? ", one query" : "");
+      }
+    }
+  }
+  // A bias, fp32: the padded path, against the CPU's reference.
+  for (const bool causal : {false, true}) {
+    Inputs cpu = random_inputs(layout.tokens, layout.tokens, 4, 2, 16);
+    cpu.bias = at::randn({4, 32, 32}).requires_grad_(true);
+    const Result want = run(cpu, [&] { return reference(cpu, lengths, causal, Window{2, 2}, false); });
+    const auto to_gpu = [&](const at::Tensor& t) { return t.detach().to(gpu).requires_grad_(true); };
+    Inputs in{to_gpu(cpu.q), to_gpu(cpu.k), to_gpu(cpu.v), to_gpu(cpu.bias), cpu.weights.to(gpu)};
+    AttentionCall call;
+    call.causal = causal;
+    call.window_left = call.window_right = 2;
+    call.bias = in.bias;
+    const auto before = attention_path_counts();
+    const Result got = run(in, [&] { return attention(in.q, in.k, in.v, layout, call); });
+    const size_t padded = size_t(AttentionPath::CudaPadded);
+    EXPECT_EQ(attention_path_counts()[padded] - before[padded], 1) << "a bias on CUDA: the padded path";
+    const Result back{got.out.cpu(), got.dq.cpu(), got.dk.cpu(), got.dv.cpu(), got.dbias.cpu()};
+    EXPECT_LT(worst_scaled(back, want), 2e-4) << (causal ? "causal" : "bidirectional") << " with a bias";
+  }
+}
 
 }  // namespace attention_window_test
