@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -45,6 +46,99 @@ at::Tensor causal_bias(const at::Tensor& q) {
   return at::full({length, length}, lowest_of(q), q.options()).triu(1);
 }
 
+// ---- the window ------------------------------------------------------------------------------
+
+// Whether the call bounds the keys a query sees beyond its sequence (and causal's bound):
+// without one, the paths below keep causal's cheaper forms (SDPA's flag, the flash kernel's).
+bool windowed(const AttentionCall& call) {
+  return call.window_left >= 0 || (call.window_right >= 0 && !call.causal);
+}
+
+// Whether the query at each position of query_positions ([..., 1], int64) may see each key
+// 0 .. keys - 1 (model/attention.h: AttentionCall's window, causal folded in): [..., keys].
+at::Tensor in_window(const at::Tensor& query_positions, int64_t keys, const AttentionCall& call) {
+  const int64_t left = call.window_left, right = call.causal ? 0 : call.window_right;
+  const at::Tensor distance = at::arange(keys, query_positions.options()) - query_positions;  // key - query
+  at::Tensor seen;
+  const auto and_also = [&](const at::Tensor& t) { seen = seen.defined() ? seen.logical_and(t) : t; };
+  if (left >= 0) and_also(distance.ge(-left));
+  if (right >= 0) and_also(distance.le(right));
+  return seen.defined() ? seen : at::ones_like(distance, at::kBool);
+}
+
+// Where the one query of each sequence stands (model/attention.h): its last position when
+// causal, its first otherwise. length: the sequence's.
+int64_t one_query_position(int64_t length, const AttentionCall& call) {
+  return call.causal ? std::max<int64_t>(length - 1, 0) : 0;
+}
+
+// The additive masks of a call's texts, made once a call: each text's is a view of these.
+// band: [longest, longest] in q's dtype, 0 where the window lets query row i see key j,
+// the lowest finite value where not (exp() of it is 0, and no row is all of it: a query
+// sees itself); hidden, where it is that value; both undefined without a window (and
+// without a causal bias).
+// text_bias: with call.bias, each text's block of it in q's dtype, [heads, lq · l] in the
+// layout's order, the keys the window hides at the lowest value. One index_select gathers
+// them all: its backward adds every text's gradient into one [heads, L · L] buffer, where a
+// narrow a text would write a full-size zero-padded gradient each.
+struct TextMasks {
+  at::Tensor band, hidden;
+  std::vector<at::Tensor> text_bias;
+};
+
+TextMasks text_masks(const at::Tensor& q, const TokenLayout& layout, const AttentionCall& call) {
+  TextMasks m;
+  const int64_t longest = layout.longest;
+  // A bias is the text's mask: causal goes in it then, not in SDPA's flag.
+  if (windowed(call) || (call.bias.defined() && call.causal)) {
+    const at::Tensor positions = at::arange(longest, q.options().dtype(at::kLong)).unsqueeze(1);
+    m.hidden = in_window(positions, longest, call).logical_not();
+    m.band = at::zeros({longest, longest}, q.options()).masked_fill_(m.hidden, lowest_of(q));
+  }
+  if (!call.bias.defined()) return m;
+  // Each text's (query row, key) pairs, as flat indices into the bias's [L, L] and the
+  // window's [longest, longest].
+  const int64_t side = call.bias.size(1);
+  std::vector<int64_t> in_bias, in_band, sizes;
+  for (const int64_t l : layout.lengths) {
+    const int64_t first = call.one_query_per_sequence ? one_query_position(l, call) : 0;
+    const int64_t rows = call.one_query_per_sequence ? std::min<int64_t>(l, 1) : l;
+    for (int64_t i = first; i < first + rows; ++i)
+      for (int64_t j = 0; j < l; ++j) {
+        in_bias.push_back(i * side + j);
+        in_band.push_back(i * longest + j);
+      }
+    sizes.push_back(rows * l);
+  }
+  at::Tensor blocks =
+      call.bias.to(q.scalar_type()).reshape({call.bias.size(0), side * side}).index_select(1, at::tensor(in_bias));
+  if (m.hidden.defined())
+    blocks = at::where(m.hidden.reshape(-1).index_select(0, at::tensor(in_band)), lowest_of(q), blocks);
+  m.text_bias = blocks.split_with_sizes(sizes, 1);
+  return m;
+}
+
+// One text's call (the layout's text-th): q [heads, lq, D] (lq = l, or 1 for one query a
+// sequence), k and v [heads, l, D], on its real tokens alone; the bias and the window as an
+// SDPA mask (views of the batch's; SDPA's backward gives the bias its gradient), else
+// causal as SDPA's flag.
+at::Tensor one_text(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TextMasks& masks,
+                    const AttentionCall& call, size_t text) {
+  const int64_t length = k.size(1);
+  at::Tensor mask;
+  if (!masks.text_bias.empty()) {
+    mask = masks.text_bias[text].view({q.size(0), q.size(1), length});
+  } else if (masks.band.defined()) {
+    const int64_t first = call.one_query_per_sequence ? one_query_position(length, call) : 0;
+    mask = masks.band.narrow(0, first, q.size(1)).narrow(1, 0, length);
+  }
+  // One query a sequence sees its whole sequence without a window (the pooled token: BERT's
+  // first, Qwen3's last); every query of a causal sequence, the keys up to its own.
+  const bool causal = call.causal && !call.one_query_per_sequence && !mask.defined();
+  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
+                                         call.dropout_p, causal);
+}
+
 // ---- CPU: one scaled_dot_product_attention per sequence -------------------------------------
 
 // Each sequence's rows alone, [heads, l, D] for SDPA: split_with_sizes gives views whose
@@ -63,9 +157,7 @@ at::Tensor cpu_sequence_loop(const at::Tensor& q, const at::Tensor& k, const at:
   const auto queries = q.split_with_sizes(call.one_query_per_sequence ? one_each : layout.lengths);
   const auto keys = shared(k).split_with_sizes(layout.lengths);
   const auto values = shared(v).split_with_sizes(layout.lengths);
-  // One query a sequence sees its whole sequence (the pooled token: BERT's first, Qwen3's
-  // last); every query of a causal sequence, the keys up to its own.
-  const bool causal = call.causal && !call.one_query_per_sequence;
+  const TextMasks masks = text_masks(q, layout, call);
   std::vector<at::Tensor> context;
   context.reserve(queries.size());
   for (size_t b = 0; b < queries.size(); ++b) {
@@ -73,9 +165,9 @@ at::Tensor cpu_sequence_loop(const at::Tensor& q, const at::Tensor& k, const at:
       context.push_back(at::zeros_like(queries[b]));
       continue;
     }
-    context.push_back(at::scaled_dot_product_attention(queries[b].transpose(0, 1), keys[b].transpose(0, 1),
-                                                       values[b].transpose(0, 1), {}, call.dropout_p, causal)
-                          .transpose(0, 1));
+    context.push_back(
+        one_text(queries[b].transpose(0, 1), keys[b].transpose(0, 1), values[b].transpose(0, 1), masks, call, b)
+            .transpose(0, 1));
   }
   return at::cat(context);
 }
@@ -194,15 +286,16 @@ at::Tensor cpu_grouped(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   const auto queries = q.index_select(0, q_order).split_with_sizes(one_query ? g.group_sequences : g.group_rows);
   const auto keys = shared(k).index_select(0, g.row_order).split_with_sizes(g.group_rows);
   const auto values = shared(v).index_select(0, g.row_order).split_with_sizes(g.group_rows);
-  const bool causal = call.causal && !one_query;
+  const TextMasks masks = text_masks(q, layout, call);
+  const int64_t* text_of = g.sequence_order.data_ptr<int64_t>();  // the layout's text at each sorted place
   std::vector<at::Tensor> context;
   context.reserve(g.layouts.size());
-  for (size_t i = 0; i < g.layouts.size(); ++i) {
+  for (size_t i = 0, first = 0; i < g.layouts.size(); first += size_t(g.group_sequences[i]), ++i) {
     if (g.group_rows[i] == 0) {  // texts without tokens: nothing to attend to
       context.push_back(at::zeros_like(queries[i]));
     } else if (g.group_sequences[i] == 1) {  // a text alone: as the loop does
-      context.push_back(at::scaled_dot_product_attention(queries[i].transpose(0, 1), keys[i].transpose(0, 1),
-                                                         values[i].transpose(0, 1), {}, call.dropout_p, causal)
+      context.push_back(one_text(queries[i].transpose(0, 1), keys[i].transpose(0, 1), values[i].transpose(0, 1), masks,
+                                 call, size_t(text_of[first]))
                             .transpose(0, 1));
     } else {
       context.push_back(padded(queries[i], keys[i], values[i], g.layouts[i], call, /*store_probabilities=*/true));
@@ -232,7 +325,31 @@ at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const at::TensorOptions bias_options = q.options();
   at::Tensor bias;
   bool causal_flag = false;
-  if (call.causal && !call.one_query_per_sequence) {
+  if (windowed(call) || call.bias.defined()) {
+    // Each query's keys: real, and in its window (causal folded in). One mask, not a sum of
+    // the padding's and the window's: a padded query row whose window holds only padding
+    // gets the lowest value everywhere, not twice it (-inf: a row of NaN in backward).
+    const at::Tensor counts =
+        (layout.cu_seqlens.narrow(0, 1, batch) - layout.cu_seqlens.narrow(0, 0, batch)).to(at::kLong);
+    const at::Tensor key_positions = at::arange(length, counts.options());
+    const at::Tensor real = key_positions.unsqueeze(0).lt(counts.unsqueeze(1)).view({batch, 1, 1, length});
+    const at::Tensor query_positions =  // one query a sequence: where each stands
+        call.causal ? (counts - 1).clamp_min(0) : at::zeros_like(counts);
+    const at::Tensor seen = call.one_query_per_sequence
+                                ? in_window(query_positions.unsqueeze(1), length, call).view({batch, 1, 1, length})
+                                : in_window(key_positions.unsqueeze(1), length, call).view({1, 1, length, length});
+    const at::Tensor hidden = real.logical_and(seen).logical_not();  // [B, 1, Lq, L]
+    if (call.bias.defined()) {
+      // The bias's top-left [L, L] block, each one query's row of it: [1 or B, heads, Lq, L].
+      const at::Tensor block = call.bias.to(q.scalar_type()).narrow(1, 0, length).narrow(2, 0, length);
+      const at::Tensor rows = call.one_query_per_sequence
+                                  ? block.index_select(1, query_positions).transpose(0, 1).unsqueeze(2)
+                                  : block.unsqueeze(0);
+      bias = at::where(hidden, lowest_of(q), rows);
+    } else {
+      bias = at::zeros(hidden.sizes(), bias_options).masked_fill_(hidden, lowest_of(q));
+    }
+  } else if (call.causal && !call.one_query_per_sequence) {
     // Right padding: the causal mask alone keeps every real query from the padding after it.
     // A GPU takes SDPA's causal flag (its flash kernel); the CPU a bias (attention_recomputed
     // takes one).
@@ -247,7 +364,9 @@ at::Tensor padded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   // The CPU's own attention (model/activation_checkpoint.h) where it pays: with dropout
   // (its cheaper mask), and while autograd records (nothing [B, heads, L, L] stored).
   const bool recording = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  const bool recompute = cpu && (call.dropout_p > 0 || (call.recompute_padded && recording));
+  // Not with a bias: attention_recomputed gives its bias no gradient, SDPA does.
+  const bool recompute =
+      cpu && !call.bias.defined() && (call.dropout_p > 0 || (call.recompute_padded && recording));
   at::Tensor context;
   if (cpu && store_probabilities) {
     // A group of short texts (cpu_grouped): the probabilities are small, and storing them
@@ -283,7 +402,12 @@ bool refuse(std::string* why, const Text& text) {
 }
 
 // Whether flash attention takes the call.
-bool flash_takes(const at::Tensor& q, std::string* why = nullptr) {
+bool flash_takes(const at::Tensor& q, const AttentionCall& call, std::string* why = nullptr) {
+  // Its one query a sequence stands at the sequence's end (bottom-right aligned): right for
+  // a causal one, not for the first token's window.
+  if (windowed(call) && call.one_query_per_sequence && !call.causal)
+    return refuse(why, [] { return std::string("flash places one query at its text's end, not at its first token"); });
+  if (call.bias.defined()) return refuse(why, [] { return std::string("flash takes no bias"); });
   const auto type = q.scalar_type();
   if (type != at::kBFloat16 && type != at::kHalf)
     return refuse(why, [&] { return "flash takes bf16 or fp16, this is " + std::string(c10::toString(type)); });
@@ -297,7 +421,13 @@ bool flash_takes(const at::Tensor& q, std::string* why = nullptr) {
 }
 
 // Whether the memory-efficient kernel takes the call.
-bool efficient_takes(const at::Tensor& q, std::string* why = nullptr) {
+bool efficient_takes(const at::Tensor& q, const AttentionCall& call, std::string* why = nullptr) {
+  // Its window_size is one-sided (causal local attention): the padded path's mask says
+  // every window the same way.
+  if (windowed(call)) return refuse(why, [] { return std::string("the memory-efficient kernel is given no window"); });
+  // Its bias on packed tokens would be one [heads, N, N] for the whole batch.
+  if (call.bias.defined())
+    return refuse(why, [] { return std::string("the memory-efficient kernel is given no bias on packed tokens"); });
   const auto type = q.scalar_type();
   const int64_t dims = q.size(2), alignment = type == at::kFloat ? 4 : 8;  // 16 bytes
   if (type != at::kFloat && type != at::kHalf && type != at::kBFloat16)
@@ -317,10 +447,17 @@ const at::Tensor& query_starts(const TokenLayout& layout, const AttentionCall& c
 at::Tensor cuda_flash(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
                       const AttentionCall& call) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
-  return compat::flash_attention_varlen(q.contiguous(), k.contiguous(), v.contiguous(), query_starts(layout, call),
-                                        layout.cu_seqlens, call.one_query_per_sequence ? 1 : layout.longest,
-                                        layout.longest, call.dropout_p, call.causal && !call.one_query_per_sequence,
-                                        scale);
+  const int64_t max_q = call.one_query_per_sequence ? 1 : layout.longest;
+  const bool causal = call.causal && !call.one_query_per_sequence;
+  if (!windowed(call))
+    return compat::flash_attention_varlen(q.contiguous(), k.contiguous(), v.contiguous(), query_starts(layout, call),
+                                          layout.cu_seqlens, max_q, layout.longest, call.dropout_p, causal, scale);
+  // The window as the kernel's own (-1: no bound), bottom-right aligned as model/attention.h
+  // places one causal query a sequence; autograd hands both sizes to its backward.
+  return std::get<0>(at::_flash_attention_forward(
+      q.contiguous(), k.contiguous(), v.contiguous(), query_starts(layout, call), layout.cu_seqlens, max_q,
+      layout.longest, call.dropout_p, causal, /*return_debug_mask=*/false, std::optional<double>(scale),
+      std::optional<int64_t>(call.window_left), std::optional<int64_t>(call.causal ? 0 : call.window_right)));
 }
 
 at::Tensor cuda_efficient(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TokenLayout& layout,
@@ -357,6 +494,15 @@ void check_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
   if (q.device() != k.device() || k.device() != v.device() || layout.cu_seqlens.device() != q.device())
     fail("q, k, v and the layout are on different devices (", q.device(), ", ", k.device(), ", ", v.device(), ", ",
          layout.cu_seqlens.device(), ")");
+  if (call.window_left < -1 || call.window_right < -1)
+    fail("window (", call.window_left, ", ", call.window_right, ") must be sizes of at least 0, or -1 for no bound");
+  if (const at::Tensor& bias = call.bias; bias.defined()) {
+    if (!at::isFloatingType(bias.scalar_type())) fail("bias is ", bias.scalar_type(), ", not a floating-point dtype");
+    if (bias.dim() != 3 || bias.size(0) != q.size(1) || bias.size(1) != bias.size(2) || bias.size(1) < layout.length)
+      fail("bias ", bias.sizes(), " must be [q_heads ", q.size(1), ", L, L] with L at least the padded length ",
+           layout.length);
+    if (bias.device() != q.device()) fail("bias is on ", bias.device(), ", q on ", q.device());
+  }
 }
 
 AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const AttentionCall& call) {
@@ -368,8 +514,8 @@ AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const 
     return call.dropout_p > 0 ? AttentionPath::CpuGrouped : AttentionPath::CpuPacked;
   }
   if (!q.device().is_cuda() || call.mode == AttentionMode::Padded) return AttentionPath::CudaPadded;
-  if (flash_takes(q)) return AttentionPath::CudaFlash;
-  if (efficient_takes(q)) return AttentionPath::CudaEfficient;
+  if (flash_takes(q, call)) return AttentionPath::CudaFlash;
+  if (efficient_takes(q, call)) return AttentionPath::CudaEfficient;
   return AttentionPath::CudaPadded;
 }
 
@@ -377,10 +523,10 @@ AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const 
 // refused: the CPU's paths, flash itself, model.attention padded).
 std::string why_not_faster(AttentionPath path, const at::Tensor& q, const AttentionCall& call) {
   std::string flash, efficient;
-  if (path == AttentionPath::CudaEfficient) return flash_takes(q, &flash) ? "" : flash;
+  if (path == AttentionPath::CudaEfficient) return flash_takes(q, call, &flash) ? "" : flash;
   if (path != AttentionPath::CudaPadded || !q.device().is_cuda() || call.mode == AttentionMode::Padded) return "";
-  flash_takes(q, &flash);
-  efficient_takes(q, &efficient);
+  flash_takes(q, call, &flash);
+  efficient_takes(q, call, &efficient);
   return flash + "; " + efficient;
 }
 
