@@ -17,127 +17,20 @@
 #include "compat/cuda_support.h"
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
+#include "model/attention_parts.h"
 #include "model/dropout.h"
 #include "util/log.h"
 
 namespace ddp_embed {
 namespace {
 
+using namespace attention_parts;
+
 // Relaxed counters: each is read alone (a profile's difference, a test), never to order
 // other memory.
 std::array<std::atomic<int64_t>, kAttentionPaths> g_path_counts{};
 std::array<std::atomic<bool>, kAttentionPaths> g_path_logged{};
 std::array<std::atomic<int64_t>, kAttentionPaths> g_log_lines_built{};  // attention_log_lines_built()
-
-// The lowest finite value of t's dtype: exp() of it is exactly 0, and a row of it alone
-// cannot make NaN as -inf would.
-double lowest_of(const at::Tensor& t) {
-  double lowest = 0;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "lowest", [&] {
-    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
-  });
-  return lowest;
-}
-
-// [L, L], broadcast over the leading dimensions: each query sees the keys up to its own
-// position (q [..., L, D]).
-at::Tensor causal_bias(const at::Tensor& q) {
-  const int64_t length = q.size(-2);
-  return at::full({length, length}, lowest_of(q), q.options()).triu(1);
-}
-
-// ---- the window ------------------------------------------------------------------------------
-
-// Whether the call bounds the keys a query sees beyond its sequence (and causal's bound):
-// without one, the paths below keep causal's cheaper forms (SDPA's flag, the flash kernel's).
-bool windowed(const AttentionCall& call) {
-  return call.window_left >= 0 || (call.window_right >= 0 && !call.causal);
-}
-
-// Whether the query at each position of query_positions ([..., 1], int64) may see each key
-// 0 .. keys - 1 (model/attention.h: AttentionCall's window, causal folded in): [..., keys].
-at::Tensor in_window(const at::Tensor& query_positions, int64_t keys, const AttentionCall& call) {
-  const int64_t left = call.window_left, right = call.causal ? 0 : call.window_right;
-  const at::Tensor distance = at::arange(keys, query_positions.options()) - query_positions;  // key - query
-  at::Tensor seen;
-  const auto and_also = [&](const at::Tensor& t) { seen = seen.defined() ? seen.logical_and(t) : t; };
-  if (left >= 0) and_also(distance.ge(-left));
-  if (right >= 0) and_also(distance.le(right));
-  return seen.defined() ? seen : at::ones_like(distance, at::kBool);
-}
-
-// Where the one query of each sequence stands (model/attention.h): its last position when
-// causal, its first otherwise. length: the sequence's.
-int64_t one_query_position(int64_t length, const AttentionCall& call) {
-  return call.causal ? std::max<int64_t>(length - 1, 0) : 0;
-}
-
-// The additive masks of a call's texts, made once a call: each text's is a view of these.
-// band: [longest, longest] in q's dtype, 0 where the window lets query row i see key j,
-// the lowest finite value where not (exp() of it is 0, and no row is all of it: a query
-// sees itself); hidden, where it is that value; both undefined without a window (and
-// without a causal bias).
-// text_bias: with call.bias, each text's block of it in q's dtype, [heads, lq · l] in the
-// layout's order, the keys the window hides at the lowest value. One index_select gathers
-// them all: its backward adds every text's gradient into one [heads, L · L] buffer, where a
-// narrow a text would write a full-size zero-padded gradient each.
-struct TextMasks {
-  at::Tensor band, hidden;
-  std::vector<at::Tensor> text_bias;
-};
-
-TextMasks text_masks(const at::Tensor& q, const TokenLayout& layout, const AttentionCall& call) {
-  TextMasks m;
-  const int64_t longest = layout.longest;
-  // A bias is the text's mask: causal goes in it then, not in SDPA's flag.
-  if (windowed(call) || (call.bias.defined() && call.causal)) {
-    const at::Tensor positions = at::arange(longest, q.options().dtype(at::kLong)).unsqueeze(1);
-    m.hidden = in_window(positions, longest, call).logical_not();
-    m.band = at::zeros({longest, longest}, q.options()).masked_fill_(m.hidden, lowest_of(q));
-  }
-  if (!call.bias.defined()) return m;
-  // Each text's (query row, key) pairs, as flat indices into the bias's [L, L] and the
-  // window's [longest, longest].
-  const int64_t side = call.bias.size(1);
-  std::vector<int64_t> in_bias, in_band, sizes;
-  for (const int64_t l : layout.lengths) {
-    const int64_t first = call.one_query_per_sequence ? one_query_position(l, call) : 0;
-    const int64_t rows = call.one_query_per_sequence ? std::min<int64_t>(l, 1) : l;
-    for (int64_t i = first; i < first + rows; ++i)
-      for (int64_t j = 0; j < l; ++j) {
-        in_bias.push_back(i * side + j);
-        in_band.push_back(i * longest + j);
-      }
-    sizes.push_back(rows * l);
-  }
-  at::Tensor blocks =
-      call.bias.to(q.scalar_type()).reshape({call.bias.size(0), side * side}).index_select(1, at::tensor(in_bias));
-  if (m.hidden.defined())
-    blocks = at::where(m.hidden.reshape(-1).index_select(0, at::tensor(in_band)), lowest_of(q), blocks);
-  m.text_bias = blocks.split_with_sizes(sizes, 1);
-  return m;
-}
-
-// One text's call (the layout's text-th): q [heads, lq, D] (lq = l, or 1 for one query a
-// sequence), k and v [heads, l, D], on its real tokens alone; the bias and the window as an
-// SDPA mask (views of the batch's; SDPA's backward gives the bias its gradient), else
-// causal as SDPA's flag.
-at::Tensor one_text(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TextMasks& masks,
-                    const AttentionCall& call, size_t text) {
-  const int64_t length = k.size(1);
-  at::Tensor mask;
-  if (!masks.text_bias.empty()) {
-    mask = masks.text_bias[text].view({q.size(0), q.size(1), length});
-  } else if (masks.band.defined()) {
-    const int64_t first = call.one_query_per_sequence ? one_query_position(length, call) : 0;
-    mask = masks.band.narrow(0, first, q.size(1)).narrow(1, 0, length);
-  }
-  // One query a sequence sees its whole sequence without a window (the pooled token: BERT's
-  // first, Qwen3's last); every query of a causal sequence, the keys up to its own.
-  const bool causal = call.causal && !call.one_query_per_sequence && !mask.defined();
-  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
-                                         call.dropout_p, causal);
-}
 
 // ---- CPU: one scaled_dot_product_attention per sequence -------------------------------------
 
