@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/bert_config.h"
 
@@ -31,6 +32,18 @@ struct Qwen3Config {
   // config.json's pad_token_id (-1: none): a cross-encoder's score head reads the last token
   // that is not it (transformers' Qwen3ForSequenceClassification; model/cross_encoder.h).
   int64_t pad_token_id = -1;
+  // Sliding-window attention, as transformers' Qwen3Config says it. sliding_window W (0:
+  // none, what use_sliding_window false or sliding_window null mean): a sliding layer's
+  // token at position i sees the tokens at i - W < j <= i. layer_types: each layer's
+  // "full_attention" or "sliding_attention", num_layers of them, or empty for every layer
+  // full. max_window_layers only derives layer_types when config.json has none (layers at
+  // that index and after slide); it is kept to be written back as it was read.
+  int64_t sliding_window = 0;
+  int64_t max_window_layers = 28;
+  std::vector<std::string> layer_types;
+
+  // Whether layer `layer` (0-based) attends through the window.
+  bool sliding(size_t layer) const { return layer < layer_types.size() && layer_types[layer] == "sliding_attention"; }
 };
 
 enum class Architecture { Bert, XlmRoberta, Qwen3 };

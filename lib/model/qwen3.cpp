@@ -37,17 +37,6 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
   if (!j.is_object()) throw ModelError(origin + ": a config must be a JSON object");
   refuse_unless(j, "hidden_act", "silu", "Qwen3's feed-forward is SwiGLU, \"silu\"", origin);
   refuse_unless(j, "attention_bias", false, "Qwen3's projections have no biases", origin);
-  refuse_unless(j, "use_sliding_window", false, "attention is over the whole text", origin);
-  // transformers 4.53+ says each layer's attention in layer_types; a sliding-window layer
-  // would attend to fewer tokens there than here, a different model: refused, not ignored.
-  if (const auto types = j.find("layer_types"); types != j.end() && !types->is_null()) {
-    if (!types->is_array()) throw ModelError(origin + ": layer_types must be a list, not " + types->dump());
-    for (size_t i = 0; i < types->size(); ++i)
-      if ((*types)[i] != "full_attention")
-        throw ModelError(origin + ": layer_types[" + std::to_string(i) + "] is " + (*types)[i].dump() +
-                         ", which is not implemented (embed-train's Qwen3 attends over the whole text in every "
-                         "layer, \"full_attention\")");
-  }
   refuse_unless(j, "attention_dropout", 0.0, "attention dropout is 0 in Qwen3", origin);
   Qwen3Config c;  // transformers' Qwen3Config defaults where a key is missing
   c.vocab_size = 151936;
@@ -74,6 +63,40 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
   read_number(j, "pad_token_id", c.pad_token_id, origin);
   if (const auto tie = j.find("tie_word_embeddings"); tie != j.end() && tie->is_boolean())
     c.tie_word_embeddings = tie->get<bool>();
+  // Sliding-window layers as transformers' Qwen3Config.__post_init__ makes them: the window
+  // exists only with use_sliding_window true (sliding_window 4096 when the key is missing;
+  // null: none), and without layer_types the layers from max_window_layers on slide, when
+  // there is a window.
+  bool use_sliding_window = false;
+  if (const auto it = j.find("use_sliding_window"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) throw ModelError(origin + ": use_sliding_window must be true or false, not " + it->dump());
+    use_sliding_window = it->get<bool>();
+  }
+  if (use_sliding_window) {
+    const auto it = j.find("sliding_window");
+    int64_t window = 4096;
+    read_number(j, "sliding_window", window, origin);
+    // Below 1 a sliding layer's token would not see itself: no model transformers can run.
+    if (it != j.end() && !it->is_null() && window < 1)
+      throw ModelError(origin + ": sliding_window " + std::to_string(window) +
+                       " must be at least 1 (a sliding layer's token sees itself and the sliding_window - 1 "
+                       "tokens before it)");
+    c.sliding_window = it != j.end() && it->is_null() ? 0 : window;
+  }
+  read_number(j, "max_window_layers", c.max_window_layers, origin);
+  if (const auto types = j.find("layer_types"); types != j.end() && !types->is_null()) {
+    if (!types->is_array()) throw ModelError(origin + ": layer_types must be a list, not " + types->dump());
+    for (size_t i = 0; i < types->size(); ++i) {
+      if (!(*types)[i].is_string())
+        throw ModelError(origin + ": layer_types[" + std::to_string(i) + "] must be a string, not " +
+                         (*types)[i].dump());
+      c.layer_types.push_back((*types)[i].get<std::string>());
+    }
+  } else {
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_types.push_back(c.sliding_window > 0 && i >= c.max_window_layers ? "sliding_attention"
+                                                                                : "full_attention");
+  }
   // transformers 5 writes rope_parameters {"rope_type", "rope_theta"}; earlier releases
   // rope_theta and rope_scaling.
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
@@ -92,6 +115,10 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
 }
 
 nlohmann::json qwen3_config_to_hf_json(const Qwen3Config& c) {
+  // A config made in code may leave layer_types empty: every layer full.
+  const std::vector<std::string> layer_types =
+      c.layer_types.empty() ? std::vector<std::string>(static_cast<size_t>(c.num_layers), "full_attention")
+                            : c.layer_types;
   return {{"architectures", {"Qwen3Model"}},
           {"model_type", "qwen3"},
           {"vocab_size", c.vocab_size},
@@ -109,7 +136,12 @@ nlohmann::json qwen3_config_to_hf_json(const Qwen3Config& c) {
           {"tie_word_embeddings", c.tie_word_embeddings},
           {"attention_bias", false},
           {"attention_dropout", 0.0},
-          {"use_sliding_window", false},
+          // The window and each layer's type as read, so that transformers builds the same
+          // layers (it reads layer_types as they are, max_window_layers only without them).
+          {"use_sliding_window", c.sliding_window > 0},
+          {"sliding_window", c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr)},
+          {"max_window_layers", c.max_window_layers},
+          {"layer_types", layer_types},
           {"bos_token_id", 151643},
           {"eos_token_id", 151643},
           {"pad_token_id", c.pad_token_id >= 0 ? nlohmann::json(c.pad_token_id) : nlohmann::json(nullptr)}};
@@ -133,6 +165,25 @@ void validate_qwen3_config(const Qwen3Config& c, const std::string& origin) {
   if (c.head_dim % 2 != 0) throw ModelError(origin + ": head_dim " + std::to_string(c.head_dim) + " must be even");
   if (!(c.rms_norm_eps > 0)) throw ModelError(origin + ": rms_norm_eps must be positive");
   if (!(c.rope_theta > 0)) throw ModelError(origin + ": rope_theta must be positive");
+  if (c.sliding_window < 0)
+    throw ModelError(origin + ": sliding_window " + std::to_string(c.sliding_window) + " must be at least 1");
+  // Every text is cut at max_position_embeddings tokens, so a wider window bounds nothing:
+  // more likely a mistaken config than a model meant to be global, so it is refused.
+  if (c.sliding_window > c.max_position)
+    throw ModelError(origin + ": sliding_window " + std::to_string(c.sliding_window) +
+                     " is larger than max_position_embeddings " + std::to_string(c.max_position) +
+                     " (a sliding layer's window must fit in the longest text)");
+  if (!c.layer_types.empty() && static_cast<int64_t>(c.layer_types.size()) != c.num_layers)
+    throw ModelError(origin + ": layer_types has " + std::to_string(c.layer_types.size()) +
+                     " entries for num_hidden_layers " + std::to_string(c.num_layers) + " (one a layer)");
+  for (size_t i = 0; i < c.layer_types.size(); ++i) {
+    const std::string where = origin + ": layer_types[" + std::to_string(i) + "] \"" + c.layer_types[i] + "\"";
+    if (c.layer_types[i] != "full_attention" && c.layer_types[i] != "sliding_attention")
+      throw ModelError(where + " is not implemented (a Qwen3 layer is \"full_attention\" or \"sliding_attention\")");
+    // transformers gives such a layer no window and refuses to build its mask.
+    if (c.layer_types[i] == "sliding_attention" && c.sliding_window == 0)
+      throw ModelError(where + " has no window: it needs use_sliding_window true and a sliding_window");
+  }
 }
 
 // ---- modules ----------------------------------------------------------------------------
@@ -147,8 +198,11 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
   return weight * normed.to(x.scalar_type());
 }
 
-Qwen3LayerImpl::Qwen3LayerImpl(const Qwen3Config& c)
-    : num_heads_(c.num_heads), num_kv_heads_(c.num_kv_heads), head_dim_(c.head_dim) {
+Qwen3LayerImpl::Qwen3LayerImpl(const Qwen3Config& c, size_t index)
+    : num_heads_(c.num_heads),
+      num_kv_heads_(c.num_kv_heads),
+      head_dim_(c.head_dim),
+      window_left_(c.sliding(index) ? c.sliding_window - 1 : -1) {
   using torch::nn::LinearOptions;
   const auto linear = [](int64_t in, int64_t out) { return AdaptableLinear(LinearOptions(in, out).bias(false)); };
   auto self_attn = register_module("self_attn", std::make_shared<NameScope>());
@@ -183,6 +237,12 @@ at::Tensor Qwen3LayerImpl::forward(const at::Tensor& x, const TokenLayout& layou
   const at::Tensor v = v_proj(h).view({tokens, num_kv_heads_, head_dim_});
   AttentionCall call;
   call.causal = true;
+  // transformers' sliding causal mask: key j seen when i - sliding_window < j <= i. One query
+  // a sequence stands at its last position (attention.h), where the window ends.
+  if (window_left_ >= 0) {
+    call.window_left = window_left_;
+    call.window_right = 0;
+  }
   call.one_query_per_sequence = some_rows;
   call.recompute_padded = recompute_attention;
   call.mode = attention_mode;
@@ -200,7 +260,7 @@ Qwen3ModelImpl::Qwen3ModelImpl(const Qwen3Config& c) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
   auto layer_list = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    layers_.push_back(Qwen3Layer(c));
+    layers_.push_back(Qwen3Layer(c, static_cast<size_t>(i)));
     layer_list->push_back(layers_.back());
   }
   norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
@@ -258,8 +318,9 @@ at::Tensor Qwen3ModelImpl::forward_pooled(const at::Tensor& input_ids, const at:
                                           const at::Tensor& token_types) {
   if (token_types.defined()) throw ModelError("Qwen3 has no token types: its inputs take none");
   const TokenLayout layout(attention_mask);
-  // The last token sees its whole text: the last layer computes it alone. The first token
-  // (cls) sees itself only, so it and the mean take every row.
+  // The last token is the only output read: the last layer computes it alone (over its
+  // whole text, or its window in a sliding layer: attention.h puts its one query last). The
+  // first token (cls) sees itself only, so it and the mean take every row.
   if (p == Pooling::LastToken) return run(input_ids, layout, layout.rows_of(p));
   const at::Tensor x = run(input_ids, layout, {});
   return p == Pooling::Mean ? layout.mean(x) : x.index_select(0, layout.rows_of(p));

@@ -10,7 +10,9 @@
 // A layer: x + attention(RMSNorm(x)), then + SwiGLU(RMSNorm(·)). Attention is causal and
 // grouped (num_kv_heads key/value heads shared by num_heads query heads); queries and keys
 // get an RMSNorm over each head and then rotary positions (rotate-half, theta rope_theta,
-// over all head_dim dimensions). No biases, no dropout but attention's.
+// over all head_dim dimensions). No biases, no dropout but attention's. A sliding layer
+// (config layer_types, Qwen3Config::sliding) attends only to the sliding_window tokens
+// ending at each query, itself included, as transformers' sliding causal mask does.
 //
 // As BERT does (model/encoder.h: TokenLayout), every per-token op runs on the real tokens
 // only; attention sees them right-padded, where the causal mask alone keeps each real
@@ -39,15 +41,21 @@ namespace ddp_embed {
 // The architecture from a Hugging Face config.json's JSON (`origin` names it in errors):
 // vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
 // num_key_value_heads, head_dim, rms_norm_eps, rope_theta (or rope_parameters.rope_theta),
-// max_position_embeddings, initializer_range, tie_word_embeddings. What this encoder does
-// not implement is refused by name: hidden_act other than "silu", attention_bias,
-// sliding-window attention, rope scaling other than "default". Throws ModelError naming
-// `origin` and the key.
+// max_position_embeddings, initializer_range, tie_word_embeddings, and the sliding windows:
+// use_sliding_window, sliding_window, layer_types (without them, derived from
+// max_window_layers as transformers derives them). What this encoder does not implement is
+// refused by name: hidden_act other than "silu", attention_bias, a layer type other than
+// "full_attention" and "sliding_attention", rope scaling other than "default". Throws
+// ModelError naming `origin` and the key.
+// The writer gives back what the reader took, sliding fields included (layer_types always,
+// one a layer), so that transformers builds the same model from it.
 Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string& origin);
 nlohmann::json qwen3_config_to_hf_json(const Qwen3Config& c);
 // Throws ModelError naming `origin` if a size is not positive, the query heads are not a
-// multiple of the key/value heads, head_dim is odd, or an epsilon or rope_theta is not
-// positive.
+// multiple of the key/value heads, head_dim is odd, an epsilon or rope_theta is not
+// positive, sliding_window is negative or larger than max_position_embeddings, or
+// layer_types is not empty and not one known type a layer, or has a sliding layer without
+// a window.
 void validate_qwen3_config(const Qwen3Config& c, const std::string& origin = "qwen3 config");
 
 // weight * x / sqrt(mean(x^2) + eps), computed in fp32 as transformers' Qwen3RMSNorm does.
@@ -64,11 +72,12 @@ TORCH_MODULE(RMSNorm);
 
 class Qwen3LayerImpl : public torch::nn::Module {
  public:
-  explicit Qwen3LayerImpl(const Qwen3Config& c);
+  // Layer `index` of the model: a sliding one when c.sliding(index).
+  Qwen3LayerImpl(const Qwen3Config& c, size_t index);
   // x: the real tokens, [N, H]; cos, sin: their rotary factors [N, head_dim]. Attention is
-  // causal, on the packed tokens (model/attention.h). With out_rows ([B] packed rows: each
-  // sequence's last real token, which sees its whole text), only their outputs are
-  // computed ([B, H]).
+  // causal, on the packed tokens (model/attention.h), in a sliding layer over the window
+  // ending at each token. With out_rows ([B] packed rows: each sequence's last real
+  // token), only their outputs are computed ([B, H]).
   at::Tensor forward(const at::Tensor& x, const TokenLayout& layout, const at::Tensor& cos, const at::Tensor& sin,
                      const at::Tensor& out_rows = {});
 
@@ -85,6 +94,7 @@ class Qwen3LayerImpl : public torch::nn::Module {
 
  private:
   int64_t num_heads_, num_kv_heads_, head_dim_;
+  int64_t window_left_;  // sliding_window - 1 in a sliding layer, else -1 (no bound)
 };
 TORCH_MODULE(Qwen3Layer);
 

@@ -23,6 +23,10 @@ vocab_size is its tokenizer's size. Kinds (default: all), each a folder DIR/<kin
   xlmr-long     xlmr-cls with BGE-M3's 8194 positions: inputs of 8192 tokens
   qwen3-sharded the qwen3 kind's weights in shards of at most 4 MB with
                 model.safetensors.index.json, as transformers saves a large model
+  qwen3-sliding the qwen3 kind with 3 layers, use_sliding_window and a window of 4
+                tokens in layers 0 and 2 (layer_types; max_window_layers 1 would derive
+                layers 1 and 2 instead, so a reader that derives them where they are
+                given differs), the last layer sliding as last-token pooling reads it
 
 and, only when named (1.2 GB, a minute to make; for scripts/bench-memory.sh):
 
@@ -51,12 +55,16 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "sentencepiece.bpe.model", "spiece.model", "vocab.json", "merges.txt", "added_tokens.json")
 QWEN3_QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
-KINDS = ("xlmr-cls", "xlmr-mean", "xlmr-long", "e5", "qwen3", "qwen3-causal", "qwen3-sharded")
+KINDS = ("xlmr-cls", "xlmr-mean", "xlmr-long", "e5", "qwen3", "qwen3-causal", "qwen3-sharded", "qwen3-sliding")
 NAMED_ONLY = ("qwen3-0.6b",)
 TOKENIZER_OF = {"xlmr-cls": "xlmr-spm", "xlmr-mean": "xlmr-json", "xlmr-long": "xlmr-json", "e5": "xlmr-json", "qwen3": "qwen3-emb",
-                "qwen3-causal": "qwen3-emb", "qwen3-sharded": "qwen3-emb", "qwen3-0.6b": "qwen3-emb"}
+                "qwen3-causal": "qwen3-emb", "qwen3-sharded": "qwen3-emb", "qwen3-0.6b": "qwen3-emb",
+                "qwen3-sliding": "qwen3-emb"}
 QWEN3_TINY = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=32, max_position_embeddings=4096)
+# Windows of 4 tokens: every parity sentence but the shortest is longer.
+QWEN3_SLIDING = dict(QWEN3_TINY, num_hidden_layers=3, use_sliding_window=True, sliding_window=4, max_window_layers=1,
+                     layer_types=["sliding_attention", "full_attention", "sliding_attention"])
 QWEN3_06B = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
                  num_key_value_heads=8, head_dim=128, max_position_embeddings=32768)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -226,6 +234,8 @@ def main(argv=None):
             make_qwen3(torch, transformers, st, tokenizer, out)
         elif kind == "qwen3-sharded":
             make_qwen3_sharded(torch, transformers, tokenizer, out)
+        elif kind == "qwen3-sliding":
+            make_qwen3(torch, transformers, st, tokenizer, out, QWEN3_SLIDING)
         elif kind == "qwen3-0.6b":
             make_qwen3(torch, transformers, st, tokenizer, out, QWEN3_06B)
         else:

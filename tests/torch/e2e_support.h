@@ -361,8 +361,8 @@ inline void expect_same_series(const std::vector<double>& a, const std::vector<d
 
 // Small random-weight models of the architectures besides BERT, as sentence-transformers
 // folders made by transformers (scripts/python/make_model_fixtures.py): xlmr-cls,
-// xlmr-mean, xlmr-long, e5, qwen3, qwen3-causal, qwen3-sharded under the returned folder,
-// made once (tests/core/python_fixtures.h). On failure `error` holds the script's output.
+// xlmr-mean, xlmr-long, e5, qwen3, qwen3-causal, qwen3-sharded, qwen3-sliding under the
+// returned folder, made once (tests/core/python_fixtures.h). On failure `error` holds the script's output.
 inline fs::path architecture_fixtures(std::string& error) {
   const fs::path dir = fs::path(kBin) / "test-fixtures" / "architectures";
   std::string stamp;

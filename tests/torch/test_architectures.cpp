@@ -17,6 +17,7 @@
 
 #include "e2e_support.h"
 #include "model/lora.h"
+#include "model/qwen3.h"
 #include "train/setup.h"
 
 using namespace e2e;
@@ -68,9 +69,12 @@ json finetune_config(const fs::path& out, const fs::path& init, int64_t chunk = 
 
 // 1 worker, 2 workers and 2 workers with GradCache train the same model; the 2-worker
 // folder loads in sentence-transformers with our embeddings. With a guide, each run
-// reports it and the runs mask the same pairs, some.
-void expect_training_agrees(const fs::path& init, const std::string& name, const fs::path& guide = {}) {
+// reports it and the runs mask the same pairs, some. `written`, when given, gets that
+// 2-worker folder's path.
+void expect_training_agrees(const fs::path& init, const std::string& name, const fs::path& guide = {},
+                            fs::path* written = nullptr) {
   const fs::path one = fresh_dir(name + "-1"), two = fresh_dir(name + "-2"), cached = fresh_dir(name + "-gc");
+  if (written) *written = two / "out" / "final";
   RunResult r = train(one, finetune_config(one / "out", init, 0, guide), 1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = train(two, finetune_config(two / "out", init, 0, guide), 2);
@@ -111,6 +115,15 @@ void expect_training_agrees(const fs::path& init, const std::string& name, const
   EXPECT_NE(check.output.find("OK: every sentence has cosine >= 0.9999"), std::string::npos) << check.output;
 }
 
+// A Qwen3 config.json of 2 tiny layers with `extra` keys over it.
+json tiny_qwen3_config(const json& extra) {
+  json c = {{"model_type", "qwen3"}, {"vocab_size", 100}, {"hidden_size", 16}, {"intermediate_size", 24},
+            {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8},
+            {"max_position_embeddings", 16}};
+  c.update(extra);
+  return c;
+}
+
 }  // namespace
 
 // BGE-M3's modules: XLM-R, CLS pooling, Normalize; its tokenizer from sentencepiece.bpe.model.
@@ -144,6 +157,17 @@ TEST_F(Architectures, BertWithTheXlmRobertaTokenizerMatchesSentenceTransformers)
 
 // Qwen3-Embedding: Qwen3, last-token pooling with <|endoftext|> appended, Normalize; bf16 file.
 TEST_F(Architectures, Qwen3WithLastTokenPoolingMatchesSentenceTransformers) { expect_parity("qwen3"); }
+
+// Qwen3 with sliding-window layers (qwen3-sliding: windows of 4 tokens in layers 0 and 2,
+// the last one included, on texts mostly longer than that), in both the layer that
+// computes every token and the last layer's one query a text.
+TEST_F(Architectures, Qwen3WithSlidingWindowLayersMatchesSentenceTransformers) {
+  const json config = json::parse(read_file(fixture("qwen3-sliding") / "config.json"));
+  ASSERT_EQ(config.at("layer_types"), json({"sliding_attention", "full_attention", "sliding_attention"}));
+  ASSERT_EQ(config.at("sliding_window"), 4);
+  expect_parity("qwen3-sliding");
+  expect_parity("qwen3-sliding", "--prompt-name query");
+}
 
 // ... and its queries, with the instruction prompt before them.
 TEST_F(Architectures, Qwen3QueriesWithTheInstructionPromptMatchSentenceTransformers) {
@@ -183,6 +207,102 @@ TEST_F(Architectures, XlmRobertaFineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
 
 TEST_F(Architectures, Qwen3FineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
   expect_training_agrees(fixture("qwen3"), "arch-qwen3", /*guide=*/fixture("xlmr-cls"));
+}
+
+// The sliding layers train, and the folder written keeps them: its config.json says the
+// window and each layer's type as the starting model's did (sentence-transformers then
+// builds the same model: the embeddings check inside).
+TEST_F(Architectures, Qwen3WithSlidingWindowLayersFineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
+  fs::path written;
+  expect_training_agrees(fixture("qwen3-sliding"), "arch-qwen3-sliding", {}, &written);
+  ASSERT_TRUE(fs::exists(written / "config.json"));
+  const json before = json::parse(read_file(fixture("qwen3-sliding") / "config.json"));
+  const json after = json::parse(read_file(written / "config.json"));
+  for (const char* key : {"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"})
+    EXPECT_EQ(after.value(key, json()), before.at(key)) << key;
+}
+
+// Which layers slide, and with what window, is what transformers' Qwen3Config makes of the
+// same config.json: layer_types as given, else derived from use_sliding_window,
+// sliding_window (4096 when missing, none when null or not used) and max_window_layers;
+// and again of the config.json we write back.
+TEST_F(Architectures, Qwen3SlidingLayersAreTheOnesTransformersMakesOfTheConfig) {
+  const std::vector<json> configs = {
+      json::object(),
+      {{"use_sliding_window", true}, {"sliding_window", 3}, {"max_window_layers", 1}},
+      {{"use_sliding_window", true}, {"sliding_window", 3}, {"max_window_layers", 0}},
+      {{"use_sliding_window", false}, {"sliding_window", 3}, {"max_window_layers", 0}},
+      {{"use_sliding_window", true}, {"sliding_window", nullptr}, {"max_window_layers", 0}},
+      {{"use_sliding_window", true}, {"max_window_layers", 1}, {"max_position_embeddings", 8192}},
+      {{"use_sliding_window", true}, {"sliding_window", 2}, {"max_window_layers", 0},
+       {"layer_types", {"full_attention", "sliding_attention"}}},
+  };
+  const fs::path dir = fresh_dir("qwen3-sliding-configs");
+  json ours = json::array();
+  std::string files;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const json config = tiny_qwen3_config(configs[i]);
+    const ddp_embed::Qwen3Config c = ddp_embed::qwen3_config_from_hf_json(config, "config " + std::to_string(i));
+    const json theirs_form = {{"layer_types", c.layer_types},
+                              {"sliding_window", c.sliding_window > 0 ? json(c.sliding_window) : json()}};
+    const json written = ddp_embed::qwen3_config_to_hf_json(c);
+    for (const auto& [name, j] : {std::pair<std::string, json>{"read", config}, {"written", written}}) {
+      const fs::path file = dir / (std::to_string(i) + "-" + name + ".json");
+      std::ofstream(file) << j.dump();
+      files += " " + file.string();
+      ours.push_back(theirs_form);
+    }
+  }
+  // Into a file: transformers may log on either stream.
+  std::ofstream(dir / "theirs.py") << R"py(import json, sys
+import transformers
+out = []
+for path in sys.argv[2:]:
+    c = transformers.Qwen3Config.from_dict(json.load(open(path)))
+    out.append({"layer_types": c.layer_types, "sliding_window": c.sliding_window})
+json.dump(out, open(sys.argv[1], "w"))
+)py";
+  const RunResult r =
+      run(kPython + " " + (dir / "theirs.py").string() + " " + (dir / "theirs.json").string() + files);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json theirs = json::parse(read_file(dir / "theirs.json"));
+  ASSERT_EQ(theirs.size(), ours.size());
+  for (size_t i = 0; i < ours.size(); ++i)
+    EXPECT_EQ(ours[i], theirs[i]) << "config " << i / 2 << (i % 2 ? ", written back" : ", as read");
+  // Not all of them alike: derived sliding layers, explicit ones, and none.
+  EXPECT_EQ(ours[2].at("layer_types"), json({"full_attention", "sliding_attention"}));
+  EXPECT_EQ(ours[10].at("sliding_window"), 4096);
+  EXPECT_EQ(ours[12].at("layer_types"), json({"full_attention", "sliding_attention"}));
+}
+
+// A window Qwen3 cannot run is refused naming the file and the field: one longer than the
+// position table, below 1, a layer type we do not implement, a sliding layer without a
+// window (transformers cannot build its mask either), a layer_types of the wrong length.
+TEST_F(Architectures, Qwen3WindowsThatCannotRunAreRefusedNamingTheField) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"use_sliding_window", true}, {"sliding_window", 17}},
+       "f.json: sliding_window 17 is larger than max_position_embeddings 16"},
+      {{{"use_sliding_window", true}, {"sliding_window", 0}}, "f.json: sliding_window 0 must be at least 1"},
+      {{{"use_sliding_window", true}, {"sliding_window", 4}, {"layer_types", {"full_attention", "chunked_attention"}}},
+       "f.json: layer_types[1] \"chunked_attention\" is not implemented"},
+      {{{"layer_types", {"full_attention", "sliding_attention"}}},
+       "f.json: layer_types[1] \"sliding_attention\" has no window: it needs use_sliding_window true"},
+      {{{"layer_types", {"full_attention"}}}, "f.json: layer_types has 1 entries for num_hidden_layers 2"},
+  };
+  for (const auto& [extra, message] : cases) {
+    try {
+      ddp_embed::qwen3_config_from_hf_json(tiny_qwen3_config(extra), "f.json");
+      ADD_FAILURE() << "accepted " << extra.dump();
+    } catch (const ddp_embed::ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+  // At the bound, a window the length of the position table, it loads.
+  EXPECT_EQ(ddp_embed::qwen3_config_from_hf_json(
+                tiny_qwen3_config({{"use_sliding_window", true}, {"sliding_window", 16}, {"max_window_layers", 1}}),
+                "f.json")
+                .layer_types,
+            std::vector<std::string>({"full_attention", "sliding_attention"}));
 }
 
 // LoRA on Qwen3 (model.lora_rank): 1 worker, and 2 workers with GradCache and activation
@@ -260,14 +380,14 @@ TEST_F(Architectures, UnknownArchitecturesAndTokenizersAreRefusedNamingTheFile) 
               std::string::npos)
         << r.output;
   }
-  {  // A feature of an architecture: Qwen3 with sliding-window attention.
-    const fs::path m = copy_of("qwen3", "sliding");
+  {  // A feature of an architecture: a Qwen3 layer type other than full and sliding attention.
+    const fs::path m = copy_of("qwen3", "chunked");
     json config = json::parse(read_file(m / "config.json"));
-    config["use_sliding_window"] = true;
+    config["layer_types"] = {"full_attention", "chunked_attention"};
     std::ofstream(m / "config.json") << config.dump();
     const RunResult r = encode(m);
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.output.find((m / "config.json").string() + ": use_sliding_window true is not implemented"),
+    EXPECT_NE(r.output.find((m / "config.json").string() + ": layer_types[1] \"chunked_attention\" is not implemented"),
               std::string::npos)
         << r.output;
   }

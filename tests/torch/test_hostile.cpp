@@ -1060,19 +1060,19 @@ const std::vector<Case>& second_round() {
                 (d / "pairs.jsonl").string() + " --json " + (d / "pairs.jsonl").string();
        },
        {"--json ", "is the --data file", "writing the metrics would overwrite the pairs"}},
-      {"Qwen3SlidingWindowLayers",
+      {"Qwen3SlidingWindowLongerThanThePositionTable",
        [](const fs::path& d, json&) {
          write_text(d / "qwen" / "config.json",
                     json{{"model_type", "qwen3"}, {"architectures", {"Qwen3Model"}}, {"vocab_size", 1000},
                          {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
                          {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8},
-                         {"max_position_embeddings", 128},
+                         {"max_position_embeddings", 128}, {"use_sliding_window", true}, {"sliding_window", 256},
                          {"layer_types", {"full_attention", "sliding_attention"}}}
                         .dump());
          write_text(d / "qwen" / "model.safetensors", "");
          return encode_cmd(d, d / "qwen");
        },
-       {"qwen/config.json: layer_types[1] is \"sliding_attention\", which is not implemented"}},
+       {"qwen/config.json: sliding_window 256 is larger than max_position_embeddings 128"}},
       {"LoraRankAboveTheLayerSizes",
        [](const fs::path& d, json& c) {
          c["model"]["lora_rank"] = 100000;
