@@ -41,11 +41,6 @@ int64_t one_query_position(int64_t length, const AttentionCall& call) {
   return call.causal ? std::max<int64_t>(length - 1, 0) : 0;
 }
 
-struct TextMasks {
-  at::Tensor band, hidden;
-  std::vector<at::Tensor> text_bias;
-};
-
 TextMasks text_masks(const at::Tensor& q, const TokenLayout& layout, const AttentionCall& call) {
   TextMasks m;
   const int64_t longest = layout.longest;

@@ -165,8 +165,9 @@ TEST_F(Architectures, Qwen3WithSlidingWindowLayersMatchesSentenceTransformers) {
   const json config = json::parse(read_file(fixture("qwen3-sliding") / "config.json"));
   ASSERT_EQ(config.at("layer_types"), json({"sliding_attention", "full_attention", "sliding_attention"}));
   ASSERT_EQ(config.at("sliding_window"), 4);
+  // One parity run: the window's code is the same with a prompt before the text (the
+  // prompt's tokens are the text's first), which Qwen3QueriesWith... holds apart.
   expect_parity("qwen3-sliding");
-  expect_parity("qwen3-sliding", "--prompt-name query");
 }
 
 // ... and its queries, with the instruction prompt before them.
