@@ -219,15 +219,20 @@ void check_rerank_labels(const RerankGroups& groups, RerankLoss type) {
       const double label = y[i][j];
       std::ostringstream shown;
       shown << label;
-      const std::string at_ = rerank_loss_place(i, j) + " has label " + shown.str();
-      if (!std::isfinite(label))
-        throw ModelError("rerank loss " + name + ": " + at_ + "; labels (and teacher scores) must be finite numbers");
-      if (type == RerankLoss::BinaryCrossEntropy && (label < 0 || label > 1))
-        throw ModelError("rerank loss binary_cross_entropy: " + at_ + ", outside [0, 1]: give 0/1 labels or " +
-                         "probabilities (rescale graded labels first)");
-      if (type == RerankLoss::Lambda && label < 0)
-        throw ModelError("rerank loss lambda: " + at_ + ": relevance grades are 0 or more (0 = not relevant)");
+      const std::string takes = rerank_label_refusal(type, label);
+      if (!takes.empty())
+        throw ModelError("rerank loss " + name + ": " + rerank_loss_place(i, j) + " has label " + shown.str() +
+                         ", which is not what it takes (" + takes + ")");
     }
+}
+
+std::string rerank_label_refusal(RerankLoss type, double label, int num_labels) {
+  if (!std::isfinite(label)) return "a finite number";
+  if (num_labels > 1 && (label < 0 || label >= num_labels || label != std::floor(label)))
+    return "a class from 0 to " + std::to_string(num_labels - 1) + ", model.num_labels " + std::to_string(num_labels);
+  if (type == RerankLoss::BinaryCrossEntropy && (label < 0 || label > 1)) return "a label from 0 to 1";
+  if (type == RerankLoss::Lambda && label < 0) return "a relevance grade of 0 or more";
+  return "";
 }
 
 }  // namespace ddp_embed

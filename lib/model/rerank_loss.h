@@ -41,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -94,6 +95,12 @@ at::Tensor rerank_loss(const RerankGroups& groups, const CrossEncoderLossConfig&
 // no values (a class out of range is the caller's to refuse: check_rerank_data).
 at::Tensor rerank_class_loss(const at::Tensor& logits, const at::Tensor& classes, const CrossEncoderLossConfig& config,
                              double divisor);
+
+// The label rules, stated once (check_rerank_labels below and the loader's check before
+// step 1, train/rerank_batches.h, both ask here): what `type` takes as a candidate's label
+// ("a finite number", "a label from 0 to 1", ...) when `label` is not that, "" when it is.
+// A classifier (num_labels > 1) takes a whole number from 0 to num_labels - 1.
+std::string rerank_label_refusal(RerankLoss type, double label, int num_labels = 1);
 
 // Throws ModelError, naming the query row and candidate column and what the loss takes,
 // for `valid` without column 0, a row without any candidate besides its positive where

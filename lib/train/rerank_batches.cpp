@@ -43,16 +43,10 @@ float rerank_label(const PairDataset& data, const RerankBatching& b, int64_t pai
     what = "label";
   }
   if (b.num_labels > 1) what = "class";
-  const RerankLoss type = b.loss.type;
-  const auto bad = [&](const std::string& takes) {
+  const std::string takes = rerank_label_refusal(b.loss.type, label, b.num_labels);
+  if (!takes.empty())
     throw DataError(fmt::format("{}: its {} {:g} is not what loss.cross_encoder.type \"{}\" takes ({})",
-                                rerank_pair_place(data, pair_index), what, label, choice_name(type), takes));
-  };
-  if (!std::isfinite(label)) bad("a finite number");
-  if (type == RerankLoss::BinaryCrossEntropy && (label < 0 || label > 1)) bad("a label from 0 to 1");
-  if (type == RerankLoss::Lambda && label < 0) bad("a relevance grade of 0 or more");
-  if (b.num_labels > 1 && (label < 0 || label >= float(b.num_labels) || label != std::floor(label)))
-    bad(fmt::format("a class from 0 to {}, model.num_labels {}", b.num_labels - 1, b.num_labels));
+                                rerank_pair_place(data, pair_index), what, label, choice_name(b.loss.type), takes));
   return label;
 }
 
