@@ -13,6 +13,7 @@
 #include "model/activation_checkpoint.h"
 #include "model/attention.h"
 #include "model/dropout.h"
+#include "model/hf_config_table.h"
 #include "model/hf_module_parts.h"
 #include "model/encoder.h"
 
@@ -45,14 +46,26 @@ void check_mask_fits(const at::Tensor& input_ids, const at::Tensor& attention_ma
                               input_ids.sizes(), " (both [batch, length])"));
 }
 
-// ---- config.json reading -------------------------------------------------------------
+// ---- config.json: its one table ---------------------------------------------------------
 
-void require_string(const nlohmann::json& j, const char* key, const std::string& wanted,
-                    const std::string& why, const std::string& origin) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  if (!it->is_string() || it->get<std::string>() != wanted)
-    throw ModelError(origin + ": " + key + " " + it->dump() + " is not supported (" + why + ")");
+const HfConfigTable<BertConfig>& bert_hf_table() {
+  using F = HfField<BertConfig>;
+  static const HfConfigTable<BertConfig> table{
+      {F{"vocab_size", &BertConfig::vocab_size, HfBound::Positive},
+       F{"hidden_size", &BertConfig::hidden_size, HfBound::Positive},
+       F{"num_hidden_layers", &BertConfig::num_layers, HfBound::Positive},
+       F{"num_attention_heads", &BertConfig::num_heads, HfBound::Positive},
+       F{"intermediate_size", &BertConfig::intermediate_size, HfBound::Positive},
+       F{"max_position_embeddings", &BertConfig::max_position, HfBound::Positive},
+       F{"type_vocab_size", &BertConfig::type_vocab_size, HfBound::Positive},
+       F{"layer_norm_eps", &BertConfig::layer_norm_eps, HfBound::Positive},
+       F{"hidden_dropout_prob", &BertConfig::hidden_dropout},
+       F{"attention_probs_dropout_prob", &BertConfig::attention_dropout},
+       F{"pad_token_id", &BertConfig::pad_token_id},
+       F{"initializer_range", &BertConfig::initializer_range}},
+      {HfFixed{"hidden_act", "gelu", "only the exact erf GELU, \"gelu\", is implemented"},
+       HfFixed{"position_embedding_type", "absolute", "only absolute positions are implemented"}}};
+  return table;
 }
 
 }  // namespace
@@ -67,8 +80,6 @@ BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& 
   const std::string model_type = type != j.end() && type->is_string() ? type->get<std::string>() : "bert";
   if (model_type != "bert" && model_type != "xlm-roberta")
     throw ModelError(origin + ": model_type \"" + model_type + "\" is not a BERT (bert | xlm-roberta)");
-  require_string(j, "hidden_act", "gelu", "only the exact erf GELU, \"gelu\", is implemented", origin);
-  require_string(j, "position_embedding_type", "absolute", "only absolute positions are implemented", origin);
   BertConfig c;  // transformers' BertConfig defaults: BERT-base
   c.vocab_size = 30522;
   c.hidden_size = 768;
@@ -80,41 +91,16 @@ BertConfig bert_config_from_hf_json(const nlohmann::json& j, const std::string& 
     c.flavor = BertFlavor::XlmRoberta;
     c.pad_token_id = 1;
   }
-  read_number(j, "vocab_size", c.vocab_size, origin);
-  read_number(j, "hidden_size", c.hidden_size, origin);
-  read_number(j, "num_hidden_layers", c.num_layers, origin);
-  read_number(j, "num_attention_heads", c.num_heads, origin);
-  read_number(j, "intermediate_size", c.intermediate_size, origin);
-  read_number(j, "max_position_embeddings", c.max_position, origin);
-  read_number(j, "type_vocab_size", c.type_vocab_size, origin);
-  read_number(j, "layer_norm_eps", c.layer_norm_eps, origin);
-  read_number(j, "hidden_dropout_prob", c.hidden_dropout, origin);
-  read_number(j, "attention_probs_dropout_prob", c.attention_dropout, origin);
-  read_number(j, "pad_token_id", c.pad_token_id, origin);
-  read_number(j, "initializer_range", c.initializer_range, origin);
+  read_hf_fields(j, bert_hf_table(), c, origin);
   validate_bert_config(c, origin);
   return c;
 }
 
 nlohmann::json bert_config_to_hf_json(const BertConfig& c) {
   const bool xlmr = c.flavor == BertFlavor::XlmRoberta;
-  nlohmann::json j = {
-          {"architectures", {xlmr ? "XLMRobertaModel" : "BertModel"}},
-          {"model_type", xlmr ? "xlm-roberta" : "bert"},
-          {"vocab_size", c.vocab_size},
-          {"hidden_size", c.hidden_size},
-          {"num_hidden_layers", c.num_layers},
-          {"num_attention_heads", c.num_heads},
-          {"intermediate_size", c.intermediate_size},
-          {"max_position_embeddings", c.max_position},
-          {"type_vocab_size", c.type_vocab_size},
-          {"layer_norm_eps", c.layer_norm_eps},
-          {"hidden_dropout_prob", c.hidden_dropout},
-          {"attention_probs_dropout_prob", c.attention_dropout},
-          {"pad_token_id", c.pad_token_id},
-          {"initializer_range", c.initializer_range},
-          {"hidden_act", "gelu"},
-          {"position_embedding_type", "absolute"}};
+  nlohmann::json j = write_hf_fields(bert_hf_table(), c);
+  j["architectures"] = {xlmr ? "XLMRobertaModel" : "BertModel"};
+  j["model_type"] = xlmr ? "xlm-roberta" : "bert";
   if (xlmr) {  // what XLM-R's tokenizer puts first and last
     j["bos_token_id"] = 0;
     j["eos_token_id"] = 2;
@@ -123,16 +109,7 @@ nlohmann::json bert_config_to_hf_json(const BertConfig& c) {
 }
 
 void validate_bert_config(const BertConfig& c, const std::string& origin) {
-  const auto positive = [&](int64_t v, const char* name) {
-    if (v <= 0) throw ModelError(origin + ": " + name + " must be positive, not " + std::to_string(v));
-  };
-  positive(c.vocab_size, "vocab_size");
-  positive(c.hidden_size, "hidden_size");
-  positive(c.num_layers, "num_hidden_layers");
-  positive(c.num_heads, "num_attention_heads");
-  positive(c.intermediate_size, "intermediate_size");
-  positive(c.max_position, "max_position_embeddings");
-  positive(c.type_vocab_size, "type_vocab_size");
+  check_hf_fields(bert_hf_table(), c, origin);
   if (c.hidden_size % c.num_heads != 0)
     throw ModelError(origin + ": hidden_size " + std::to_string(c.hidden_size) +
                      " is not a multiple of num_attention_heads " + std::to_string(c.num_heads));
@@ -143,7 +120,6 @@ void validate_bert_config(const BertConfig& c, const std::string& origin) {
                      " leaves no position after the padding index " + std::to_string(c.pad_token_id));
   for (double p : {c.hidden_dropout, c.attention_dropout})
     if (!(p >= 0 && p < 1)) throw ModelError(origin + ": dropout " + std::to_string(p) + " is not in [0, 1)");
-  if (!(c.layer_norm_eps > 0)) throw ModelError(origin + ": layer_norm_eps must be positive");
 }
 
 // ---- modules ----------------------------------------------------------------------------

@@ -10,17 +10,33 @@
 #include "compat/torch_compat.h"
 #include "model/activation_checkpoint.h"
 #include "model/attention.h"
+#include "model/hf_config_table.h"
 #include "model/hf_module_parts.h"
 
 namespace ddp_embed {
 namespace {
 
-// A key whose other values this encoder does not implement: absent, null or `allowed`.
-void refuse_unless(const nlohmann::json& j, const char* key, const nlohmann::json& allowed, const std::string& why,
-                   const std::string& origin) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null() || *it == allowed) return;
-  throw ModelError(origin + ": " + key + " " + it->dump() + " is not implemented (" + why + ")");
+// config.json as one table: what it reads and writes back (the window and layer_types,
+// rope_parameters and the defaults that follow other keys are code, in the reader below).
+const HfConfigTable<Qwen3Config>& qwen3_hf_table() {
+  using F = HfField<Qwen3Config>;
+  static const HfConfigTable<Qwen3Config> table{
+      {F{"vocab_size", &Qwen3Config::vocab_size, HfBound::Positive},
+       F{"hidden_size", &Qwen3Config::hidden_size, HfBound::Positive},
+       F{"intermediate_size", &Qwen3Config::intermediate_size, HfBound::Positive},
+       F{"num_hidden_layers", &Qwen3Config::num_layers, HfBound::Positive},
+       F{"num_attention_heads", &Qwen3Config::num_heads, HfBound::Positive},
+       F{"num_key_value_heads", &Qwen3Config::num_kv_heads, HfBound::Positive},
+       F{"head_dim", &Qwen3Config::head_dim, HfBound::Positive},
+       F{"rms_norm_eps", &Qwen3Config::rms_norm_eps, HfBound::Positive},
+       F{"max_position_embeddings", &Qwen3Config::max_position, HfBound::Positive},
+       F{"initializer_range", &Qwen3Config::initializer_range},
+       F{"tie_word_embeddings", &Qwen3Config::tie_word_embeddings},
+       F{"max_window_layers", &Qwen3Config::max_window_layers}},
+      {HfFixed{"hidden_act", "silu", "Qwen3's feed-forward is SwiGLU, \"silu\""},
+       HfFixed{"attention_bias", false, "Qwen3's projections have no biases"},
+       HfFixed{"attention_dropout", 0.0, "attention dropout is 0 in Qwen3"}}};
+  return table;
 }
 
 // x [n, heads, head_dim] rotated by its tokens' angles (cos, sin [n, head_dim]): transformers'
@@ -35,9 +51,6 @@ at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
 
 Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw ModelError(origin + ": a config must be a JSON object");
-  refuse_unless(j, "hidden_act", "silu", "Qwen3's feed-forward is SwiGLU, \"silu\"", origin);
-  refuse_unless(j, "attention_bias", false, "Qwen3's projections have no biases", origin);
-  refuse_unless(j, "attention_dropout", 0.0, "attention dropout is 0 in Qwen3", origin);
   Qwen3Config c;  // transformers' Qwen3Config defaults where a key is missing
   c.vocab_size = 151936;
   c.hidden_size = 4096;
@@ -48,21 +61,12 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
   c.head_dim = 128;
   c.rope_theta = 10000.0;
   c.tie_word_embeddings = false;
-  read_number(j, "vocab_size", c.vocab_size, origin);
-  read_number(j, "hidden_size", c.hidden_size, origin);
-  read_number(j, "intermediate_size", c.intermediate_size, origin);
-  read_number(j, "num_hidden_layers", c.num_layers, origin);
-  read_number(j, "num_attention_heads", c.num_heads, origin);
-  c.num_kv_heads = c.num_heads;
-  read_number(j, "num_key_value_heads", c.num_kv_heads, origin);
-  read_number(j, "head_dim", c.head_dim, origin);
-  read_number(j, "rms_norm_eps", c.rms_norm_eps, origin);
-  read_number(j, "rope_theta", c.rope_theta, origin);
-  read_number(j, "max_position_embeddings", c.max_position, origin);
-  read_number(j, "initializer_range", c.initializer_range, origin);
+  // num_key_value_heads is num_attention_heads unless it is given.
+  if (const auto heads = j.find("num_attention_heads"); heads != j.end() && heads->is_number_integer())
+    c.num_kv_heads = heads->get<int64_t>();
+  read_hf_fields(j, qwen3_hf_table(), c, origin);
   read_number(j, "pad_token_id", c.pad_token_id, origin);
-  if (const auto tie = j.find("tie_word_embeddings"); tie != j.end() && tie->is_boolean())
-    c.tie_word_embeddings = tie->get<bool>();
+  read_number(j, "rope_theta", c.rope_theta, origin);
   // Sliding-window layers as transformers' Qwen3Config.__post_init__ makes them: the window
   // exists only with use_sliding_window true (sliding_window 4096 when the key is missing;
   // null: none), and without layer_types the layers from max_window_layers on slide, when
@@ -83,7 +87,6 @@ Qwen3Config qwen3_config_from_hf_json(const nlohmann::json& j, const std::string
                        "tokens before it)");
     c.sliding_window = it != j.end() && it->is_null() ? 0 : window;
   }
-  read_number(j, "max_window_layers", c.max_window_layers, origin);
   if (const auto types = j.find("layer_types"); types != j.end() && !types->is_null()) {
     if (!types->is_array()) throw ModelError(origin + ": layer_types must be a list, not " + types->dump());
     for (size_t i = 0; i < types->size(); ++i) {
@@ -119,51 +122,27 @@ nlohmann::json qwen3_config_to_hf_json(const Qwen3Config& c) {
   const std::vector<std::string> layer_types =
       c.layer_types.empty() ? std::vector<std::string>(static_cast<size_t>(c.num_layers), "full_attention")
                             : c.layer_types;
-  return {{"architectures", {"Qwen3Model"}},
-          {"model_type", "qwen3"},
-          {"vocab_size", c.vocab_size},
-          {"hidden_size", c.hidden_size},
-          {"intermediate_size", c.intermediate_size},
-          {"num_hidden_layers", c.num_layers},
-          {"num_attention_heads", c.num_heads},
-          {"num_key_value_heads", c.num_kv_heads},
-          {"head_dim", c.head_dim},
-          {"hidden_act", "silu"},
-          {"rms_norm_eps", c.rms_norm_eps},
-          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}}},
-          {"max_position_embeddings", c.max_position},
-          {"initializer_range", c.initializer_range},
-          {"tie_word_embeddings", c.tie_word_embeddings},
-          {"attention_bias", false},
-          {"attention_dropout", 0.0},
-          // The window and each layer's type as read, so that transformers builds the same
-          // layers (it reads layer_types as they are, max_window_layers only without them).
-          {"use_sliding_window", c.sliding_window > 0},
-          {"sliding_window", c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr)},
-          {"max_window_layers", c.max_window_layers},
-          {"layer_types", layer_types},
-          {"bos_token_id", 151643},
-          {"eos_token_id", 151643},
-          {"pad_token_id", c.pad_token_id >= 0 ? nlohmann::json(c.pad_token_id) : nlohmann::json(nullptr)}};
+  nlohmann::json j = write_hf_fields(qwen3_hf_table(), c);
+  j["architectures"] = {"Qwen3Model"};
+  j["model_type"] = "qwen3";
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
+  // The window and each layer's type as read, so that transformers builds the same layers
+  // (it reads layer_types as they are, max_window_layers only without them).
+  j["use_sliding_window"] = c.sliding_window > 0;
+  j["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json(nullptr);
+  j["layer_types"] = layer_types;
+  j["bos_token_id"] = 151643;
+  j["eos_token_id"] = 151643;
+  j["pad_token_id"] = c.pad_token_id >= 0 ? nlohmann::json(c.pad_token_id) : nlohmann::json(nullptr);
+  return j;
 }
 
 void validate_qwen3_config(const Qwen3Config& c, const std::string& origin) {
-  const auto positive = [&](int64_t v, const char* name) {
-    if (v <= 0) throw ModelError(origin + ": " + name + " must be positive, not " + std::to_string(v));
-  };
-  positive(c.vocab_size, "vocab_size");
-  positive(c.hidden_size, "hidden_size");
-  positive(c.intermediate_size, "intermediate_size");
-  positive(c.num_layers, "num_hidden_layers");
-  positive(c.num_heads, "num_attention_heads");
-  positive(c.num_kv_heads, "num_key_value_heads");
-  positive(c.head_dim, "head_dim");
-  positive(c.max_position, "max_position_embeddings");
+  check_hf_fields(qwen3_hf_table(), c, origin);
   if (c.num_heads % c.num_kv_heads != 0)
     throw ModelError(origin + ": num_attention_heads " + std::to_string(c.num_heads) +
                      " is not a multiple of num_key_value_heads " + std::to_string(c.num_kv_heads));
   if (c.head_dim % 2 != 0) throw ModelError(origin + ": head_dim " + std::to_string(c.head_dim) + " must be even");
-  if (!(c.rms_norm_eps > 0)) throw ModelError(origin + ": rms_norm_eps must be positive");
   if (!(c.rope_theta > 0)) throw ModelError(origin + ": rope_theta must be positive");
   if (c.sliding_window < 0)
     throw ModelError(origin + ": sliding_window " + std::to_string(c.sliding_window) + " must be at least 1");
