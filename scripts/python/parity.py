@@ -2,7 +2,7 @@
 """Check that `embed-train` tokenizes and embeds exactly like Python's sentence-transformers.
 
     python scripts/python/parity.py --model DIR --embed-train BIN --sentences FILE [FILE...]
-                                    [--as-cls] [--atol 1e-5] [--report JSON]
+                                    [--as-cls] [--atol 1e-5] [--report JSON] [--reference-cache DIR]
 
 embed-train re-implements, in C++, what a sentence-transformers folder means: the BERT
 WordPiece tokenizer (normalization, pre-tokenization, truncation), the encoder, pooling
@@ -14,7 +14,9 @@ and normalization. This script holds it to the reference on many sentences at on
      (the WordNet pair files of data/demo/, say). All of
      them go, one a line, into one temporary text file that both sides read.
   2. Reference embeddings: SentenceTransformer(DIR, device="cpu").encode(...) in float32
-     on 2 threads. The folder's own modules decide pooling and normalization.
+     on 2 threads. The folder's own modules decide pooling and normalization. With
+     --reference-cache DIR, the reference (these embeddings and the two id lists of 3.) is
+     kept in DIR under a hash of its inputs, and a later run on the same input reads it.
   3. Reference token ids: AutoTokenizer.from_pretrained(DIR) (the fast tokenizer that
      transformers builds from tokenizer.json), with [CLS]/[SEP] and truncation to
      SentenceTransformer's max_seq_length; and, separately, the ids the
@@ -95,6 +97,10 @@ def parse_args(argv=None):
     parser.add_argument("--atol", type=float, default=1e-5,
                         help="largest allowed absolute difference of an embedding entry (default 1e-5)")
     parser.add_argument("--report", metavar="JSON", help="also write the results to this JSON file")
+    parser.add_argument("--reference-cache", metavar="DIR",
+                        help="keep the reference (embeddings, both id lists) in DIR, keyed by a hash of the "
+                        "model folder's files, the sentences, --as-cls, --prompt-name and the libraries' "
+                        "versions: a second run on the same input reads it instead of loading the libraries")
     return parser.parse_args(argv)
 
 
@@ -389,6 +395,19 @@ def print_embedding_result(result, sentences):
         print(f"  {sentences[i].origin}: max abs diff {shown}  {shown_text(sentences[i].text)}")
 
 
+class LazyTokenizer:
+    """AutoTokenizer(model_dir), loaded when a failing sentence's tokens are first shown."""
+
+    def __init__(self, model_dir):
+        self.model_dir, self.tokenizer = model_dir, None
+
+    def convert_ids_to_tokens(self, ids):
+        if self.tokenizer is None:
+            import transformers
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.model_dir))
+        return self.tokenizer.convert_ids_to_tokens(ids)
+
+
 def print_token_result(label, result, sentences, reference, ours, tokenizer):
     if result["differ"] is None:
         print(f"{label}: {result['sentences']} sentences, but embed-train tokenize wrote "
@@ -412,23 +431,75 @@ def print_token_result(label, result, sentences, reference, ours, tokenizer):
 
 @dataclass
 class Reference:
-    model: object  # the SentenceTransformer
-    tokenizer: object  # the AutoTokenizer
+    description: str  # the modules, max_seq_length and tokenizer class
+    max_seq_length: int
+    prompt: object  # the text of --prompt-name, or None
     embeddings: object  # numpy [sentences, dimension]
     ids: list  # AutoTokenizer's ids, one list per sentence
     model_ids: list  # the SentenceTransformer's own ids
+    versions: dict  # python, torch, transformers, sentence_transformers
 
 
-def compute_reference(model_dir, texts, libraries, prompt_name=None):
-    numpy, torch, sentence_transformers, transformers = libraries
+def compute_reference(model_dir, texts, prompt_name=None):
+    numpy, torch, sentence_transformers, transformers = import_reference_libraries()
     model, tokenizer = load_reference(model_dir, torch, sentence_transformers, transformers)
     if prompt_name is not None and prompt_name not in model.prompts:
         raise Problem(f"{model_dir} has no prompt {prompt_name!r} (it has {sorted(model.prompts)})")
-    prompted = [model.prompts[prompt_name] + t for t in texts] if prompt_name is not None else texts
-    return Reference(model=model, tokenizer=tokenizer,
-                     embeddings=reference_embeddings(model, texts, prompt_name),
+    prompt = model.prompts[prompt_name] if prompt_name is not None else None
+    prompted = [prompt + t for t in texts] if prompt is not None else texts
+    return Reference(description=describe_reference(model, tokenizer), max_seq_length=model.max_seq_length,
+                     prompt=prompt, embeddings=reference_embeddings(model, texts, prompt_name),
                      ids=reference_token_ids(tokenizer, prompted, model.max_seq_length),
-                     model_ids=sentence_transformer_token_ids(model, prompted))
+                     model_ids=sentence_transformer_token_ids(model, prompted),
+                     versions={"python": sys.version.split()[0], "torch": torch.__version__,
+                               "transformers": transformers.__version__,
+                               "sentence_transformers": sentence_transformers.__version__})
+
+
+# The reference of one input is computed once: Reference.MiniLMParity and its run on
+# another CPU path (CpuPath.MiniLMParity) hold embed-train to the same truth, and the
+# libraries' import and encode are most of a run's time.
+def reference_key(model_dir, texts, as_cls, prompt_name):
+    """A hash of everything the reference depends on: every file of the model folder (its
+    bytes), the sentences, the switches and the installed libraries' versions."""
+    import hashlib
+    from importlib import metadata
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(model_dir, followlinks=True):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            h.update(os.path.relpath(path, model_dir).encode() + b"\0")
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    h.update(json.dumps([texts, as_cls, prompt_name, sys.version]).encode())
+    for package in ("torch", "transformers", "sentence-transformers", "tokenizers", "numpy"):
+        h.update(f"{package}={metadata.version(package)}".encode())
+    return h.hexdigest()[:32]
+
+
+def cached_reference(cache_dir, key, compute):
+    """The Reference stored under `key` in cache_dir, else compute() stored there. A run
+    that finds another computing the same key waits for it (a lock), then reads."""
+    import fcntl
+    import numpy
+    os.makedirs(cache_dir, exist_ok=True)
+    base = os.path.join(cache_dir, key)
+    with open(base + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(base + ".json"):
+            with open(base + ".json", encoding="utf-8") as f:
+                fields = json.load(f)
+            return Reference(embeddings=numpy.load(base + ".npy"), **fields), True
+        ref = compute()
+        numpy.save(base + ".tmp.npy", ref.embeddings)
+        fields = {k: v for k, v in ref.__dict__.items() if k != "embeddings"}
+        with open(base + ".tmp.json", "w", encoding="utf-8") as f:
+            json.dump(fields, f)
+        os.replace(base + ".tmp.npy", base + ".npy")
+        os.replace(base + ".tmp.json", base + ".json")  # last: its presence says both are whole
+        return ref, False
 
 
 def compute_ours(binary, model_dir, input_path, workdir, numpy, prompt_name=None, prompted_path=None):
@@ -450,8 +521,7 @@ def check(args):
         raise Problem(f"--embed-train {args.embed_train} is not an executable file (build it first)")
     sentences = read_sentences(args.sentences)
     texts = [s.text for s in sentences]
-    libraries = import_reference_libraries()
-    numpy, torch, sentence_transformers, transformers = libraries
+    import numpy
     print(f"sentences: {len(sentences)} ({describe_sources(args.sentences, sentences)})")
 
     with tempfile.TemporaryDirectory(prefix="parity-") as workdir:
@@ -459,19 +529,25 @@ def check(args):
         input_path = os.path.join(workdir, "sentences.txt")
         write_sentences(sentences, input_path)
         t = time.monotonic()
-        ref = compute_reference(model_dir, texts, libraries, args.prompt_name)
+        compute = lambda: compute_reference(model_dir, texts, args.prompt_name)  # noqa: E731
+        cached = False
+        if args.reference_cache:
+            key = reference_key(args.model, texts, args.as_cls, args.prompt_name)
+            ref, cached = cached_reference(args.reference_cache, key, compute)
+        else:
+            ref = compute()
         reference_s = time.monotonic() - t
         prompted_path = None
         if args.prompt_name is not None:
-            prompt = ref.model.prompts[args.prompt_name]
+            prompt = ref.prompt
             # JSONL: a prompt may hold a newline (Qwen3-Embedding's "Instruct: ...\nQuery:").
             prompted_path = os.path.join(workdir, "prompted.jsonl")
             with open(prompted_path, "w", encoding="utf-8") as f:
                 for text in texts:
                     f.write(json.dumps({"text": prompt + text}, ensure_ascii=False) + "\n")
             print(f"prompt: {args.prompt_name!r} = {prompt!r}")
-        print(f"reference: {args.model}{' (as CLS)' if args.as_cls else ''}: "
-              f"{describe_reference(ref.model, ref.tokenizer)}")
+        print(f"reference: {args.model}{' (as CLS)' if args.as_cls else ''}: {ref.description}"
+              f"{' (read from ' + args.reference_cache + ', computed by an earlier run on the same input)' if cached else ''}")
         t = time.monotonic()
         our_embeddings, our_ids = compute_ours(args.embed_train, model_dir, input_path, workdir, numpy,
                                                args.prompt_name, prompted_path)
@@ -480,7 +556,8 @@ def check(args):
     embeddings = compare_embeddings(numpy, ref.embeddings, our_embeddings, args.atol)
     tokens = compare_token_ids(ref.ids, our_ids)
     print_embedding_result(embeddings, sentences)
-    print_token_result("tokens", tokens, sentences, ref.ids, our_ids, ref.tokenizer)
+    tokenizer = LazyTokenizer(args.model)  # the CLS copy, gone by now, has the same tokenizer
+    print_token_result("tokens", tokens, sentences, ref.ids, our_ids, tokenizer)
     references_agree = ref.ids == ref.model_ids
     if references_agree:
         tokens_model = tokens
@@ -488,7 +565,7 @@ def check(args):
     else:
         tokens_model = compare_token_ids(ref.model_ids, our_ids)
         print_token_result("tokens (SentenceTransformer's own tokenization)", tokens_model, sentences,
-                           ref.model_ids, our_ids, ref.tokenizer)
+                           ref.model_ids, our_ids, tokenizer)
     timings = {"reference_s": round(reference_s, 2), "embed_train_s": round(embed_train_s, 2),
                "total_s": round(time.monotonic() - started, 2)}
     print(f"time: reference {timings['reference_s']}s, embed-train {timings['embed_train_s']}s, "
@@ -500,7 +577,7 @@ def check(args):
         "as_cls": args.as_cls,
         "sentence_files": args.sentences,
         "sentences": len(sentences),
-        "max_seq_length": ref.model.max_seq_length,
+        "max_seq_length": ref.max_seq_length,
         "embeddings": embeddings,
         "tokens": tokens,
         "tokens_sentence_transformer": tokens_model,
@@ -510,12 +587,7 @@ def check(args):
             "tokens": [sentences[i].origin for i in tokens["offending"]],
             "tokens_sentence_transformer": [sentences[i].origin for i in tokens_model["offending"]],
         },
-        "versions": {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__,
-        },
+        "versions": ref.versions,
         "timings": timings,
     }
 
