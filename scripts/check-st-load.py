@@ -4,10 +4,13 @@
     python3 scripts/check-st-load.py MODEL_DIR INPUT.txt
     python3 scripts/check-st-load.py MODEL_DIR INPUT.txt --reference emb.npy   # encoded elsewhere
     python3 scripts/check-st-load.py MODEL_DIR INPUT.txt --prompt-name query   # with the folder's prompt
+    python3 scripts/check-st-load.py MODEL_DIR INPUT.txt --quiet               # and no load report
 
 Steps:
   1. model = SentenceTransformer(MODEL_DIR, device="cpu"): the folder must load as it is
-     (modules.json, 1_Pooling, 2_Dense, the Hugging Face BERT and its tokenizer).
+     (modules.json, 1_Pooling, 2_Dense, the Hugging Face BERT and its tokenizer). With
+     --quiet it must also load without a word of transformers' load report (weights
+     MISSING, UNEXPECTED, "newly initialized"): what it writes while loading is captured.
   2. model.encode(...) on every sentence of INPUT (one a line; or JSONL with a "text"
      field, when the name ends in .jsonl), without normalization; with --prompt-name NAME
      or --prompt TEXT, model.encode(..., prompt_name=NAME) or (..., prompt=TEXT); with
@@ -57,6 +60,8 @@ def parse_args():
     parser.add_argument("--min-cosine", type=float, default=0.9999,
                         help="least cosine similarity per sentence (default 0.9999)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch on both sides")
+    parser.add_argument("--quiet", action="store_true",
+                        help="fail (status 1) when loading prints transformers' load report")
     prompts = parser.add_mutually_exclusive_group()
     prompts.add_argument("--prompt-name", help="the folder's prompt of this name before each sentence, on both sides")
     prompts.add_argument("--prompt", help="this text before each sentence, on both sides")
@@ -118,6 +123,34 @@ def load_sentence_transformer(model_dir):
         fail(f"SentenceTransformer({model_dir!r}) failed: {type(e).__name__}: {e}")
 
 
+LOAD_REPORT_WORDS = ("LOAD REPORT", "MISSING", "UNEXPECTED", "newly initialized")
+
+
+def load_capturing_output(model_dir):
+    """(the model, what loading wrote to file descriptors 1 and 2): transformers' load
+    report is a logger.warning, written on every load."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as captured:
+        os.dup2(captured.fileno(), 1)
+        os.dup2(captured.fileno(), 2)
+        try:
+            model = load_sentence_transformer(model_dir)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            captured.seek(0)
+            said = captured.read()
+            if "check-st-load:" in said:  # a loading failure: say it where it can be read
+                sys.stderr.write(said)
+    return model, said
+
+
 def describe(model):
     """What sentence-transformers made of the folder, for the report."""
     # sentence-transformers 6 renamed get_sentence_embedding_dimension (which now warns).
@@ -141,7 +174,15 @@ def main():
     except ImportError:
         fail("cannot import numpy: pip install sentence-transformers (it brings numpy)")
 
-    model = load_sentence_transformer(args.model_dir)
+    if args.quiet:
+        model, said = load_capturing_output(args.model_dir)
+        words = [w for w in LOAD_REPORT_WORDS if w in said]
+        if words:
+            print(f"FAIL: {args.model_dir} loads with a report ({', '.join(words)}):\n{said}")
+            return 1
+        print(f"{args.model_dir} loads quietly")
+    else:
+        model = load_sentence_transformer(args.model_dir)
     print(f"loaded {args.model_dir}: {describe(model)}")
     python = model.encode(sentences, batch_size=args.batch_size, convert_to_numpy=True,
                           normalize_embeddings=False, show_progress_bar=False, prompt_name=args.prompt_name,
