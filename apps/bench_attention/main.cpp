@@ -2,7 +2,8 @@
 // batches of real text lengths — the measurements behind model.attention auto's CPU rule
 // (lib/model/attention.cpp). Not built by default: scripts/bench-attention.sh builds and runs it.
 //
-//   bench-attention [ROUNDS]   prints ms a call (median over ROUNDS rounds of 10 calls each)
+//   bench-attention [ROUNDS]   prints ms a call (median over ROUNDS rounds of 10 calls each);
+//                              then long texts under a window (ModernBERT's local layers)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,9 +21,11 @@ using namespace ddp_embed;
 
 namespace {
 
-// ms a call of attention() with `mode`, forward and backward, 12 heads of 32 (MiniLM's).
-double ms_a_call(const std::vector<int64_t>& lengths, AttentionMode mode, double dropout, bool one_query) {
-  const int64_t heads = 12, dims = 32;
+// ms a call of attention() with `mode`, forward and backward, 12 heads of `dims` (MiniLM's
+// 32 by default); `window`: AttentionCall's window_left and window_right (-1: none).
+double ms_a_call(const std::vector<int64_t>& lengths, AttentionMode mode, double dropout, bool one_query,
+                 int64_t window = -1, int64_t dims = 32, int calls = 10) {
+  const int64_t heads = 12;
   const TokenLayout layout(lengths, *std::max_element(lengths.begin(), lengths.end()), at::kCPU);
   const at::Tensor q = at::randn({one_query ? layout.batch : layout.tokens, heads, dims}).requires_grad_(true);
   const at::Tensor k = at::randn({layout.tokens, heads, dims}).requires_grad_(true);
@@ -32,11 +35,12 @@ double ms_a_call(const std::vector<int64_t>& lengths, AttentionMode mode, double
   call.mode = mode;
   call.recompute_padded = true;  // as training runs it
   call.one_query_per_sequence = one_query;
+  call.window_left = call.window_right = window;
   const auto once = [&] { attention(q, k, v, layout, call).sum().backward(); };
-  for (int i = 0; i < 3; ++i) once();
+  for (int i = 0; i < std::min(calls, 3); ++i) once();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 10; ++i) once();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / 10;
+  for (int i = 0; i < calls; ++i) once();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / calls;
 }
 
 double median(std::vector<double> v) {
@@ -85,6 +89,21 @@ int main(int argc, char** argv) {
       std::printf("%-30s %8.1f %9.2f %8.2f %8.2f | %25.2f %7.2f\n", name.c_str(), dropout, median(packed),
                   median(automatic), median(padded), median(one_packed), median(one_auto));
     }
+  }
+  // Long texts: a local layer's window (ModernBERT's 128 tokens, 64 each side) against a
+  // global layer, 2 texts of 4,096 tokens, 12 heads of 64 (ModernBERT-base), no dropout.
+  std::printf("\n2 texts of 4,096 tokens, 12 heads of 64, fp32, one thread, forward and backward, ms a call "
+              "(median of %d rounds of 2 calls)\n%-44s %9s\n", rounds, "layer", "ms");
+  const std::vector<int64_t> long_texts{4096, 4096};
+  const std::vector<std::pair<std::string, std::pair<AttentionMode, int64_t>>> rows = {
+      {"global (every key)", {AttentionMode::Auto, -1}},
+      {"local, window (64, 64): auto (its band)", {AttentionMode::Auto, 64}},
+      {"local, window (64, 64): padded (masked keys)", {AttentionMode::Padded, 64}},
+  };
+  for (const auto& [name, row] : rows) {
+    std::vector<double> ms;
+    for (int r = 0; r < rounds; ++r) ms.push_back(ms_a_call(long_texts, row.first, 0.0, false, row.second, 64, 2));
+    std::printf("%-44s %9.1f\n", name.c_str(), median(ms));
   }
   return 0;
 }

@@ -403,6 +403,8 @@ AttentionPath choose_path(const at::Tensor& q, const TokenLayout& layout, const 
     if (call.mode == AttentionMode::Padded) return AttentionPath::CpuPadded;
     if (call.mode == AttentionMode::Packed) return AttentionPath::CpuPacked;
     if (!at::isFloatingType(q.scalar_type()) || q.scalar_type() == at::kDouble) return AttentionPath::CpuPadded;
+    // A window narrow against the longest text: each text's call reads only its band.
+    if (band_block(call, layout.longest) > 0) return AttentionPath::CpuPacked;
     if (!cpu_packed_pays(layout)) return AttentionPath::CpuPadded;
     return call.dropout_p > 0 ? AttentionPath::CpuGrouped : AttentionPath::CpuPacked;
   }

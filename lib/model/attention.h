@@ -23,11 +23,14 @@
 //         padded   scaled_dot_product_attention with a mask (or its causal flag)
 //
 // A window (AttentionCall) is a band in each text's SDPA mask on the CPU's paths, the
-// flash kernel's window sizes on CUDA; where no CUDA kernel takes it (fp32, or the first
-// token's window of one query a sequence) the padded path runs with it in the mask, and
-// its first-use log line says why. A bias is in each text's SDPA mask on the CPU (the
-// padded path's SDPA, not attention_recomputed, which gives a bias no gradient), and
-// always the padded path on CUDA (neither varlen kernel is given one), logged the same way.
+// flash kernel's window sizes on CUDA. On the CPU, a window narrow against its text (both
+// sides bounded, no bias) runs as one call a block of queries over the keys that block
+// reaches: a windowed layer costs its window, not its text's length (auto takes packed for
+// such a batch). On CUDA, where no kernel takes the window (fp32, or the first token's
+// window of one query a sequence) the padded path runs with it in the mask, and its
+// first-use log line says why. A bias is in each text's SDPA mask on the CPU (the padded
+// path's SDPA, not attention_recomputed, which gives a bias no gradient), and always the
+// padded path on CUDA (neither varlen kernel is given one), logged the same way.
 //
 // auto picks per batch. On the CPU, where the batch has padding: grouped with attention
 // dropout (training BERT, XLM-R), packed without; padded where it has none (cpu_packed_pays

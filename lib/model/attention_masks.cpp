@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include <ATen/Dispatch.h>
 
@@ -73,9 +74,49 @@ TextMasks text_masks(const at::Tensor& q, const TokenLayout& layout, const Atten
   return m;
 }
 
+int64_t band_block(const AttentionCall& call, int64_t length) {
+  const int64_t left = call.window_left, right = call.causal ? 0 : call.window_right;
+  if (left < 0 || right < 0 || call.bias.defined()) return 0;
+  // At least 16 queries a block: below that, the calls' own cost outweighs the keys saved.
+  const int64_t block = std::max<int64_t>(left + right + 1, 16);
+  return 2 * (block + left + right) <= length ? block : 0;
+}
+
+namespace {
+
+// one_text's banded form (band_block() > 0): each block of `block` queries attends over the
+// keys from its first query's window start to its last one's window end, the band's slice
+// masking the keys a query's window leaves out (every query sees itself: no row is all
+// masked). The same sums as the whole text's call over fewer keys; autograd keeps each
+// block's slices.
+at::Tensor banded(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& band,
+                  const AttentionCall& call, int64_t block) {
+  const int64_t length = k.size(1), left = call.window_left, right = call.causal ? 0 : call.window_right;
+  if (q.size(1) == 1) {  // one query a sequence: exactly its window's keys, no mask
+    const int64_t position = one_query_position(length, call);
+    const int64_t first = std::max<int64_t>(0, position - left), end = std::min(length, position + right + 1);
+    return at::scaled_dot_product_attention(q, k.narrow(1, first, end - first), v.narrow(1, first, end - first),
+                                           std::nullopt, call.dropout_p, false);
+  }
+  std::vector<at::Tensor> parts;
+  parts.reserve(static_cast<size_t>((length + block - 1) / block));
+  for (int64_t start = 0; start < length; start += block) {
+    const int64_t rows = std::min(block, length - start);
+    const int64_t first = std::max<int64_t>(0, start - left), end = std::min(length, start + rows + right);
+    const at::Tensor mask = band.narrow(0, start, rows).narrow(1, first, end - first);
+    parts.push_back(at::scaled_dot_product_attention(q.narrow(1, start, rows), k.narrow(1, first, end - first),
+                                                     v.narrow(1, first, end - first), mask, call.dropout_p, false));
+  }
+  return at::cat(parts, 1);
+}
+
+}  // namespace
+
 at::Tensor one_text(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TextMasks& masks,
                     const AttentionCall& call, size_t text) {
   const int64_t length = k.size(1);
+  if (masks.text_bias.empty() && masks.band.defined())
+    if (const int64_t block = band_block(call, length); block > 0) return banded(q, k, v, masks.band, call, block);
   at::Tensor mask;
   if (!masks.text_bias.empty()) {
     mask = masks.text_bias[text].view({q.size(0), q.size(1), length});

@@ -33,6 +33,13 @@ at::Tensor in_window(const at::Tensor& query_positions, int64_t keys, const Atte
 // causal, its first otherwise. length: the sequence's.
 int64_t one_query_position(int64_t length, const AttentionCall& call);
 
+// A text's queries in blocks of this many, each block's SDPA given only the keys its
+// window reaches (a text of 4,096 tokens under ModernBERT's 128-token window reads 192 keys
+// a block, not 4,096), where that pays: both sides of the window bounded (causal bounds the
+// right), no bias, and a block's keys at most half the text's. 0 where the whole text is
+// the one call.
+int64_t band_block(const AttentionCall& call, int64_t length);
+
 // The additive masks of a call's texts, made once a call: each text's is a view of these.
 // band: [longest, longest] in q's dtype, 0 where the window lets query row i see key j,
 // the lowest finite value where not (exp() of it is 0, and no row is all of it: a query
@@ -51,7 +58,8 @@ TextMasks text_masks(const at::Tensor& q, const TokenLayout& layout, const Atten
 // One text's call (the layout's text-th): q [heads, lq, D] (lq = l, or 1 for one query a
 // sequence), k and v [heads, l, D], on its real tokens alone; the bias and the window as an
 // SDPA mask (views of the batch's; SDPA's backward gives the bias its gradient), else
-// causal as SDPA's flag.
+// causal as SDPA's flag. A window that band_block() finds narrow enough: one call a block
+// of queries over the keys it reaches (one query: over its window's keys alone).
 at::Tensor one_text(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const TextMasks& masks,
                     const AttentionCall& call, size_t text);
 

@@ -228,6 +228,45 @@ TEST(AttentionWindow, AWindowNarrowerThanTheTextChangesItsOutput) {
   }
 }
 
+// Long texts under a narrow window (ModernBERT's local layers, Gemma 3's sliding ones): the
+// CPU reads each block of queries' band of keys, not the whole text (model/attention.h),
+// and gives the whole call's values and gradients — bidirectional, causal and one query a
+// sequence, texts that are and are not whole blocks; auto takes that path even for a batch
+// without padding (where it would otherwise take one padded call over every key).
+TEST(AttentionWindow, LongTextsUnderANarrowWindowReadOnlyTheirBandAndMatchTheWholeCall) {
+  at::manual_seed(24);
+  const std::vector<int64_t> lengths{300, 257, 40, 1};
+  const TokenLayout layout(lengths, 300, at::kCPU);
+  for (const WindowCase& c : {WindowCase{false, {16, 16}, "band (16, 16)"}, WindowCase{false, {40, 3}, "band (40, 3)"},
+                              WindowCase{true, {31, -1}, "causal, left 31"}}) {
+    for (const bool one_query : {false, true}) {
+      const Inputs in = random_inputs(one_query ? layout.batch : layout.tokens, layout.tokens, 4, 2, 16);
+      const Result want = run(in, [&] { return reference(in, lengths, c.causal, c.window, one_query); });
+      AttentionCall call;
+      call.causal = c.causal;
+      call.window_left = c.window.left;
+      call.window_right = c.window.right;
+      call.one_query_per_sequence = one_query;
+      for (const AttentionMode mode : {AttentionMode::Packed, AttentionMode::Auto}) {
+        call.mode = mode;
+        const Result got = run(in, [&] { return attention(in.q, in.k, in.v, layout, call); });
+        EXPECT_LT(worst(got, want), 1e-5) << describe(c, lengths, choice_name(mode).c_str()) << ", one query "
+                                          << one_query;
+      }
+    }
+  }
+  // A batch without padding: auto's rule alone would take the padded path.
+  const TokenLayout dense({256, 256}, 256, at::kCPU);
+  const at::Tensor x = at::randn({dense.tokens, 2, 8});
+  AttentionCall call;
+  call.window_left = call.window_right = 8;
+  const auto before = attention_path_counts();
+  attention(x, x, x, dense, call);
+  const auto after = attention_path_counts();
+  EXPECT_EQ(after[size_t(AttentionPath::CpuPacked)] - before[size_t(AttentionPath::CpuPacked)], 1);
+  EXPECT_EQ(after[size_t(AttentionPath::CpuPadded)] - before[size_t(AttentionPath::CpuPadded)], 0);
+}
+
 TEST(AttentionWindow, AWindowSideBelowMinusOneIsAModelErrorNamingIt) {
   const TokenLayout layout({3, 2}, 3, at::kCPU);
   const at::Tensor x = at::randn({layout.tokens, 2, 8});
