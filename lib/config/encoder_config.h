@@ -1,6 +1,6 @@
 // The encoders embed-train builds, each by its one description: BERT and XLM-RoBERTa
-// (config/bert_config.h) and Qwen3, the decoder that Qwen3-Embedding turns into an
-// embedder (causal attention, the last token pooled). A pretrained model's comes from its
+// (config/bert_config.h), MPNet (all-mpnet-base-v2) and Qwen3, the decoder that
+// Qwen3-Embedding turns into an embedder (causal attention, the last token pooled). A pretrained model's comes from its
 // folder's config.json (model/encoder.h: encoder_config_from_hf_json).
 #pragma once
 
@@ -46,21 +46,55 @@ struct Qwen3Config {
   bool sliding(size_t layer) const { return layer < layer_types.size() && layer_types[layer] == "sliding_attention"; }
 };
 
-enum class Architecture { Bert, XlmRoberta, Qwen3 };
+// MPNet's encoder as transformers' MPNetModel has it (all-mpnet-base-v2, multi-qa-mpnet-*):
+// BERT's post-LayerNorm layers without token types, positions counted after the padding
+// index as XLM-R's are, and a relative-position bias added to every layer's attention
+// scores from relative_attention_num_buckets learned rows a head. transformers fixes the
+// padding index at 1 and buckets the relative positions into 32 whatever the config says.
+struct MPNetConfig {
+  int64_t vocab_size = 30527;
+  int64_t hidden_size = 768;
+  int64_t num_layers = 12;
+  int64_t num_heads = 12;
+  int64_t intermediate_size = 3072;
+  int64_t max_position = 514;
+  int64_t relative_attention_num_buckets = 32;
+  double layer_norm_eps = 1e-5;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  double initializer_range = 0.02;
+  int64_t bos_token_id = 0, eos_token_id = 2;  // written back as read
+  bool tie_word_embeddings = true;
 
-// "bert" | "xlm-roberta" | "qwen3": config.json's model_type.
+  static constexpr int64_t kPaddingIndex = 1;  // transformers' MPNetEmbeddings.padding_idx
+  static constexpr int64_t kBuckets = 32;      // the buckets MPNetEncoder.compute_position_bias uses
+  // Positions run from kPaddingIndex + 1: the longest input in tokens.
+  int64_t max_length() const { return max_position - kPaddingIndex - 1; }
+};
+
+enum class Architecture { Bert, XlmRoberta, Qwen3, MPNet };
+
+// "bert" | "xlm-roberta" | "qwen3" | "mpnet": config.json's model_type.
 std::string architecture_name(Architecture a);
 
 struct EncoderConfig {
   Architecture architecture = Architecture::Bert;
   BertConfig bert;    // Bert and XlmRoberta (bert.flavor says which)
   Qwen3Config qwen3;  // Qwen3
+  MPNetConfig mpnet;  // MPNet
 
   bool is_decoder() const { return architecture == Architecture::Qwen3; }
-  int64_t hidden_size() const { return is_decoder() ? qwen3.hidden_size : bert.hidden_size; }
-  int64_t vocab_size() const { return is_decoder() ? qwen3.vocab_size : bert.vocab_size; }
+  bool is_mpnet() const { return architecture == Architecture::MPNet; }
+  int64_t hidden_size() const {
+    return is_decoder() ? qwen3.hidden_size : is_mpnet() ? mpnet.hidden_size : bert.hidden_size;
+  }
+  int64_t vocab_size() const { return is_decoder() ? qwen3.vocab_size : is_mpnet() ? mpnet.vocab_size : bert.vocab_size; }
+  int64_t num_layers() const { return is_decoder() ? qwen3.num_layers : is_mpnet() ? mpnet.num_layers : bert.num_layers; }
+  int64_t num_heads() const { return is_decoder() ? qwen3.num_heads : is_mpnet() ? mpnet.num_heads : bert.num_heads; }
   // The longest input in tokens the positions allow.
-  int64_t max_length() const { return is_decoder() ? qwen3.max_position : bert.max_length(); }
+  int64_t max_length() const {
+    return is_decoder() ? qwen3.max_position : is_mpnet() ? mpnet.max_length() : bert.max_length();
+  }
 };
 
 inline EncoderConfig encoder_config(const BertConfig& bert) {
@@ -75,6 +109,7 @@ inline std::string architecture_name(Architecture a) {
     case Architecture::Bert: return "bert";
     case Architecture::XlmRoberta: return "xlm-roberta";
     case Architecture::Qwen3: return "qwen3";
+    case Architecture::MPNet: return "mpnet";
   }
   return "?";
 }

@@ -70,13 +70,15 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     return out;
   }
 
-  // Gradients, in forward's argument order: hidden, bias (none), each parameter, and
-  // none for the capsule.
+  // Gradients, in forward's argument order: hidden, bias (when it requires one: MPNet's
+  // learned relative-position bias), each parameter, and none for the capsule.
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
     const auto recompute = c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data[kRecomputeKey].toCapsule());
     const bool hidden_needs_grad = saved[0].requires_grad();
     const at::Tensor hidden = saved[0].detach().requires_grad_(hidden_needs_grad);
+    const bool bias_needs_grad = saved[1].requires_grad();
+    const at::Tensor bias = bias_needs_grad ? saved[1].detach().requires_grad_(true) : saved[1];
 
     at::Tensor out;
     {
@@ -87,12 +89,13 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       // that require grad (meant for weights), and a shared cast of the hidden states
       // would add the gradients of its uses in half precision, where the plain forward
       // (whose input is no leaf) adds them in fp32.
-      out = recompute->block(hidden.view_as(hidden), saved[1]);
+      out = recompute->block(hidden.view_as(hidden), bias_needs_grad ? bias.view_as(bias) : bias);
     }
 
     // Differentiate with respect to what needs a gradient; the others get none.
     variable_list wrt;
     if (hidden_needs_grad) wrt.push_back(hidden);
+    if (bias_needs_grad) wrt.push_back(bias);
     for (const auto& p : recompute->params)
       if (p.requires_grad()) wrt.push_back(p);
     const variable_list grads =
@@ -102,7 +105,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     variable_list result;
     size_t next = 0;
     result.push_back(hidden_needs_grad ? grads[next++] : at::Tensor());
-    result.push_back(at::Tensor());  // bias: a constant of the mask
+    result.push_back(bias_needs_grad ? grads[next++] : at::Tensor());
     for (const auto& p : recompute->params) result.push_back(p.requires_grad() ? grads[next++] : at::Tensor());
     result.push_back(at::Tensor());  // the capsule
     return result;

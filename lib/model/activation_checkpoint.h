@@ -54,8 +54,10 @@ class ReplayRandomness {
 using CheckpointedBlock = std::function<at::Tensor(const at::Tensor& hidden, const at::Tensor& bias)>;
 
 // block(hidden, bias), recomputed in backward instead of stored. `module` owns every
-// parameter the block uses (they receive their gradients through this function). Call it
-// only when autograd records (GradMode on); outside of that just call the block.
+// parameter the block uses (they receive their gradients through this function); a bias
+// that requires grad (MPNet's relative-position bias, made outside the block) gets its
+// gradient too. Call it only when autograd records (GradMode on); outside of that just
+// call the block.
 at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, const at::Tensor& hidden,
                         const at::Tensor& bias);
 

@@ -29,6 +29,9 @@ void copy_into(const at::Tensor& target, const at::Tensor& source, const std::st
 RerankHeadImpl::RerankHeadImpl(const EncoderConfig& encoder, int64_t num_labels, double dropout)
     : architecture_(encoder.architecture), num_labels_(num_labels), dropout_(dropout) {
   if (num_labels < 1) throw ModelError("model.num_labels must be at least 1, not " + std::to_string(num_labels));
+  if (architecture_ == Architecture::MPNet)
+    throw ModelError("a cross-encoder of MPNet (MPNetForSequenceClassification) is not implemented: MPNet trains "
+                     "as an embedder (model.kind embedder)");
   const int64_t h = encoder.hidden_size();
   if (architecture_ == Architecture::Qwen3) {
     score = register_module("score", torch::nn::Linear(torch::nn::LinearOptions(h, num_labels).bias(false)));
@@ -71,6 +74,7 @@ std::string RerankHeadImpl::encoder_prefix() const {
     case Architecture::Bert: break;
     case Architecture::XlmRoberta: return "roberta.";
     case Architecture::Qwen3: return "model.";
+    case Architecture::MPNet: return "mpnet.";
   }
   return "bert.";
 }
@@ -80,6 +84,7 @@ std::string RerankHeadImpl::architecture() const {
     case Architecture::Bert: break;
     case Architecture::XlmRoberta: return "XLMRobertaForSequenceClassification";
     case Architecture::Qwen3: return "Qwen3ForSequenceClassification";
+    case Architecture::MPNet: return "MPNetForSequenceClassification";
   }
   return "BertForSequenceClassification";
 }

@@ -15,7 +15,8 @@
 //
 // The encoder's tensors go under bert. / roberta. / model. in the same file. A new head
 // is initialized as transformers initializes one (weights N(0, initializer_range), biases
-// 0); BERT's pooler is the init folder's when it has one.
+// 0); BERT's pooler is the init folder's when it has one. An MPNet encoder takes no head
+// (the constructor's ModelError).
 #pragma once
 
 #include <cstdint>

@@ -52,6 +52,9 @@ void SentenceEmbedderImpl::register_encoder(const EncoderConfig& config) {
   if (config.is_decoder()) {
     qwen3 = register_module("qwen3", Qwen3Model(config.qwen3));
     encoder_ = qwen3.ptr();
+  } else if (config.is_mpnet()) {
+    mpnet = register_module("mpnet", MPNetModel(config.mpnet));
+    encoder_ = mpnet.ptr();
   } else {
     bert = register_module("bert", BertModel(config.bert));
     encoder_ = bert.ptr();

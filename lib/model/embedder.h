@@ -1,5 +1,5 @@
 // The model embed-train trains, of either kind (model.kind):
-//  - a sentence embedder: an encoder (BERT, XLM-RoBERTa or Qwen3: model/encoder.h) →
+//  - a sentence embedder: an encoder (BERT, XLM-RoBERTa, MPNet or Qwen3: model/encoder.h) →
 //    pooling (cls | mean | lasttoken) → optional Linear(hidden, projection_dim), with the
 //    contrastive loss computed inside forward() so that the training step (and gradient
 //    averaging) sees one module call per micro-batch;
@@ -10,7 +10,7 @@
 // groups, checkpoints, LoRA, precision) serves the two alike.
 //
 // Parameter names: bert.<Hugging Face BertModel names> (BERT and XLM-R) or
-// qwen3.<Qwen3Model names>, and projection.{weight,bias}.
+// qwen3.<Qwen3Model names> or mpnet.<MPNetModel names>, and projection.{weight,bias}.
 // Saved as a sentence-transformers folder, the BERT goes to model.safetensors without
 // the "bert." prefix and the projection to 2_Dense/model.safetensors as linear.* (an
 // identity-activation Dense), e.g. with weights.h:
@@ -33,6 +33,7 @@
 #include "model/encoder.h"
 #include "model/qwen3.h"
 #include "model/loss.h"
+#include "model/mpnet.h"
 #include "model/rerank_loss.h"
 
 namespace ddp_embed {
@@ -54,7 +55,7 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
       : SentenceEmbedderImpl(encoder_config(config), projection_dim, pooling) {}
   // A cross-encoder of `num_labels` outputs: a RerankHead on the first token, its dropout
-  // the encoder's hidden dropout. ModelError for a Qwen3 encoder (model/cross_encoder.h).
+  // the encoder's hidden dropout. ModelError for an MPNet encoder (model/cross_encoder.h).
   struct CrossEncoderShape {
     int64_t num_labels = 1;
   };
@@ -113,11 +114,12 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   TextEncoderImpl& encoder() const { return *encoder_; }
   BertModel bert{nullptr};
   Qwen3Model qwen3{nullptr};
+  MPNetModel mpnet{nullptr};
   torch::nn::Linear projection{nullptr};  // null without projection
   RerankHead head{nullptr};               // a cross-encoder's; null for an embedder
 
  private:
-  // The encoder the config describes, as bert or qwen3.
+  // The encoder the config describes, as bert, qwen3 or mpnet.
   void register_encoder(const EncoderConfig& config);
 
   std::shared_ptr<TextEncoderImpl> encoder_;

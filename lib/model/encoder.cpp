@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/bert.h"
+#include "model/mpnet.h"
 #include "model/qwen3.h"
 #include "util/file_check.h"
 
@@ -49,6 +50,11 @@ EncoderConfig encoder_config_from_hf_json(const std::string& path) {
   if (model_type == "qwen3") {
     c.architecture = Architecture::Qwen3;
     c.qwen3 = qwen3_config_from_hf_json(j, path);
+    return c;
+  }
+  if (model_type == "mpnet") {
+    c.architecture = Architecture::MPNet;
+    c.mpnet = mpnet_config_from_hf_json(j, path);
     return c;
   }
   throw ModelError(path + ": model_type \"" + model_type +

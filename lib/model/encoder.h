@@ -63,7 +63,8 @@ class TextEncoderImpl : public torch::nn::Module {
 nlohmann::json read_config_json(const std::string& path);
 
 // The encoder a Hugging Face config.json describes (a file; `origin` names it in errors),
-// by its model_type: "bert", "xlm-roberta" (model/bert.h) or "qwen3" (model/qwen3.h).
+// by its model_type: "bert", "xlm-roberta" (model/bert.h), "mpnet" (model/mpnet.h) or
+// "qwen3" (model/qwen3.h).
 // Another model_type is a ModelError that names the file and lists these.
 EncoderConfig encoder_config_from_hf_json(const std::string& path);
 

@@ -134,7 +134,7 @@ NamedTensors folder_tensors(const fs::path& dir, const std::function<bool(const 
 // A file's name for a tensor, as a BertModel / XLMRobertaModel file names it: the prefixes
 // of a *ForMaskedLM or *ForSequenceClassification file stripped, as loading strips them.
 std::string plain_tensor_name(const std::string& name) {
-  for (const char* prefix : {"bert.", "roberta."})
+  for (const char* prefix : {"bert.", "roberta.", "mpnet."})
     if (name.rfind(prefix, 0) == 0) return name.substr(std::strlen(prefix));
   return name;
 }
@@ -172,10 +172,10 @@ NamedTensors carried_init_tensors(const ModelFolderLayout& init) {
 
 LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout) {
   // A Qwen3ForCausalLM file names its tensors "model.*" (and has an lm_head, unused); the
-  // original XLM-R checkpoints (XLMRobertaForMaskedLM) "roberta.*".
+  // original XLM-R checkpoints (XLMRobertaForMaskedLM) "roberta.*", MPNetForMaskedLM's "mpnet.*".
   LoadOptions options;
   options.strip_prefixes = layout.encoder.is_decoder() ? std::vector<std::string>{"model."}
-                                                       : std::vector<std::string>{"bert.", "roberta."};
+                                                       : std::vector<std::string>{"bert.", "roberta.", "mpnet."};
   LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);
   if (model->is_cross_encoder()) load_head_weights(model, layout);
   if (layout.dense) load_dense_weights(model, *layout.dense);

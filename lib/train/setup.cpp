@@ -199,6 +199,8 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
   if (arch.is_decoder()) {
     if (cfg.model.dropout > 0)
       spdlog::info("model.dropout {:g} does not apply: Qwen3 has no dropout", cfg.model.dropout);
+  } else if (arch.is_mpnet()) {
+    arch.mpnet.hidden_dropout = arch.mpnet.attention_dropout = cfg.model.dropout;
   } else {
     // The config's sizes were checked when it was read (lib/config), init's when its
     // config.json was (model/bert.h); the model's constructor holds them as preconditions.
@@ -296,7 +298,8 @@ LossScaler make_loss_scaler(Precision precision, const TrainConfig& t) {
 
 // AdamW groups: no weight decay on biases and norm parameters, named as transformers'
 // Trainer finds them (get_decay_parameter_names, in lower case): BERT's LayerNorm, Qwen3's
-// input_layernorm / post_attention_layernorm / q_norm / k_norm and its final "norm".
+// input_layernorm / post_attention_layernorm / q_norm / k_norm and its final "norm"; "bias"
+// anywhere in a name, as there (MPNet's relative_attention_bias.weight is spared too).
 std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double weight_decay) {
   FlatAdamW::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
   for (auto& item : model->named_parameters()) {
@@ -304,8 +307,7 @@ std::vector<FlatAdamW::Group> optimizer_groups(SentenceEmbedder& model, double w
     const std::string name = ascii_lower(item.key());
     const bool exempt = name.find("layernorm") != std::string::npos || name.find("rmsnorm") != std::string::npos ||
                         name.find("_norm") != std::string::npos || name.find(".norm.") != std::string::npos ||
-                        name.rfind("norm.", 0) == 0 ||
-                        (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0);
+                        name.rfind("norm.", 0) == 0 || name.find("bias") != std::string::npos;
     (exempt ? no_decay : decay).params.push_back(item.value());
   }
   return {decay, no_decay};
@@ -475,7 +477,6 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
   auto data_parallel = std::make_unique<DataParallel>(*model, optimizer, pg, cfg.dist);
   const double peak_lr = scaled_lr(cfg.train, pg.world_size());
   const EncoderConfig& arch = model->encoder().encoder_config();
-  const bool decoder = arch.is_decoder();
   int64_t all_parameters = 0;
   for (const auto& p : model->parameters()) all_parameters += p.numel();
   const std::string trained = optimizer.num_parameters() == all_parameters
@@ -492,8 +493,7 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
   spdlog::info("model: {} {:.2f}M parameters{} (hidden {}, {} layers, {} heads), {}; "
                "{} steps of {} pairs ({} per rank x {} accumulation), lr {:g}{}",
                architecture_name(arch.architecture), double(all_parameters) / 1e6, trained, arch.hidden_size(),
-               decoder ? arch.qwen3.num_layers : arch.bert.num_layers,
-               decoder ? arch.qwen3.num_heads : arch.bert.num_heads, head, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
+               arch.num_layers(), arch.num_heads(), head, total_steps, cfg.train.batch_size, micro_batch, cfg.train.grad_accum_steps,
                peak_lr,
                cfg.train.lr_scaling == LrScaling::None ? "" : " (" + choice_name(cfg.train.lr_scaling) + "-scaled)");
   return ModelUnderTraining{model, std::move(optimizer), std::move(data_parallel),
