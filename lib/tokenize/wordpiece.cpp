@@ -270,10 +270,14 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab, WordPiece
   special_.mask = lookup(options_.mask_token);
   if (special_.mask < 0) special_.mask = special_.unk;
 
-  for (const std::string* name : {&options_.unk_token, &options_.sep_token, &options_.pad_token,
-                                  &options_.cls_token, &options_.mask_token}) {
+  std::vector<const std::string*> names = {&options_.unk_token, &options_.sep_token, &options_.pad_token,
+                                           &options_.cls_token, &options_.mask_token};
+  for (const std::string& more : options_.more_specials) names.push_back(&more);
+  for (const std::string* name : names) {
     const int32_t id = lookup(*name);
     if (id < 0 || name->empty()) continue;
+    if (std::any_of(specials_.begin(), specials_.end(), [&](const SpecialToken& s) { return s.text == *name; }))
+      continue;
     SpecialToken special{{}, *name, id};
     for (const char *p = name->data(), *end = p + name->size(); p < end;)
       special.chars.push_back(utf8::decode(p, end));
@@ -361,7 +365,21 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::load(const std::string& 
     options.tokenize_chinese_chars =
         hf_files::bool_setting(*config, "tokenize_chinese_chars", true, where);
     max_length = hf_files::max_length_setting(*config, max_length);
+    if (const auto cls = config->find("tokenizer_class"); cls != config->end() && cls->is_string())
+      options.tokenizer_class = cls->get<std::string>();
     names.update(*config);  // the config's token names win, as in from_pretrained
+  }
+  // transformers 5 reads tokenizer.json where there is one: its special added tokens and
+  // its pair form are the tokenizer's.
+  options.roberta_pair = options.tokenizer_class.rfind("MPNetTokenizer", 0) == 0;
+  if (const auto file = hf_files::read_json_if_exists(dir / "tokenizer.json")) {
+    if (const auto added = file->find("added_tokens"); added != file->end() && added->is_array())
+      for (const auto& token : *added)
+        if (token.is_object() && token.value("special", false) && token.contains("content") &&
+            token["content"].is_string())
+          options.more_specials.push_back(token["content"].get<std::string>());
+    if (const auto post = file->find("post_processor"); post != file->end() && post->is_object())
+      options.roberta_pair = post->value("type", "") == "RobertaProcessing";
   }
   options.unk_token = hf_files::token_name(names, "unk_token", options.unk_token);
   options.cls_token = hf_files::token_name(names, "cls_token", options.cls_token);
@@ -393,12 +411,20 @@ void WordPieceTokenizer::save(const std::string& dir) const {
   tokens["mask_token"] = options_.mask_token;
 
   nlohmann::ordered_json config;
-  config["tokenizer_class"] = "BertTokenizer";
+  config["tokenizer_class"] = options_.tokenizer_class;
   config["do_lower_case"] = options_.lower_case;
   config["strip_accents"] = options_.strip_accents ? nlohmann::ordered_json(*options_.strip_accents)
                                                    : nlohmann::ordered_json(nullptr);
   config["tokenize_chinese_chars"] = options_.tokenize_chinese_chars;
   hf_files::write_tokenizer_config(folder, std::move(config), model_max_length_, tokens);
+}
+
+PairTemplate WordPieceTokenizer::pair_template() const {
+  PairTemplate t = Tokenizer::pair_template();  // [CLS] a [SEP] b [SEP], types 0 and 1
+  if (!options_.roberta_pair) return t;
+  t.between = {special_.sep, special_.sep};
+  t.second_type = 0;  // RobertaProcessing: every token type 0
+  return t;
 }
 
 }  // namespace ddp_embed

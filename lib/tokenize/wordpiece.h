@@ -13,6 +13,10 @@
 //     characters are split off as words of their own;
 //  5. greedy longest-match-first WordPiece ("##" marks a continuation); a word longer
 //     than 100 characters, or one the vocabulary cannot cover, is [UNK].
+// The special tokens are the folder's (special_tokens_map.json, tokenizer_config.json, and
+// a tokenizer.json's special added_tokens): BERT's [CLS] a [SEP], or MPNet's <s> a </s>
+// with RobertaProcessing's pair form <s> a </s></s> b </s> (tokenizer.json's
+// post_processor, else tokenizer_class MPNetTokenizer).
 // Known difference: NFD's canonical reordering is not done for the 25 spacing (Mc)
 // marks that have a non-zero combining class; it only matters when two of them follow
 // each other out of canonical order.
@@ -26,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenize/pair_template.h"
 #include "tokenize/tokenizer.h"
 
 namespace ddp_embed {
@@ -36,6 +41,13 @@ struct WordPieceOptions {
   bool tokenize_chinese_chars = true;
   std::string unk_token = "[UNK]", cls_token = "[CLS]", sep_token = "[SEP]", pad_token = "[PAD]",
               mask_token = "[MASK]";
+  // Further special tokens' text (a tokenizer.json's special added_tokens, MPNet's <unk>):
+  // each, where the vocabulary has it, stands for its id as the five above do.
+  std::vector<std::string> more_specials;
+  // How two texts are joined: BERT's [CLS] a [SEP] b [SEP] (types 0, 1), or RoBERTa's
+  // cls a sep sep b sep (all type 0), what MPNet's tokenizer does.
+  bool roberta_pair = false;
+  std::string tokenizer_class = "BertTokenizer";  // tokenizer_config.json's, written back
 };
 
 // The entries of a vocab.txt's text, id = line number. Lines end at \n, \r\n or \r, as
@@ -54,16 +66,20 @@ class WordPieceTokenizer final : public Tokenizer {
   WordPieceTokenizer& operator=(const WordPieceTokenizer&) = delete;
 
   // A vocab.txt, or a folder holding one; tokenizer_config.json beside it (when present)
-  // decides do_lower_case, strip_accents, tokenize_chinese_chars, model_max_length and
-  // the special tokens' names.
+  // decides do_lower_case, strip_accents, tokenize_chinese_chars, model_max_length,
+  // tokenizer_class and the special tokens' names; a tokenizer.json beside it the further
+  // special tokens and the pair form (its post_processor: RobertaProcessing is RoBERTa's;
+  // without the file, tokenizer_class MPNetTokenizer is).
   static std::unique_ptr<WordPieceTokenizer> load(const std::string& path, bool lower_case);
 
   std::vector<int32_t> encode(std::string_view text, int max_length) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.size()); }
   SpecialIds special() const override { return special_; }
   std::string type() const override { return choice_name(TokenizerType::WordPiece); }
-  // vocab.txt, tokenizer_config.json (BertTokenizer), special_tokens_map.json.
+  // vocab.txt, tokenizer_config.json (its tokenizer_class, BertTokenizer by default),
+  // special_tokens_map.json.
   void save(const std::string& dir) const override;
+  PairTemplate pair_template() const override;
 
   const WordPieceOptions& options() const { return options_; }
   // The vocabulary entry of an id ("" when out of range).
