@@ -1,6 +1,7 @@
 // The encoders embed-train builds, each by its one description: BERT and XLM-RoBERTa
-// (config/bert_config.h), MPNet (all-mpnet-base-v2) and Qwen3, the decoder that
-// Qwen3-Embedding turns into an embedder (causal attention, the last token pooled). A pretrained model's comes from its
+// (config/bert_config.h), MPNet (all-mpnet-base-v2), ModernBERT (config/modernbert_config.h)
+// and Qwen3, the decoder that Qwen3-Embedding turns into an embedder (causal attention, the
+// last token pooled). A pretrained model's comes from its
 // folder's config.json (model/encoder.h: encoder_config_from_hf_json).
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "config/bert_config.h"
+#include "config/modernbert_config.h"
 
 namespace ddp_embed {
 
@@ -72,29 +74,46 @@ struct MPNetConfig {
   int64_t max_length() const { return max_position - kPaddingIndex - 1; }
 };
 
-enum class Architecture { Bert, XlmRoberta, Qwen3, MPNet };
+enum class Architecture { Bert, XlmRoberta, Qwen3, MPNet, ModernBert };
 
-// "bert" | "xlm-roberta" | "qwen3" | "mpnet": config.json's model_type.
+// "bert" | "xlm-roberta" | "qwen3" | "mpnet" | "modernbert": config.json's model_type.
 std::string architecture_name(Architecture a);
 
 struct EncoderConfig {
   Architecture architecture = Architecture::Bert;
   BertConfig bert;    // Bert and XlmRoberta (bert.flavor says which)
   Qwen3Config qwen3;  // Qwen3
-  MPNetConfig mpnet;  // MPNet
+  MPNetConfig mpnet;            // MPNet
+  ModernBertConfig modernbert;  // ModernBert
 
   bool is_decoder() const { return architecture == Architecture::Qwen3; }
   bool is_mpnet() const { return architecture == Architecture::MPNet; }
-  int64_t hidden_size() const {
-    return is_decoder() ? qwen3.hidden_size : is_mpnet() ? mpnet.hidden_size : bert.hidden_size;
+  bool is_modernbert() const { return architecture == Architecture::ModernBert; }
+
+  // The sizes every architecture has, each from its own description.
+  struct Sizes {
+    int64_t hidden, vocab, layers, heads, max_length;
+  };
+  Sizes sizes() const {
+    switch (architecture) {
+      case Architecture::Qwen3:
+        return {qwen3.hidden_size, qwen3.vocab_size, qwen3.num_layers, qwen3.num_heads, qwen3.max_position};
+      case Architecture::MPNet:
+        return {mpnet.hidden_size, mpnet.vocab_size, mpnet.num_layers, mpnet.num_heads, mpnet.max_length()};
+      case Architecture::ModernBert:
+        return {modernbert.hidden_size, modernbert.vocab_size, modernbert.num_layers, modernbert.num_heads,
+                modernbert.max_position};
+      case Architecture::Bert:
+      case Architecture::XlmRoberta: break;
+    }
+    return {bert.hidden_size, bert.vocab_size, bert.num_layers, bert.num_heads, bert.max_length()};
   }
-  int64_t vocab_size() const { return is_decoder() ? qwen3.vocab_size : is_mpnet() ? mpnet.vocab_size : bert.vocab_size; }
-  int64_t num_layers() const { return is_decoder() ? qwen3.num_layers : is_mpnet() ? mpnet.num_layers : bert.num_layers; }
-  int64_t num_heads() const { return is_decoder() ? qwen3.num_heads : is_mpnet() ? mpnet.num_heads : bert.num_heads; }
+  int64_t hidden_size() const { return sizes().hidden; }
+  int64_t vocab_size() const { return sizes().vocab; }
+  int64_t num_layers() const { return sizes().layers; }
+  int64_t num_heads() const { return sizes().heads; }
   // The longest input in tokens the positions allow.
-  int64_t max_length() const {
-    return is_decoder() ? qwen3.max_position : is_mpnet() ? mpnet.max_length() : bert.max_length();
-  }
+  int64_t max_length() const { return sizes().max_length; }
 };
 
 inline EncoderConfig encoder_config(const BertConfig& bert) {
@@ -110,6 +129,7 @@ inline std::string architecture_name(Architecture a) {
     case Architecture::XlmRoberta: return "xlm-roberta";
     case Architecture::Qwen3: return "qwen3";
     case Architecture::MPNet: return "mpnet";
+    case Architecture::ModernBert: return "modernbert";
   }
   return "?";
 }

@@ -73,7 +73,8 @@ std::string RerankHeadImpl::encoder_prefix() const {
   switch (architecture_) {
     case Architecture::Bert: break;
     case Architecture::XlmRoberta: return "roberta.";
-    case Architecture::Qwen3: return "model.";
+    case Architecture::Qwen3:
+    case Architecture::ModernBert: return "model.";
     case Architecture::MPNet: return "mpnet.";
   }
   return "bert.";
@@ -85,6 +86,7 @@ std::string RerankHeadImpl::architecture() const {
     case Architecture::XlmRoberta: return "XLMRobertaForSequenceClassification";
     case Architecture::Qwen3: return "Qwen3ForSequenceClassification";
     case Architecture::MPNet: return "MPNetForSequenceClassification";
+    case Architecture::ModernBert: return "ModernBertForSequenceClassification";
   }
   return "BertForSequenceClassification";
 }

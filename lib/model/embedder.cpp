@@ -44,6 +44,9 @@ SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, int64_t 
 
 SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, CrossEncoderShape shape)
     : pooling_(config.is_decoder() ? Pooling::LastToken : Pooling::Cls) {
+  if (config.is_modernbert())
+    throw ModelError("a ModernBERT cross-encoder is not implemented (ModernBertForSequenceClassification's head: "
+                     "dense, activation, norm on classifier_pooling's token): model.kind must be bi_encoder");
   register_encoder(config);
   head = register_module("head", RerankHead(config, shape.num_labels, config.is_decoder() ? 0.0 : config.bert.hidden_dropout));
 }
@@ -55,6 +58,9 @@ void SentenceEmbedderImpl::register_encoder(const EncoderConfig& config) {
   } else if (config.is_mpnet()) {
     mpnet = register_module("mpnet", MPNetModel(config.mpnet));
     encoder_ = mpnet.ptr();
+  } else if (config.is_modernbert()) {
+    modernbert = register_module("modernbert", ModernBertModel(config.modernbert));
+    encoder_ = modernbert.ptr();
   } else {
     bert = register_module("bert", BertModel(config.bert));
     encoder_ = bert.ptr();

@@ -10,7 +10,8 @@
 // groups, checkpoints, LoRA, precision) serves the two alike.
 //
 // Parameter names: bert.<Hugging Face BertModel names> (BERT and XLM-R) or
-// qwen3.<Qwen3Model names> or mpnet.<MPNetModel names>, and projection.{weight,bias}.
+// qwen3.<Qwen3Model names>, mpnet.<MPNetModel names> or modernbert.<ModernBertModel names>,
+// and projection.{weight,bias}.
 // Saved as a sentence-transformers folder, the BERT goes to model.safetensors without
 // the "bert." prefix and the projection to 2_Dense/model.safetensors as linear.* (an
 // identity-activation Dense), e.g. with weights.h:
@@ -34,6 +35,7 @@
 #include "model/qwen3.h"
 #include "model/loss.h"
 #include "model/mpnet.h"
+#include "model/modernbert.h"
 #include "model/rerank_loss.h"
 
 namespace ddp_embed {
@@ -55,7 +57,8 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
       : SentenceEmbedderImpl(encoder_config(config), projection_dim, pooling) {}
   // A cross-encoder of `num_labels` outputs: a RerankHead on the first token, its dropout
-  // the encoder's hidden dropout. ModelError for an MPNet encoder (model/cross_encoder.h).
+  // the encoder's hidden dropout. ModelError for an MPNet or a ModernBERT encoder (their
+  // ...ForSequenceClassification heads are not implemented: model/cross_encoder.h).
   struct CrossEncoderShape {
     int64_t num_labels = 1;
   };
@@ -115,11 +118,12 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   BertModel bert{nullptr};
   Qwen3Model qwen3{nullptr};
   MPNetModel mpnet{nullptr};
+  ModernBertModel modernbert{nullptr};
   torch::nn::Linear projection{nullptr};  // null without projection
   RerankHead head{nullptr};               // a cross-encoder's; null for an embedder
 
  private:
-  // The encoder the config describes, as bert, qwen3 or mpnet.
+  // The encoder the config describes, as bert, qwen3, mpnet or modernbert.
   void register_encoder(const EncoderConfig& config);
 
   std::shared_ptr<TextEncoderImpl> encoder_;

@@ -6,6 +6,7 @@
 
 #include "model/bert.h"
 #include "model/mpnet.h"
+#include "model/modernbert.h"
 #include "model/qwen3.h"
 #include "util/file_check.h"
 
@@ -57,8 +58,13 @@ EncoderConfig encoder_config_from_hf_json(const std::string& path) {
     c.mpnet = mpnet_config_from_hf_json(j, path);
     return c;
   }
+  if (model_type == "modernbert") {
+    c.architecture = Architecture::ModernBert;
+    c.modernbert = modernbert_config_from_hf_json(j, path);
+    return c;
+  }
   throw ModelError(path + ": model_type \"" + model_type +
-                   "\" is not implemented (embed-train trains bert, xlm-roberta and qwen3)");
+                   "\" is not implemented (embed-train trains bert, xlm-roberta, mpnet, modernbert and qwen3)");
 }
 
 }  // namespace ddp_embed

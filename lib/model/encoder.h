@@ -1,6 +1,6 @@
 // What every encoder embed-train trains gives the embedder (model/embedder.h): token ids
 // and their mask in, hidden states or pooled sentence vectors out. BERT and XLM-RoBERTa
-// (model/bert.h) and Qwen3 (model/qwen3.h) implement it; the embedder, the trainer and the
+// (model/bert.h), Qwen3 (model/qwen3.h) and ModernBERT (model/modernbert.h) implement it; the embedder, the trainer and the
 // model folder see only this. Also here: pooling. How a batch's real tokens are packed is
 // model/token_layout.h; how the encoders attend over them, model/attention.h.
 #pragma once
@@ -63,8 +63,8 @@ class TextEncoderImpl : public torch::nn::Module {
 nlohmann::json read_config_json(const std::string& path);
 
 // The encoder a Hugging Face config.json describes (a file; `origin` names it in errors),
-// by its model_type: "bert", "xlm-roberta" (model/bert.h), "mpnet" (model/mpnet.h) or
-// "qwen3" (model/qwen3.h).
+// by its model_type: "bert", "xlm-roberta" (model/bert.h), "mpnet" (model/mpnet.h),
+// "modernbert" (model/modernbert.h) or "qwen3" (model/qwen3.h).
 // Another model_type is a ModelError that names the file and lists these.
 EncoderConfig encoder_config_from_hf_json(const std::string& path);
 

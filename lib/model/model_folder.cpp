@@ -162,7 +162,7 @@ void load_head_weights(SentenceEmbedder& model, const ModelFolderLayout& layout)
 }  // namespace
 
 NamedTensors carried_init_tensors(const ModelFolderLayout& init) {
-  if (init.encoder.is_decoder()) return {};  // Qwen3Model has no pooler
+  if (init.encoder.is_decoder() || init.encoder.is_modernbert()) return {};  // no pooler in Qwen3 or ModernBERT
   const auto wanted = [&](const std::string& name) { return plain_tensor_name(name).rfind("pooler.", 0) == 0; };
   NamedTensors out;
   for (auto& [name, tensor] : folder_tensors(init.transformer_dir, wanted))
@@ -171,11 +171,13 @@ NamedTensors carried_init_tensors(const ModelFolderLayout& init) {
 }
 
 LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout) {
-  // A Qwen3ForCausalLM file names its tensors "model.*" (and has an lm_head, unused); the
+  // A Qwen3ForCausalLM file names its tensors "model.*" (and has an lm_head, unused), and so
+  // does ModernBertForMaskedLM (ModernBERT-base's; its head and decoder unused); the
   // original XLM-R checkpoints (XLMRobertaForMaskedLM) "roberta.*", MPNetForMaskedLM's "mpnet.*".
   LoadOptions options;
-  options.strip_prefixes = layout.encoder.is_decoder() ? std::vector<std::string>{"model."}
-                                                       : std::vector<std::string>{"bert.", "roberta.", "mpnet."};
+  options.strip_prefixes = layout.encoder.is_decoder() || layout.encoder.is_modernbert()
+                               ? std::vector<std::string>{"model."}
+                               : std::vector<std::string>{"bert.", "roberta.", "mpnet."};
   LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);
   if (model->is_cross_encoder()) load_head_weights(model, layout);
   if (layout.dense) load_dense_weights(model, *layout.dense);

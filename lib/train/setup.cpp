@@ -201,6 +201,10 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
       spdlog::info("model.dropout {:g} does not apply: Qwen3 has no dropout", cfg.model.dropout);
   } else if (arch.is_mpnet()) {
     arch.mpnet.hidden_dropout = arch.mpnet.attention_dropout = cfg.model.dropout;
+  } else if (arch.is_modernbert()) {
+    if (cfg.model.dropout > 0)
+      spdlog::info("model.dropout {:g} does not apply: ModernBERT keeps its config.json's embedding_dropout, "
+                   "attention_dropout and mlp_dropout", cfg.model.dropout);
   } else {
     // The config's sizes were checked when it was read (lib/config), init's when its
     // config.json was (model/bert.h); the model's constructor holds them as preconditions.
