@@ -62,7 +62,8 @@ struct Subcommand {
   std::function<int()> run;
 };
 
-const char* const kModelFolder = "model folder (ours, sentence-transformers or Hugging Face: BERT, XLM-RoBERTa, Qwen3)";
+const char* const kModelFolder =
+    "model folder (ours, sentence-transformers or Hugging Face: BERT, XLM-RoBERTa, MPNet, ModernBERT, Qwen3)";
 const char* const kPoolingHelp =
     "cls, mean or lasttoken (default: the folder's Pooling module; for a plain Hugging Face folder cls, lasttoken for "
     "a decoder)";
