@@ -11,6 +11,7 @@
 
 #include "config/bert_config.h"
 #include "config/modernbert_config.h"
+#include "config/gemma3_config.h"
 
 namespace ddp_embed {
 
@@ -74,9 +75,10 @@ struct MPNetConfig {
   int64_t max_length() const { return max_position - kPaddingIndex - 1; }
 };
 
-enum class Architecture { Bert, XlmRoberta, Qwen3, MPNet, ModernBert };
+enum class Architecture { Bert, XlmRoberta, Qwen3, MPNet, ModernBert, Gemma3 };
 
-// "bert" | "xlm-roberta" | "qwen3" | "mpnet" | "modernbert": config.json's model_type.
+// "bert" | "xlm-roberta" | "qwen3" | "mpnet" | "modernbert" | "gemma3_text":
+// config.json's model_type.
 std::string architecture_name(Architecture a);
 
 struct EncoderConfig {
@@ -85,10 +87,12 @@ struct EncoderConfig {
   Qwen3Config qwen3;  // Qwen3
   MPNetConfig mpnet;            // MPNet
   ModernBertConfig modernbert;  // ModernBert
+  Gemma3Config gemma3;          // Gemma3 (bidirectional: not a decoder here)
 
   bool is_decoder() const { return architecture == Architecture::Qwen3; }
   bool is_mpnet() const { return architecture == Architecture::MPNet; }
   bool is_modernbert() const { return architecture == Architecture::ModernBert; }
+  bool is_gemma3() const { return architecture == Architecture::Gemma3; }
 
   // The sizes every architecture has, each from its own description.
   struct Sizes {
@@ -103,6 +107,8 @@ struct EncoderConfig {
       case Architecture::ModernBert:
         return {modernbert.hidden_size, modernbert.vocab_size, modernbert.num_layers, modernbert.num_heads,
                 modernbert.max_position};
+      case Architecture::Gemma3:
+        return {gemma3.hidden_size, gemma3.vocab_size, gemma3.num_layers, gemma3.num_heads, gemma3.max_position};
       case Architecture::Bert:
       case Architecture::XlmRoberta: break;
     }
@@ -130,6 +136,7 @@ inline std::string architecture_name(Architecture a) {
     case Architecture::Qwen3: return "qwen3";
     case Architecture::MPNet: return "mpnet";
     case Architecture::ModernBert: return "modernbert";
+    case Architecture::Gemma3: return "gemma3_text";
   }
   return "?";
 }

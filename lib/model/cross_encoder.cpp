@@ -76,6 +76,7 @@ std::string RerankHeadImpl::encoder_prefix() const {
     case Architecture::Qwen3:
     case Architecture::ModernBert: return "model.";
     case Architecture::MPNet: return "mpnet.";
+    case Architecture::Gemma3: return "model.";  // never built: SentenceEmbedder refuses a Gemma 3 head
   }
   return "bert.";
 }
@@ -87,6 +88,7 @@ std::string RerankHeadImpl::architecture() const {
     case Architecture::Qwen3: return "Qwen3ForSequenceClassification";
     case Architecture::MPNet: return "MPNetForSequenceClassification";
     case Architecture::ModernBert: return "ModernBertForSequenceClassification";
+    case Architecture::Gemma3: return "Gemma3TextForSequenceClassification";  // never built, as above
   }
   return "BertForSequenceClassification";
 }

@@ -47,6 +47,8 @@ SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, CrossEnc
   if (config.is_modernbert())
     throw ModelError("a ModernBERT cross-encoder is not implemented (ModernBertForSequenceClassification's head: "
                      "dense, activation, norm on classifier_pooling's token): model.kind must be bi_encoder");
+  if (config.is_gemma3())
+    throw ModelError("a Gemma 3 cross-encoder is not implemented (embed-train's Gemma 3 is an embedder's encoder)");
   register_encoder(config);
   head = register_module("head", RerankHead(config, shape.num_labels, config.is_decoder() ? 0.0 : config.bert.hidden_dropout));
 }
@@ -61,6 +63,9 @@ void SentenceEmbedderImpl::register_encoder(const EncoderConfig& config) {
   } else if (config.is_modernbert()) {
     modernbert = register_module("modernbert", ModernBertModel(config.modernbert));
     encoder_ = modernbert.ptr();
+  } else if (config.is_gemma3()) {
+    gemma3 = register_module("gemma3", Gemma3Model(config.gemma3));
+    encoder_ = gemma3.ptr();
   } else {
     bert = register_module("bert", BertModel(config.bert));
     encoder_ = bert.ptr();

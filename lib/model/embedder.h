@@ -10,8 +10,8 @@
 // groups, checkpoints, LoRA, precision) serves the two alike.
 //
 // Parameter names: bert.<Hugging Face BertModel names> (BERT and XLM-R) or
-// qwen3.<Qwen3Model names>, mpnet.<MPNetModel names> or modernbert.<ModernBertModel names>,
-// and projection.{weight,bias}.
+// qwen3.<Qwen3Model names>, mpnet.<MPNetModel names>, modernbert.<ModernBertModel names>
+// or gemma3.<Gemma3TextModel names>, and projection.{weight,bias}.
 // Saved as a sentence-transformers folder, the BERT goes to model.safetensors without
 // the "bert." prefix and the projection to 2_Dense/model.safetensors as linear.* (an
 // identity-activation Dense), e.g. with weights.h:
@@ -32,6 +32,7 @@
 #include "model/bert.h"
 #include "model/cross_encoder.h"
 #include "model/encoder.h"
+#include "model/gemma3.h"
 #include "model/qwen3.h"
 #include "model/loss.h"
 #include "model/mpnet.h"
@@ -57,8 +58,8 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
       : SentenceEmbedderImpl(encoder_config(config), projection_dim, pooling) {}
   // A cross-encoder of `num_labels` outputs: a RerankHead on the first token, its dropout
-  // the encoder's hidden dropout. ModelError for an MPNet or a ModernBERT encoder (their
-  // ...ForSequenceClassification heads are not implemented: model/cross_encoder.h).
+  // the encoder's hidden dropout. ModelError for an MPNet, a ModernBERT or a Gemma 3 encoder
+  // (their ...ForSequenceClassification heads are not implemented: model/cross_encoder.h).
   struct CrossEncoderShape {
     int64_t num_labels = 1;
   };
@@ -119,6 +120,7 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   Qwen3Model qwen3{nullptr};
   MPNetModel mpnet{nullptr};
   ModernBertModel modernbert{nullptr};
+  Gemma3Model gemma3{nullptr};
   torch::nn::Linear projection{nullptr};  // null without projection
   RerankHead head{nullptr};               // a cross-encoder's; null for an embedder
 

@@ -7,6 +7,7 @@
 #include "model/bert.h"
 #include "model/mpnet.h"
 #include "model/modernbert.h"
+#include "model/gemma3.h"
 #include "model/qwen3.h"
 #include "util/file_check.h"
 
@@ -63,8 +64,14 @@ EncoderConfig encoder_config_from_hf_json(const std::string& path) {
     c.modernbert = modernbert_config_from_hf_json(j, path);
     return c;
   }
+  if (model_type == "gemma3_text") {
+    c.architecture = Architecture::Gemma3;
+    c.gemma3 = gemma3_config_from_hf_json(j, path);
+    return c;
+  }
   throw ModelError(path + ": model_type \"" + model_type +
-                   "\" is not implemented (embed-train trains bert, xlm-roberta, mpnet, modernbert and qwen3)");
+                   "\" is not implemented (embed-train trains bert, xlm-roberta, mpnet, modernbert, qwen3 and "
+                   "gemma3_text)");
 }
 
 }  // namespace ddp_embed

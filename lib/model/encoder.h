@@ -64,7 +64,7 @@ nlohmann::json read_config_json(const std::string& path);
 
 // The encoder a Hugging Face config.json describes (a file; `origin` names it in errors),
 // by its model_type: "bert", "xlm-roberta" (model/bert.h), "mpnet" (model/mpnet.h),
-// "modernbert" (model/modernbert.h) or "qwen3" (model/qwen3.h).
+// "modernbert" (model/modernbert.h), "qwen3" (model/qwen3.h) or "gemma3_text" (model/gemma3.h).
 // Another model_type is a ModelError that names the file and lists these.
 EncoderConfig encoder_config_from_hf_json(const std::string& path);
 

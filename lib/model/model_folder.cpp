@@ -171,11 +171,13 @@ NamedTensors carried_init_tensors(const ModelFolderLayout& init) {
 }
 
 LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout& layout) {
-  // A Qwen3ForCausalLM file names its tensors "model.*" (and has an lm_head, unused), and so
-  // does ModernBertForMaskedLM (ModernBERT-base's; its head and decoder unused); the
-  // original XLM-R checkpoints (XLMRobertaForMaskedLM) "roberta.*", MPNetForMaskedLM's "mpnet.*".
+  // A Qwen3ForCausalLM or Gemma3ForCausalLM file names its tensors "model.*" (and has an
+  // lm_head, unused), and so does ModernBertForMaskedLM (ModernBERT-base's; its head and
+  // decoder unused); the original XLM-R checkpoints (XLMRobertaForMaskedLM) "roberta.*",
+  // MPNetForMaskedLM's "mpnet.*".
   LoadOptions options;
-  options.strip_prefixes = layout.encoder.is_decoder() || layout.encoder.is_modernbert()
+  const EncoderConfig& e = layout.encoder;
+  options.strip_prefixes = e.is_decoder() || e.is_modernbert() || e.is_gemma3()
                                ? std::vector<std::string>{"model."}
                                : std::vector<std::string>{"bert.", "roberta.", "mpnet."};
   LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);

@@ -196,9 +196,10 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
                              const std::optional<ModelFolderLayout>& init) {
   // The architecture: the init folder's config.json, else the config's model section.
   EncoderConfig arch = init ? init->encoder : encoder_config(cfg.model.architecture);
-  if (arch.is_decoder()) {
+  if (arch.is_decoder() || arch.is_gemma3()) {
     if (cfg.model.dropout > 0)
-      spdlog::info("model.dropout {:g} does not apply: Qwen3 has no dropout", cfg.model.dropout);
+      spdlog::info("model.dropout {:g} does not apply: {} has no dropout", cfg.model.dropout,
+                   arch.is_gemma3() ? "Gemma 3" : "Qwen3");
   } else if (arch.is_mpnet()) {
     arch.mpnet.hidden_dropout = arch.mpnet.attention_dropout = cfg.model.dropout;
   } else if (arch.is_modernbert()) {

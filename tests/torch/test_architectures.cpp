@@ -309,7 +309,7 @@ TEST_F(Architectures, UnknownArchitecturesAndTokenizersAreRefusedNamingTheFile) 
     const RunResult r = encode(m);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.output.find((m / "config.json").string() + ": model_type \"mistral\" is not implemented "
-                            "(embed-train trains bert, xlm-roberta, mpnet, modernbert and qwen3)"),
+                            "(embed-train trains bert, xlm-roberta, mpnet, modernbert, qwen3 and gemma3_text)"),
               std::string::npos)
         << r.output;
   }
