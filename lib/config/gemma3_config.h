@@ -28,8 +28,9 @@ struct Gemma3Config {
   bool tie_word_embeddings = true;  // written back; the encoder has no output head
   int64_t pad_token_id = 0;         // the embedding's padding_idx in transformers (no gradient for its row)
   int64_t bos_token_id = 2, eos_token_id = 1;
-  // Attention scores are q·k / sqrt(query_pre_attn_scalar), not / sqrt(head_dim).
-  double query_pre_attn_scalar = 256;
+  // Attention scores are q·k / sqrt(query_pre_attn_scalar), not / sqrt(head_dim). An integer:
+  // transformers 5's strict Gemma3TextConfig refuses a config.json that writes 256.0.
+  int64_t query_pre_attn_scalar = 256;
   // Rotary positions: one theta for the global layers, one for the sliding ones.
   double rope_theta_full = 1000000.0;
   double rope_theta_sliding = 10000.0;

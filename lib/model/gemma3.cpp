@@ -177,7 +177,7 @@ Gemma3LayerImpl::Gemma3LayerImpl(const Gemma3Config& c, size_t index)
       num_kv_heads_(c.num_kv_heads),
       head_dim_(c.head_dim),
       window_(c.sliding(index) ? c.window_half_width() : -1),
-      query_factor_(std::sqrt(static_cast<double>(c.head_dim) / c.query_pre_attn_scalar)) {
+      query_factor_(std::sqrt(static_cast<double>(c.head_dim) / static_cast<double>(c.query_pre_attn_scalar))) {
   using torch::nn::LinearOptions;
   const auto linear = [](int64_t in, int64_t out) { return AdaptableLinear(LinearOptions(in, out).bias(false)); };
   const auto rms = [&](int64_t size) { return Gemma3RMSNorm(size, c.rms_norm_eps); };

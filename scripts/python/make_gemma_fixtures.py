@@ -5,6 +5,11 @@ fixed padded batch: what tests/torch/test_gemma.cpp holds embed-train's Gemma 3 
 EmbeddingGemma weights can be downloaded here).
 
     python scripts/python/make_gemma_fixtures.py OUT
+    python scripts/python/make_gemma_fixtures.py --check FOLDER OUT/expected.safetensors
+
+--check loads FOLDER (config.json + model.safetensors, as embed-train writes a Gemma 3) with
+transformers' AutoModel, runs it on the expected batch and exits 1 unless its last hidden
+state is within 1e-5 of the expected one on every real token; it prints the difference.
 
 OUT/encoder          config.json + model.safetensors (fp32), as save_pretrained writes them; its
     vocab_size is OUT/tokenizer's
@@ -89,9 +94,31 @@ def make_tokenizer(out):
     return len(tokenizer)
 
 
+def check(folder, expected_file):
+    """--check (the module docstring)."""
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+
+    expected = load_file(expected_file)
+    model = transformers.AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    if type(model).__name__ != "Gemma3TextModel" or not model.config.use_bidirectional_attention:
+        sys.exit(f"{folder} loads as {type(model).__name__}, not a bidirectional Gemma3TextModel")
+    mask = expected["attention_mask"]
+    with torch.no_grad():
+        hidden = model(input_ids=expected["input_ids"], attention_mask=mask).last_hidden_state
+    last = f"hidden_states.{model.config.num_hidden_layers}"
+    worst = (hidden - expected[last]).abs()[mask.bool()].max().item()
+    print(f"max difference {worst:.3g}")
+    if not worst <= 1e-5:
+        sys.exit(1)
+
+
 def main(argv):
+    if len(argv) == 3 and argv[0] == "--check":
+        return check(argv[1], argv[2])
     if len(argv) != 1:
-        sys.exit("usage: make_gemma_fixtures.py OUT")
+        sys.exit("usage: make_gemma_fixtures.py OUT | --check FOLDER EXPECTED")
     out = argv[0]
     import torch
     import transformers

@@ -250,3 +250,25 @@ TEST(Gemma, CheckpointedLayersGiveTheSameGradientsAndLoraAdaptsEveryProjection) 
   const LoraSummary lora = apply_lora(*model, 2, 4.0);
   EXPECT_EQ(lora.layers, 4 * 7);
 }
+
+// What embed-train writes of a Gemma 3 (hf_config_json and the weights by name) is the same
+// model to transformers: AutoModel loads it as a bidirectional Gemma3TextModel whose last
+// hidden state is the fixture's within 1e-5 (make_gemma_fixtures.py --check).
+TEST(Gemma, WrittenConfigAndWeightsLoadInTransformersAsTheSameModel) {
+  Gemma3Model model = load_fixture_encoder();
+  const fs::path dir = fs::temp_directory_path() / ("gemma-written-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << model->hf_config_json().dump(2);
+  save_module(*model, (dir / "model.safetensors").string());
+  using python_fixtures::shell_quote;
+  const std::string script = std::string(DDP_EMBED_SOURCE_DIR) + "/scripts/python/make_gemma_fixtures.py";
+  std::string output;
+  const int rc = python_fixtures::run_command("HF_HUB_OFFLINE=1 " + shell_quote(DDP_EMBED_PYTHON) + " " +
+                                                  shell_quote(script) + " --check " + shell_quote(dir.string()) + " " +
+                                                  shell_quote((gemma_fixtures() / "expected.safetensors").string()),
+                                              output);
+  EXPECT_EQ(rc, 0) << output;
+  EXPECT_NE(output.find("max difference"), std::string::npos) << output;
+  fs::remove_all(dir);
+}
