@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One layer's attention on the CPU, forward and backward, on each path (packed, auto, padded)
 # for batches of real text lengths, with and without dropout: the measurements behind
-# model.attention auto's CPU rule (lib/model/attention.cpp, docs/models.md).
+# model.attention auto's CPU rule (lib/model/attention.cpp, docs/models.md); then a local
+# layer's window against a global layer on 2 texts of 4,096 tokens (docs/models.md).
 #
 #   scripts/bench-attention.sh [ROUNDS]    medians over ROUNDS rounds (default 3), build/ by default
 set -euo pipefail
