@@ -57,13 +57,6 @@ void read_gemma3_rope(const nlohmann::json& entry, double& theta, const std::str
   read_number(entry, "rope_theta", theta, where);
 }
 
-// x [n, heads, head_dim] rotated by its tokens' angles (cos, sin [n, head_dim]): transformers'
-// apply_rotary_pos_emb with rotate_half.
-at::Tensor gemma3_rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const int64_t half = x.size(-1) / 2;
-  const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
-}
 
 }  // namespace
 
@@ -208,11 +201,11 @@ at::Tensor Gemma3LayerImpl::forward(const at::Tensor& x, const TokenLayout& layo
   const at::Tensor sin_rows = some_rows ? sin.index_select(0, out_rows) : sin;
 
   const int64_t rows = h_rows.size(0);
-  at::Tensor q = gemma3_rotate(q_norm(q_proj(h_rows).view({rows, num_heads_, head_dim_})), cos_rows, sin_rows);
+  at::Tensor q = rotate_half_pairs(q_norm(q_proj(h_rows).view({rows, num_heads_, head_dim_})), cos_rows, sin_rows);
   // attention() divides by sqrt(head_dim); Gemma divides by sqrt(query_pre_attn_scalar).
   // EmbeddingGemma's two are equal (256): no multiplication then.
   if (query_factor_ != 1.0) q = q * query_factor_;
-  const at::Tensor k = gemma3_rotate(k_norm(k_proj(h).view({tokens, num_kv_heads_, head_dim_})), cos, sin);
+  const at::Tensor k = rotate_half_pairs(k_norm(k_proj(h).view({tokens, num_kv_heads_, head_dim_})), cos, sin);
   const at::Tensor v = v_proj(h).view({tokens, num_kv_heads_, head_dim_});
   AttentionCall call;
   // transformers' bidirectional sliding mask: key j seen when |i - j| < sliding_window // 2 + 1.
@@ -252,28 +245,16 @@ nlohmann::json Gemma3ModelImpl::hf_config_json() const { return gemma3_config_to
 
 at::Tensor Gemma3ModelImpl::run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows,
                                 int64_t layers) {
-  if (input_ids.dim() != 2 || input_ids.size(0) != layout.batch || input_ids.size(1) != layout.length)
-    throw ModelError(c10::str("Gemma3Model: input_ids ", input_ids.sizes(), " does not match attention_mask [",
-                              layout.batch, ", ", layout.length, "]"));
   const Gemma3Config& c = config();
-  if (layout.length > c.max_position)
-    throw ModelError("sequence length " + std::to_string(layout.length) + " exceeds max_position_embeddings " +
-                     std::to_string(c.max_position));
+  check_ids_fit("Gemma3Model", input_ids, layout, c.max_position);
   const at::Tensor flat_ids = input_ids.reshape({-1});
   at::Tensor x = embed_tokens(layout.dense ? flat_ids : flat_ids.index_select(0, layout.token_index));
   // Gemma3TextScaledWordEmbedding: × sqrt(hidden_size), that factor in the weights' dtype.
   x = x * at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), x.options());
 
-  // Rotary factors of each real token for each theta, in fp32 as transformers computes them.
-  const at::Tensor exponents = at::arange(0, c.head_dim, 2, at::TensorOptions().dtype(at::kLong).device(x.device()))
-                                   .to(at::kFloat) / static_cast<double>(c.head_dim);
-  const at::Tensor positions = layout.positions.to(at::kFloat).unsqueeze(1);
-  const auto factors = [&](double theta) {
-    const at::Tensor angles = positions * (1.0 / at::pow(theta, exponents)).unsqueeze(0);
-    const at::Tensor both = at::cat({angles, angles}, -1);
-    return std::make_pair(both.cos(), both.sin());
-  };
-  const auto full = factors(c.rope_theta_full), sliding = factors(c.rope_theta_sliding);
+  // Rotary factors of each real token for each theta.
+  const auto full = rotary_factors(layout, c.head_dim, c.rope_theta_full);
+  const auto sliding = rotary_factors(layout, c.head_dim, c.rope_theta_sliding);
 
   for (int64_t i = 0; i < layers; ++i) {
     const at::Tensor rows = i + 1 == c.num_layers ? out_rows : at::Tensor();

@@ -78,10 +78,7 @@ void read_modernbert_rope_of_type(const nlohmann::json& p, const std::string& wh
 // x [n, heads, head_dim] rotated by its tokens' angles (cos, sin [n, head_dim], fp32):
 // transformers' apply_rotary_pos_emb, computed in fp32 and returned in x's dtype.
 at::Tensor rotated_in_fp32(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const at::Tensor x32 = x.to(at::kFloat);
-  const int64_t half = x.size(-1) / 2;
-  const at::Tensor rotated = at::cat({-x32.narrow(-1, half, half), x32.narrow(-1, 0, half)}, -1);
-  return (x32 * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)).to(x.scalar_type());
+  return rotate_half_pairs(x.to(at::kFloat), cos, sin).to(x.scalar_type());
 }
 
 // PyTorch's trunc_normal_(w, 0, std, -cutoff std, cutoff std): uniform in the normal's
@@ -261,29 +258,17 @@ nlohmann::json ModernBertModelImpl::hf_config_json() const { return modernbert_c
 
 at::Tensor ModernBertModelImpl::run(const at::Tensor& input_ids, const TokenLayout& layout,
                                     const at::Tensor& out_rows) {
-  if (input_ids.dim() != 2 || input_ids.size(0) != layout.batch || input_ids.size(1) != layout.length)
-    throw ModelError(c10::str("ModernBertModel: input_ids ", input_ids.sizes(), " does not match attention_mask [",
-                              layout.batch, ", ", layout.length, "]"));
   const ModernBertConfig& c = config();
-  if (layout.length > c.max_position)
-    throw ModelError("sequence length " + std::to_string(layout.length) + " exceeds max_position_embeddings " +
-                     std::to_string(c.max_position));
+  check_ids_fit("ModernBertModel", input_ids, layout, c.max_position);
   const at::Tensor flat_ids = input_ids.reshape({-1});
   at::Tensor x = tok_embeddings(layout.dense ? flat_ids : flat_ids.index_select(0, layout.token_index));
   x = fast_dropout(embeddings_norm(x), c.embedding_dropout, is_training());
 
-  // Rotary factors of each real token for each theta, in fp32 as transformers computes them.
+  // Rotary factors of each real token for each theta.
   const int64_t head_dim = c.hidden_size / c.num_heads;
-  const auto factors = [&](double theta) {
-    const at::Tensor exponents = at::arange(0, head_dim, 2, at::TensorOptions().dtype(at::kLong).device(x.device()))
-                                     .to(at::kFloat) / static_cast<double>(head_dim);
-    const at::Tensor inv_freq = 1.0 / at::pow(theta, exponents);
-    const at::Tensor angles = layout.positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);
-    const at::Tensor both = at::cat({angles, angles}, -1);
-    return std::make_pair(both.cos(), both.sin());
-  };
-  const auto global = factors(c.global_rope_theta);
-  const auto local = c.local_rope_theta == c.global_rope_theta ? global : factors(c.local_rope_theta);
+  const auto global = rotary_factors(layout, head_dim, c.global_rope_theta);
+  const auto local =
+      c.local_rope_theta == c.global_rope_theta ? global : rotary_factors(layout, head_dim, c.local_rope_theta);
 
   for (size_t i = 0; i < layers_.size(); ++i) {
     const at::Tensor rows = i + 1 == layers_.size() ? out_rows : at::Tensor();

@@ -39,13 +39,6 @@ const HfConfigTable<Qwen3Config>& qwen3_hf_table() {
   return table;
 }
 
-// x [n, heads, head_dim] rotated by its tokens' angles (cos, sin [n, head_dim]): transformers'
-// apply_rotary_pos_emb with rotate_half (the two halves of each head are the pairs).
-at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const int64_t half = x.size(-1) / 2;
-  const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
-}
 
 }  // namespace
 
@@ -211,8 +204,8 @@ at::Tensor Qwen3LayerImpl::forward(const at::Tensor& x, const TokenLayout& layou
   // Per token: project, normalize each head, rotate; then attention on the packed tokens,
   // the grouped key/value heads as they are.
   const int64_t rows = h_rows.size(0);
-  const at::Tensor q = rotate(q_norm(q_proj(h_rows).view({rows, num_heads_, head_dim_})), cos_rows, sin_rows);
-  const at::Tensor k = rotate(k_norm(k_proj(h).view({tokens, num_kv_heads_, head_dim_})), cos, sin);
+  const at::Tensor q = rotate_half_pairs(q_norm(q_proj(h_rows).view({rows, num_heads_, head_dim_})), cos_rows, sin_rows);
+  const at::Tensor k = rotate_half_pairs(k_norm(k_proj(h).view({tokens, num_kv_heads_, head_dim_})), cos, sin);
   const at::Tensor v = v_proj(h).view({tokens, num_kv_heads_, head_dim_});
   AttentionCall call;
   call.causal = true;
@@ -254,23 +247,12 @@ Qwen3ModelImpl::Qwen3ModelImpl(const Qwen3Config& c) {
 nlohmann::json Qwen3ModelImpl::hf_config_json() const { return qwen3_config_to_hf_json(config()); }
 
 at::Tensor Qwen3ModelImpl::run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows) {
-  if (input_ids.dim() != 2 || input_ids.size(0) != layout.batch || input_ids.size(1) != layout.length)
-    throw ModelError(c10::str("Qwen3Model: input_ids ", input_ids.sizes(), " does not match attention_mask [",
-                              layout.batch, ", ", layout.length, "]"));
   const Qwen3Config& c = config();
-  if (layout.length > c.max_position)
-    throw ModelError("sequence length " + std::to_string(layout.length) + " exceeds max_position_embeddings " +
-                     std::to_string(c.max_position));
+  check_ids_fit("Qwen3Model", input_ids, layout, c.max_position);
   const at::Tensor flat_ids = input_ids.reshape({-1});
   at::Tensor x = embed_tokens(layout.dense ? flat_ids : flat_ids.index_select(0, layout.token_index));
 
-  // Rotary factors of each real token, in fp32 as transformers computes them.
-  const at::Tensor exponents = at::arange(0, c.head_dim, 2, at::TensorOptions().dtype(at::kLong).device(x.device()))
-                                   .to(at::kFloat) / static_cast<double>(c.head_dim);
-  const at::Tensor inv_freq = 1.0 / at::pow(c.rope_theta, exponents);
-  const at::Tensor angles = layout.positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);
-  const at::Tensor both = at::cat({angles, angles}, -1);
-  const at::Tensor cos = both.cos(), sin = both.sin();
+  const auto [cos, sin] = rotary_factors(layout, c.head_dim, c.rope_theta);
 
   for (size_t i = 0; i < layers_.size(); ++i) {
     const at::Tensor rows = i + 1 == layers_.size() ? out_rows : at::Tensor();
