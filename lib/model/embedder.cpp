@@ -30,16 +30,40 @@ class RestoreTraining {
 
 }  // namespace
 
-SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, int64_t projection_dim, Pooling pooling)
-    : pooling_(pooling) {
+namespace {
+
+std::vector<DenseShape> one_projection(const EncoderConfig& config, int64_t projection_dim) {
   if (projection_dim < 0)
     throw ModelError("SentenceEmbedder: model.projection_dim must be >= 0 (0: no projection), not " +
                      std::to_string(projection_dim));
+  if (projection_dim == 0) return {};
+  return {DenseShape{config.hidden_size(), projection_dim, true}};
+}
+
+}  // namespace
+
+SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, int64_t projection_dim, Pooling pooling)
+    : SentenceEmbedderImpl(config, one_projection(config, projection_dim), pooling) {}
+
+SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, const std::vector<DenseShape>& shapes,
+                                           Pooling pooling)
+    : pooling_(pooling) {
   register_encoder(config);
   // PyTorch's default Linear init, as sentence-transformers' Dense and the reference
-  // recipe's head use.
-  if (projection_dim > 0)
-    projection = register_module("projection", torch::nn::Linear(config.hidden_size(), projection_dim));
+  // recipe's head use. The first layer keeps the name a lone projection always had.
+  int64_t width = config.hidden_size();
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const DenseShape& d = shapes[k];
+    if (d.in_features != width || d.out_features <= 0)
+      throw ModelError("SentenceEmbedder: Dense layer " + std::to_string(k + 1) + " is " +
+                       std::to_string(d.in_features) + " -> " + std::to_string(d.out_features) +
+                       " but takes " + std::to_string(width) + " values (the " +
+                       (k == 0 ? "encoder's hidden size" : "layer before's out_features") + ")");
+    const std::string name = k == 0 ? "projection" : "projection_" + std::to_string(k + 1);
+    dense.push_back(register_module(
+        name, torch::nn::Linear(torch::nn::LinearOptions(d.in_features, d.out_features).bias(d.bias))));
+    width = d.out_features;
+  }
 }
 
 SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, CrossEncoderShape shape)
@@ -73,14 +97,15 @@ void SentenceEmbedderImpl::register_encoder(const EncoderConfig& config) {
 }
 
 int64_t SentenceEmbedderImpl::embedding_dim() const {
-  return projection ? projection->options.out_features() : encoder_->encoder_config().hidden_size();
+  return dense.empty() ? encoder_->encoder_config().hidden_size() : dense.back()->options.out_features();
 }
 
 at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
   check_input(input, "embed");
   // cls and lasttoken pooling need the last layer for one token alone: forward_pooled skips the rest.
   at::Tensor e = encoder_->forward_pooled(input.ids, input.mask, pooling_);
-  return projection ? projection(e) : e;
+  for (auto& layer : dense) e = layer(e);
+  return e;
 }
 
 PairLoss SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,

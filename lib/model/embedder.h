@@ -1,7 +1,8 @@
 // The model embed-train trains, of either kind (model.kind):
 //  - a sentence embedder: an encoder (BERT, XLM-RoBERTa, MPNet or Qwen3: model/encoder.h) →
-//    pooling (cls | mean | lasttoken) → optional Linear(hidden, projection_dim), with the
-//    contrastive loss computed inside forward() so that the training step (and gradient
+//    pooling (cls | mean | lasttoken) → optional Dense layers (one Linear(hidden,
+//    projection_dim) of model.projection_dim, or the init folder's chain, as EmbeddingGemma's
+//    768 → 3072 → 768 without biases), with the contrastive loss computed inside forward() so that the training step (and gradient
 //    averaging) sees one module call per micro-batch;
 //  - a cross-encoder (reranker): the encoder reads each (query, document) pair joined
 //    (tokenize/pair_template.h), a classification head (model/cross_encoder.h) scores it,
@@ -11,18 +12,20 @@
 //
 // Parameter names: bert.<Hugging Face BertModel names> (BERT and XLM-R) or
 // qwen3.<Qwen3Model names>, mpnet.<MPNetModel names>, modernbert.<ModernBertModel names>
-// or gemma3.<Gemma3TextModel names>, and projection.{weight,bias}.
+// or gemma3.<Gemma3TextModel names>, and the Dense layers' projection.{weight,bias} (the
+// first), projection_2.*, projection_3.*, ... (the k-th of a chain).
 // Saved as a sentence-transformers folder, the BERT goes to model.safetensors without
-// the "bert." prefix and the projection to 2_Dense/model.safetensors as linear.* (an
-// identity-activation Dense), e.g. with weights.h:
+// the "bert." prefix and the k-th Dense layer to <k+1>_Dense/model.safetensors as linear.*
+// (an identity-activation Dense), e.g. with weights.h:
 //   save_module(*embedder->bert, dir + "/model.safetensors");
-//   save_module(*embedder->projection, dir + "/2_Dense/model.safetensors", "linear.");
-//   load_module(*embedder->projection, path, LoadOptions{{"linear."}});
+//   save_module(*embedder->dense[0], dir + "/2_Dense/model.safetensors", "linear.");
+//   load_module(*embedder->dense[0], path, LoadOptions{{"linear."}});
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -49,12 +52,23 @@ struct EncoderInput {
   bool defined() const { return ids.defined(); }
 };
 
+// One Dense module after pooling: Linear(in_features, out_features), with or without its
+// bias, identity activation (sentence-transformers' Dense, as model/model_folder.h reads it).
+struct DenseShape {
+  int64_t in_features = 0, out_features = 0;
+  bool bias = true;
+};
+
 class SentenceEmbedderImpl : public torch::nn::Module {
  public:
-  // projection_dim 0: no projection, embeddings are the pooled hidden states. A negative
-  // one is a ModelError, as are inputs below whose ids and mask are not one [n, L] shape
-  // (and a forward whose queries and positives differ in number).
+  // projection_dim 0: no projection, embeddings are the pooled hidden states; otherwise one
+  // Dense layer, Linear(hidden, projection_dim) with a bias. A negative one is a ModelError,
+  // as are inputs below whose ids and mask are not one [n, L] shape (and a forward whose
+  // queries and positives differ in number).
   SentenceEmbedderImpl(const EncoderConfig& config, int64_t projection_dim, Pooling pooling);
+  // A chain of Dense layers, each taking the one before's output (the first the hidden
+  // size): ModelError naming the layer whose shape does not follow.
+  SentenceEmbedderImpl(const EncoderConfig& config, const std::vector<DenseShape>& dense, Pooling pooling);
   SentenceEmbedderImpl(const BertConfig& config, int64_t projection_dim, Pooling pooling)
       : SentenceEmbedderImpl(encoder_config(config), projection_dim, pooling) {}
   // A cross-encoder of `num_labels` outputs: a RerankHead on the first token, its dropout
@@ -121,7 +135,7 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   MPNetModel mpnet{nullptr};
   ModernBertModel modernbert{nullptr};
   Gemma3Model gemma3{nullptr};
-  torch::nn::Linear projection{nullptr};  // null without projection
+  std::vector<torch::nn::Linear> dense;  // the Dense layers in order; none without projection
   RerankHead head{nullptr};               // a cross-encoder's; null for an embedder
 
  private:

@@ -72,22 +72,39 @@ class TextLowerCasingTokenizer final : public Tokenizer {
 
 // ---- the weights ----------------------------------------------------------------------------
 
-void load_dense_weights(SentenceEmbedder& model, const ModelFolderLayout::Dense& dense) {
-  if (!model->projection || model->embedding_dim() != dense.out_features ||
-      model->projection->options.in_features() != dense.in_features)
-    throw std::logic_error("load_folder_weights: the model's projection does not have the shape of " + dense.dir);
-  const fs::path file = fs::path(dense.dir) / "model.safetensors";
-  try {
-    load_module(*model->projection, file.string(), LoadOptions{{"linear."}});
-  } catch (const WeightsError& e) {
-    // The file's message names the tensor; say which shape the config promised.
-    throw WeightsError(std::string(e.what()) + " (" + (fs::path(dense.dir) / "config.json").string() +
-                       ": in_features " + std::to_string(dense.in_features) + ", out_features " +
-                       std::to_string(dense.out_features) + ")");
+void load_dense_weights(SentenceEmbedder& model, const std::vector<ModelFolderLayout::Dense>& chain) {
+  if (model->dense.size() != chain.size())
+    throw std::logic_error("load_folder_weights: the model has " + std::to_string(model->dense.size()) +
+                           " Dense layers, the folder " + std::to_string(chain.size()));
+  for (size_t k = 0; k < chain.size(); ++k) {
+    const ModelFolderLayout::Dense& dense = chain[k];
+    const torch::nn::LinearOptions& shape = model->dense[k]->options;
+    if (shape.out_features() != dense.out_features || shape.in_features() != dense.in_features ||
+        shape.bias() != dense.bias)
+      throw std::logic_error("load_folder_weights: the model's Dense layer " + std::to_string(k + 1) +
+                             " does not have the shape of " + dense.dir);
+    const fs::path file = fs::path(dense.dir) / "model.safetensors";
+    try {
+      const LoadReport report = load_module(*model->dense[k], file.string(), LoadOptions{{"linear."}});
+      // A bias the config says the layer lacks: sentence-transformers refuses the file too.
+      if (!report.unused.empty())
+        throw WeightsError(file.string() + ": holds " + report.unused.front() + ", which the layer does not have");
+    } catch (const WeightsError& e) {
+      // The file's message names the tensor; say which shape the config promised.
+      throw WeightsError(std::string(e.what()) + " (" + (fs::path(dense.dir) / "config.json").string() +
+                         ": in_features " + std::to_string(dense.in_features) + ", out_features " +
+                         std::to_string(dense.out_features) + ", bias " + (dense.bias ? "true" : "false") + ")");
+    }
   }
 }
 
 }  // namespace
+
+std::vector<DenseShape> dense_shapes(const ModelFolderLayout& layout) {
+  std::vector<DenseShape> shapes;
+  for (const auto& d : layout.dense) shapes.push_back({d.in_features, d.out_features, d.bias});
+  return shapes;
+}
 
 std::unique_ptr<Tokenizer> load_folder_tokenizer(const ModelFolderLayout& layout, bool lower_case_fallback) {
   auto tokenizer = load_tokenizer("auto", layout.transformer_dir, lower_case_fallback);
@@ -182,7 +199,7 @@ LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout&
                                : std::vector<std::string>{"bert.", "roberta.", "mpnet."};
   LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);
   if (model->is_cross_encoder()) load_head_weights(model, layout);
-  if (layout.dense) load_dense_weights(model, *layout.dense);
+  if (!layout.dense.empty()) load_dense_weights(model, layout.dense);
   return report;
 }
 
@@ -208,7 +225,7 @@ LoadedModel load_model_folder(const std::string& dir, std::optional<Pooling> poo
   // folders) or lasttoken (decoders).
   const Pooling fallback = layout.encoder.is_decoder() ? Pooling::LastToken : Pooling::Cls;
   const Pooling pool = pooling ? *pooling : layout.pooling.value_or(fallback);
-  out.model = SentenceEmbedder(layout.encoder, layout.dense ? layout.dense->out_features : 0, pool);
+  out.model = SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(layout.encoder, dense_shapes(layout), pool));
   load_folder_weights(out.model, layout);
   out.model->eval();
   return out;

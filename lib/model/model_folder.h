@@ -12,18 +12,22 @@
 //      modules.json  sentence_bert_config.json  config_sentence_transformers.json
 //      1_Pooling/config.json                    cls, mean or lasttoken, as trained
 //      2_Dense/config.json  2_Dense/model.safetensors   linear.{weight,bias}, Identity
+//      (3_Dense, ...)                                the further layers of a Dense chain
 //      embed_train.json                         what trained it (config, step)
 //
 // so that Python's SentenceTransformer(DIR) loads it and gives the same embeddings. With
 // a Normalize module (kept from a model.init folder that had one) modules.json lists it
-// last, as "3_Normalize" (or "2_Normalize" without Dense); it has no files.
+// last, after the Dense layers ("3_Normalize", or "2_Normalize" without Dense); it has no files.
 //
 // Read back are (read_model_folder_layout):
 //  - sentence-transformers folders (modules.json) made of these modules, in this order:
 //      Transformer  path "" (the BERT files in DIR) or a subfolder ("0_Transformer"),
 //                   with sentence_bert_config.json (max_seq_length, do_lower_case) in it;
 //      Pooling      cls, mean or lasttoken (the other modes are refused, naming the mode);
-//      Dense        optional; Identity activation, in_features = the BERT's hidden size;
+//      Dense        none, one or a chain (EmbeddingGemma's two); Identity activation, with or
+//                   without bias, in_features = the hidden size (the first) or the out_features
+//                   of the one before; module_input_name/module_output_name, when written,
+//                   sentence_embedding;
 //      Normalize    optional; the embeddings are L2-normalized as torch's F.normalize does.
 //    Any other module type is an error naming modules.json and the type.
 //  - plain Hugging Face folders (config.json, model.safetensors, the tokenizer files, no
@@ -38,13 +42,14 @@
 // Errors: a folder that cannot be read or written as asked is a ModelError naming the
 // file (WeightsError, a ModelError, for the weights; the tokenizer's files are
 // tokenize/'s TokenizerError). load_folder_weights given a model whose projection is not
-// the folder's Dense shape is std::logic_error: the caller built the wrong model.
+// the folder's Dense shapes is std::logic_error: the caller built the wrong model.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -96,6 +101,7 @@ struct ModelFolderLayout {
   struct Dense {
     std::string dir;  // holds config.json and model.safetensors (linear.weight [out, in], linear.bias)
     int64_t in_features = 0, out_features = 0;
+    bool bias = true;
   };
 
   std::string dir;                  // the folder as given
@@ -105,7 +111,7 @@ struct ModelFolderLayout {
   std::optional<Pooling> pooling;   // the Pooling module's mode (none in a plain Hugging Face folder)
   std::string pooling_config;       // the Pooling module's config.json ("" without one)
   bool include_prompt = true;       // its include_prompt: false leaves a prompt's tokens out of the pooling
-  std::optional<Dense> dense;
+  std::vector<Dense> dense;  // in the order the modules run
   bool normalize = false;
   std::optional<int> max_seq_length;  // sentence_bert_config.json
   bool lower_case_text = false;       // sentence_bert_config.json do_lower_case
@@ -126,6 +132,9 @@ struct ModelFolderLayout {
 
 ModelFolderLayout read_model_folder_layout(const std::string& dir);
 
+// The shapes of the folder's Dense layers, for the model that holds them.
+std::vector<DenseShape> dense_shapes(const ModelFolderLayout& layout);
+
 // The folder's tokenizer as the model is fed: the one its files are (detect_tokenizer_type;
 // for WordPiece, tokenizer_config.json decides lower-casing, else `lower_case_fallback`), behind Python's str.lower() of the text when
 // sentence_bert_config.json says do_lower_case (what sentence-transformers does first).
@@ -135,8 +144,8 @@ std::unique_ptr<Tokenizer> load_folder_tokenizer(const ModelFolderLayout& layout
 // tokenizer_config.json's model_max_length, at most the BERT's max_position_embeddings.
 int folder_max_length(const ModelFolderLayout& layout);
 
-// Fills the model's encoder from transformer_dir/model.safetensors and, when the folder has a
-// Dense layer, the model's projection (which must exist, of the Dense's shape) from it; a
+// Fills the model's encoder from transformer_dir/model.safetensors and, when the folder has
+// Dense layers, the model's (which must be as many, of their shapes) from them; a
 // cross-encoder folder fills the model's head too (which must exist, of its num_labels),
 // and a cross-encoder model from an embedder's folder takes only BERT's pooler for its head.
 // Returns the encoder file's report (tensors of the file the model does not use).

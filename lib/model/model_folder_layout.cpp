@@ -69,27 +69,27 @@ struct ModuleEntry {
   std::string path;
 };
 
-// embed-train's model is Transformer, Pooling, then optionally Dense, then optionally
-// Normalize; sentence-transformers runs the modules in list order, so any other list
-// would compute something else.
+// embed-train's model is Transformer, Pooling, then any number of Dense layers, then
+// optionally Normalize; sentence-transformers runs the modules in list order, so any other
+// list would compute something else. A lone Transformer is sentence-transformers'
+// CrossEncoder (checked once config.json is read).
 void check_module_chain(const std::vector<ModuleEntry>& modules, const fs::path& modules_file) {
   using K = ModuleKind;
-  // A lone Transformer: sentence-transformers' CrossEncoder (checked once config.json is read).
-  static const std::vector<std::vector<K>> kChains = {{K::Transformer},
-                                                      {K::Transformer, K::Pooling},
-                                                      {K::Transformer, K::Pooling, K::Dense},
-                                                      {K::Transformer, K::Pooling, K::Normalize},
-                                                      {K::Transformer, K::Pooling, K::Dense, K::Normalize}};
-  std::vector<K> kinds;
   std::string names;
-  for (const auto& m : modules) {
-    kinds.push_back(m.kind);
-    names += (names.empty() ? "" : ", ") + std::string(kind_name(m.kind));
+  for (const auto& m : modules) names += (names.empty() ? "" : ", ") + std::string(kind_name(m.kind));
+  size_t at = 0;
+  const auto take = [&](K kind) { return at < modules.size() && modules[at].kind == kind ? (++at, true) : false; };
+  bool in_order = take(K::Transformer);
+  if (in_order && at < modules.size()) {
+    in_order = take(K::Pooling);
+    while (take(K::Dense)) {
+    }
+    take(K::Normalize);
   }
-  if (std::find(kChains.begin(), kChains.end(), kinds) != kChains.end()) return;
+  if (in_order && at == modules.size()) return;
   fail(modules_file, "modules " + names +
-                         ": embed-train runs Transformer, Pooling, Dense (optional), Normalize (optional), "
-                         "each once and in this order");
+                         ": embed-train runs Transformer, Pooling, Dense (none or more), Normalize (optional), "
+                         "in this order");
 }
 
 std::vector<ModuleEntry> read_modules(const fs::path& modules_file) {
@@ -271,20 +271,35 @@ void check_identity_activation(const json& config, const fs::path& file) {
                  std::string(kIdentity) + ")");
 }
 
-ModelFolderLayout::Dense read_dense(const fs::path& dir, int64_t hidden_size, const fs::path& root) {
+// sentence-transformers 6's Dense reads features[module_input_name] and writes
+// features[module_output_name]; embed-train's chain passes the sentence embedding along.
+void check_embedding_feature(const json& config, const char* key, const fs::path& file) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null() || (it->is_string() && it->get<std::string>() == "sentence_embedding"))
+    return;
+  fail(file, std::string(key) + " " + it->dump() +
+                 " is not implemented (embed-train's Dense layers take and give the sentence_embedding)");
+}
+
+// `width`: what the layer takes, the hidden size for the first, else the out_features of
+// the one before.
+ModelFolderLayout::Dense read_dense(const fs::path& dir, int64_t width, bool first, const fs::path& root) {
   const fs::path file = dir / "config.json";
   const json config = read_json_object(file);
   ModelFolderLayout::Dense dense;
   dense.dir = dir.string();
   dense.in_features = required_int_key(config, "in_features", file);
   dense.out_features = required_int_key(config, "out_features", file);
-  if (dense.in_features != hidden_size)
-    fail(file, "in_features " + std::to_string(dense.in_features) + " does not match the encoder's hidden_size " +
-                   std::to_string(hidden_size) + " (the Dense layer takes the pooled embedding)");
+  if (dense.in_features != width)
+    fail(file, "in_features " + std::to_string(dense.in_features) +
+                   (first ? " does not match the encoder's hidden_size " + std::to_string(width) +
+                                " (the Dense layer takes the pooled embedding)"
+                          : " does not match the out_features " + std::to_string(width) + " of the Dense layer before"));
   if (dense.out_features <= 0) fail(file, "out_features must be positive, not " + std::to_string(dense.out_features));
-  if (!bool_key(config, "bias", true, file))
-    fail(file, "bias false is not implemented (embed-train's projection has a bias)");
+  dense.bias = bool_key(config, "bias", true, file);
   if (bool_key(config, "use_residual", false, file)) fail(file, "use_residual true is not implemented");
+  check_embedding_feature(config, "module_input_name", file);
+  check_embedding_feature(config, "module_output_name", file);
   check_identity_activation(config, file);
   require_safetensors(dir, sentence_transformers_conversion(root));
   return dense;
@@ -308,7 +323,10 @@ void read_sentence_transformers_folder(ModelFolderLayout& layout, const fs::path
         layout.pooling_config = (dir / "config.json").string();
         break;
       case ModuleKind::Dense:
-        layout.dense = read_dense(dir, layout.encoder.hidden_size(), root);
+        layout.dense.push_back(read_dense(dir,
+                                          layout.dense.empty() ? layout.encoder.hidden_size()
+                                                               : layout.dense.back().out_features,
+                                          layout.dense.empty(), root));
         break;
       case ModuleKind::Normalize:
         layout.normalize = true;  // no parameters; 6.x's config.json only names its input

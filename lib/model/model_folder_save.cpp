@@ -34,13 +34,16 @@ constexpr const char* kSentenceTransformersFormat = "3.0.0";
 // Transformer, Pooling, then the optional Dense and Normalize, in the order
 // sentence-transformers runs them. Normalize has no files; its path follows
 // sentence-transformers' "<idx>_Normalize" naming.
-json modules_json(bool with_dense, bool with_normalize) {
+// The folder of the k-th (from 0) Dense layer: 2_Dense, 3_Dense, ...
+std::string dense_dir(size_t k) { return std::to_string(2 + k) + "_Dense"; }
+
+json modules_json(size_t dense_layers, bool with_normalize) {
   auto module = [](int idx, const std::string& path, const std::string& type) {
     return json{{"idx", idx}, {"name", std::to_string(idx)}, {"path", path},
                 {"type", "sentence_transformers.models." + type}};
   };
   json modules = json::array({module(0, "", "Transformer"), module(1, "1_Pooling", "Pooling")});
-  if (with_dense) modules.push_back(module(2, "2_Dense", "Dense"));
+  for (size_t k = 0; k < dense_layers; ++k) modules.push_back(module(int(2 + k), dense_dir(k), "Dense"));
   if (with_normalize) {
     const int idx = static_cast<int>(modules.size());
     modules.push_back(module(idx, std::to_string(idx) + "_Normalize", "Normalize"));
@@ -60,10 +63,10 @@ json pooling_json(int64_t hidden_size, Pooling pooling) {
 }
 
 // Identity spelled out: sentence-transformers' Dense defaults to Tanh.
-json dense_json(int64_t in_features, int64_t out_features) {
-  return {{"in_features", in_features},
-          {"out_features", out_features},
-          {"bias", true},
+json dense_json(const torch::nn::LinearOptions& shape) {
+  return {{"in_features", shape.in_features()},
+          {"out_features", shape.out_features()},
+          {"bias", shape.bias()},
           {"activation_function", kIdentity}};
 }
 
@@ -177,13 +180,13 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   } else {
     write_json(tmp / "sentence_bert_config.json",
                {{"max_seq_length", options.max_length}, {"do_lower_case", options.lower_case_text}});
-    // Module 1, Pooling; module 2, the projection as a Dense layer; then Normalize.
+    // Module 1, Pooling; modules 2, 3, ... the Dense layers; then Normalize.
     write_json(tmp / "1_Pooling" / "config.json", pooling_json(config.hidden_size(), model->pooling()));
-    if (model->projection) {
-      write_json(tmp / "2_Dense" / "config.json", dense_json(config.hidden_size(), model->embedding_dim()));
-      save_module(*model->projection, (tmp / "2_Dense" / "model.safetensors").string(), "linear.");
+    for (size_t k = 0; k < model->dense.size(); ++k) {
+      write_json(tmp / dense_dir(k) / "config.json", dense_json(model->dense[k]->options));
+      save_module(*model->dense[k], (tmp / dense_dir(k) / "model.safetensors").string(), "linear.");
     }
-    write_json(tmp / "modules.json", modules_json(static_cast<bool>(model->projection), options.normalize));
+    write_json(tmp / "modules.json", modules_json(model->dense.size(), options.normalize));
     write_json(tmp / "config_sentence_transformers.json", sentence_transformers_json(options));
   }
 
@@ -197,7 +200,7 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
     info["activation"] = choice_name(activation);
   } else {
     info["pooling"] = choice_name(model->pooling());
-    info["projection_dim"] = model->projection ? model->embedding_dim() : 0;
+    info["projection_dim"] = model->dense.empty() ? 0 : model->embedding_dim();
   }
   info["normalize"] = options.normalize;
   info["tokenizer"] = {{"type", tokenizer.type()},

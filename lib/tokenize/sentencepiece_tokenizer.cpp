@@ -93,6 +93,14 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
   auto tokenizer = from_serialized(hf_files::read_file(file), file.string());
   if (auto config = hf_files::read_json_if_exists(file.parent_path() / "tokenizer_config.json"))
     tokenizer->set_model_max_length(hf_files::max_length_setting(*config, 512));
+  // A Hugging Face folder of Gemma's kind: its tokenizer.json (the same model converted) is
+  // what transformers loads, with its class and special tokens in tokenizer_config.json;
+  // save() writes these back as they are rather than an ALBERT tokenizer of the model.
+  if (file.filename() == "tokenizer.model" && fs::exists(file.parent_path() / "tokenizer.json"))
+    for (const char* name : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                             "added_tokens.json"})
+      if (fs::exists(file.parent_path() / name))
+        tokenizer->folder_files_.emplace_back(name, hf_files::read_file(file.parent_path() / name));
   return tokenizer;
 }
 
@@ -176,6 +184,19 @@ std::string SentencePieceTokenizer::piece(int32_t id) const {
 void SentencePieceTokenizer::save(const std::string& dir) const {
   const fs::path folder = dir;
   hf_files::make_dir(folder);
+  if (!folder_files_.empty()) {
+    for (const auto& [name, bytes] : folder_files_) {
+      if (name != "tokenizer_config.json") {
+        hf_files::write_file(folder / name, bytes);
+        continue;
+      }
+      nlohmann::ordered_json config = nlohmann::ordered_json::parse(bytes, nullptr, false);
+      if (!config.is_object()) throw TokenizerError(source_ + ": tokenizer_config.json beside it is not a JSON object");
+      config["model_max_length"] = model_max_length_;
+      hf_files::write_json(folder / name, config);
+    }
+    return;
+  }
   std::string model(lib_.serialized(model_.get(), nullptr, 0), '\0');
   model.resize(lib_.serialized(model_.get(), model.data(), model.size()));
   if (model.empty()) throw TokenizerError(source_ + ": cannot serialize the model");

@@ -38,7 +38,9 @@ class SentencePieceTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return vocab_size_; }
   SpecialIds special() const override { return special_; }
   std::string type() const override { return choice_name(TokenizerType::SentencePiece); }
-  // spiece.model, tokenizer_config.json (AlbertTokenizer), special_tokens_map.json.
+  // spiece.model, tokenizer_config.json (AlbertTokenizer), special_tokens_map.json; for a
+  // model read from a Hugging Face folder's tokenizer.model with tokenizer.json beside it
+  // (Gemma's), that folder's tokenizer files as they were read, model_max_length set.
   void save(const std::string& dir) const override;
 
   // The piece of an id, for tests and debugging.
@@ -65,6 +67,9 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string special_starts_;  // their first bytes
   SpecialIds special_;
   int32_t vocab_size_ = 0;
+  // The Hugging Face folder's tokenizer files (name, bytes) that save() writes back; empty
+  // for a model not read from such a folder.
+  std::vector<std::pair<std::string, std::string>> folder_files_;
 };
 
 }  // namespace ddp_embed

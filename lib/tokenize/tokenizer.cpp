@@ -17,21 +17,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// tokenizer.json's model.type, read without building the document (Qwen3's file is 11 MB:
-// a whole parse costs 0.35 s, and the tokenizer parses the file again). "" when absent.
+// tokenizer.json's model.type and model.byte_fallback, read without building the document
+// (Qwen3's file is 11 MB: a whole parse costs 0.35 s, and the tokenizer parses the file
+// again): reading stops at the model's vocabulary, which Hugging Face writes after both.
+// type "" when absent.
 class ModelTypeReader : public nlohmann::json_sax<nlohmann::json> {
  public:
   std::string type;
+  bool byte_fallback = false;
   bool null() override { return true; }
-  bool boolean(bool) override { return true; }
+  bool boolean(bool value) override {
+    if (depth_ == 2 && in_model_ && key_ == "byte_fallback") byte_fallback = value;
+    return true;
+  }
   bool number_integer(number_integer_t) override { return true; }
   bool number_unsigned(number_unsigned_t) override { return true; }
   bool number_float(number_float_t, const string_t&) override { return true; }
   bool string(string_t& value) override {
-    if (depth_ == 2 && in_model_ && key_ == "type") {
-      type = value;
-      return false;  // found: stop reading
-    }
+    if (depth_ == 2 && in_model_ && key_ == "type") type = value;
     return true;
   }
   bool binary(binary_t&) override { return true; }
@@ -42,8 +45,9 @@ class ModelTypeReader : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool end_object() override {
+    const bool model_ends = in_model_ && depth_ == 2;
     if (--depth_ <= 1) in_model_ = false;
-    return true;
+    return !(model_ends && !type.empty());  // the model read: stop
   }
   bool start_array(std::size_t) override {
     ++depth_;
@@ -55,7 +59,7 @@ class ModelTypeReader : public nlohmann::json_sax<nlohmann::json> {
   }
   bool key(string_t& k) override {
     key_ = k;
-    return true;
+    return !(depth_ == 2 && in_model_ && k == "vocab" && !type.empty());  // past what is read: stop
   }
   bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception&) override {
     error = "not valid JSON (at byte " + std::to_string(byte) + ")";
@@ -82,6 +86,10 @@ std::string detect_tokenizer_type(const std::string& dir) {
     if (kind.empty())
       throw TokenizerError(file + ": " + (reader.error.empty() ? "has no model.type" : reader.error));
     if (kind == "Unigram") return "unigram";
+    // Gemma's and Llama's folders: tokenizer.json is the conversion of the sentencepiece
+    // model beside it, with byte fallback, which sentencepiece itself runs.
+    if (kind == "BPE" && reader.byte_fallback && fs::exists(folder / "tokenizer.model"))
+      return choice_name(TokenizerType::SentencePiece);
     if (kind == "BPE") return "bpe";
     if (kind == "WordPiece") return choice_name(TokenizerType::WordPiece);
     throw TokenizerError((folder / "tokenizer.json").string() + ": model type \"" + kind +

@@ -69,7 +69,8 @@ int tokens_left_after_prompt(const Tokenizer& tokenizer, std::string_view prompt
 
 // The tokenizer a Hugging Face folder holds, decided from its files in this order:
 // spiece.model → "sentencepiece"; tokenizer.json whose model is Unigram → "unigram", BPE →
-// "bpe", WordPiece → "wordpiece"; sentencepiece.bpe.model → "unigram"; vocab.txt →
+// "bpe" (but "sentencepiece" for a BPE with byte_fallback beside tokenizer.model, as Gemma's
+// folders are: sentencepiece runs the model file), WordPiece → "wordpiece"; sentencepiece.bpe.model → "unigram"; vocab.txt →
 // "wordpiece". Throws TokenizerError naming the folder (and the tokenizer.json model type
 // that is not implemented, listing those that are).
 std::string detect_tokenizer_type(const std::string& dir);

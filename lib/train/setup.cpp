@@ -24,12 +24,12 @@ namespace {
 
 // ---- the tokenizer and data -------------------------------------------------------------
 
-// model.projection_dim against the init folder's Dense layer: a Dense is trained further
-// when projection_dim is its out_features, never dropped or replaced silently.
+// model.projection_dim against the init folder's Dense layers: they are trained further
+// when projection_dim is the last one's out_features, never dropped or replaced silently.
 void check_projection_against_init(const Config& cfg, const ModelFolderLayout& init) {
-  if (!init.dense) return;
-  const std::string dense_config = (fs::path(init.dense->dir) / "config.json").string();
-  const int64_t out = init.dense->out_features;
+  if (init.dense.empty()) return;
+  const std::string dense_config = (fs::path(init.dense.back().dir) / "config.json").string();
+  const int64_t out = init.dense.back().out_features;
   if (cfg.model.projection_dim == 0)
     throw ConfigError("model.init has a Dense layer (" + dense_config + ", out_features " + std::to_string(out) +
                              ") but model.projection_dim is 0, which would drop it: set model.projection_dim=" +
@@ -225,10 +225,13 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
       cfg.model.kind == ModelKind::CrossEncoder
           ? SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(
                 arch, SentenceEmbedderImpl::CrossEncoderShape{cfg.model.num_labels}))
+      : init && !init->dense.empty()
+          ? SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(arch, dense_shapes(*init),
+                                                                     training_pooling(cfg, init)))
           : SentenceEmbedder(arch, cfg.model.projection_dim, training_pooling(cfg, init));
   if (init) {
-    // The BERT, and the Dense layer when the folder has one (read_init_folder made sure
-    // that model.projection_dim is its size); a cross-encoder's head.
+    // The BERT, and the Dense layers when the folder has them (read_init_folder made sure
+    // that model.projection_dim is the last one's size); a cross-encoder's head.
     auto report = load_folder_weights(model, *init);
     if (!report.unused.empty())
       spdlog::info("model.init: {} tensors of the checkpoint are not used (e.g. {})", report.unused.size(),

@@ -27,6 +27,10 @@ OUT/tokenizer        Gemma's tokenizer in small: a sentencepiece BPE with Gemma'
 OUT/tokenizer_ids.json
     {"texts": [...], "ids": [[...], ...]}: AutoTokenizer's ids of that folder for the parity
     sentences and the corpus lines.
+OUT/st               the encoder and tokenizer in EmbeddingGemma's sentence-transformers form, saved
+    by SentenceTransformer.save: Transformer (max_seq_length 48), mean Pooling, Dense 32 -> 64 and
+    Dense 64 -> 16 (no biases, identity activations), Normalize; tokenizer.model beside its
+    tokenizer.json as EmbeddingGemma's folder has it.
 
 The model keeps every feature EmbeddingGemma has at a tiny size: hidden 32, 4 layers of
 which 0, 1 and 3 slide (layer_types) and layer 2 is global, 4 query heads of 8 on 2
@@ -158,6 +162,31 @@ def main(argv):
     for k, h in enumerate(hidden):
         tensors[f"hidden_states.{k}"] = h.float().contiguous()
     save_file(tensors, os.path.join(out, "expected.safetensors"))
+    make_st_folder(out)
+
+
+def make_st_folder(out):
+    """OUT/st (the module docstring), from OUT/encoder and OUT/tokenizer."""
+    import shutil
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
+
+    transformer_dir = os.path.join(out, "st-transformer")
+    shutil.copytree(os.path.join(out, "encoder"), transformer_dir)
+    for name in os.listdir(os.path.join(out, "tokenizer")):
+        shutil.copy(os.path.join(out, "tokenizer", name), transformer_dir)
+    torch.manual_seed(13)
+    hidden = CONFIG["hidden_size"]
+    modules = [models.Transformer(transformer_dir, max_seq_length=48),
+               models.Pooling(hidden, pooling_mode="mean"),
+               models.Dense(hidden, 2 * hidden, bias=False, activation_function=torch.nn.Identity()),
+               models.Dense(2 * hidden, hidden // 2, bias=False, activation_function=torch.nn.Identity()),
+               models.Normalize()]
+    folder = os.path.join(out, "st")
+    SentenceTransformer(modules=modules, device="cpu").save(folder)
+    shutil.copy(os.path.join(out, "tokenizer", "tokenizer.model"), folder)
+    shutil.rmtree(transformer_dir)
 
 
 if __name__ == "__main__":

@@ -337,7 +337,7 @@ TEST(Bert, WeightsSaveLoadRoundTripIsBitIdentical) {
   at::manual_seed(2);
   SentenceEmbedder b(small_config(), 16, Pooling::Mean);
   save_module(*a->bert, dir / "model.safetensors");
-  save_module(*a->projection, dir / "dense.safetensors", "linear.");
+  save_module(*a->dense[0], dir / "dense.safetensors", "linear.");
 
   const auto file = read_safetensors(dir / "model.safetensors");
   EXPECT_EQ(file.metadata().at("format"), "pt");
@@ -349,7 +349,7 @@ TEST(Bert, WeightsSaveLoadRoundTripIsBitIdentical) {
 
   const LoadReport r = load_module(*b->bert, dir / "model.safetensors");
   EXPECT_TRUE(r.unused.empty());
-  load_module(*b->projection, dir / "dense.safetensors", LoadOptions{{"linear."}});
+  load_module(*b->dense[0], dir / "dense.safetensors", LoadOptions{{"linear."}});
   const auto pb = b->named_parameters();
   for (const auto& p : a->named_parameters()) EXPECT_TRUE(at::equal(p.value(), pb[p.key()])) << p.key();
 }
@@ -453,7 +453,7 @@ TEST(Bert, EmbedderClsShortcutGivesTheSameLossAndGradients) {
     param.value().mutable_grad().zero_();
   }
   const auto full_embed = [&](const EncoderInput& in) {
-    return model->projection(pool(model->bert(in.ids, in.mask), in.mask, Pooling::Cls));
+    return model->dense[0](pool(model->bert(in.ids, in.mask), in.mask, Pooling::Cls));
   };
   const at::Tensor full = pair_loss(full_embed(q), full_embed(p), {}, {}, LossConfig{}).loss;
   full.backward();

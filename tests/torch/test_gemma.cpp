@@ -4,13 +4,16 @@
 // than head_dim, a window narrower than the longest text) and write its hidden states of
 // every layer for a padded batch; embed-train loads the same folder and must give each of
 // them within 1e-5 on every real token. Also: its config.json read, written back and refused
-// as model/gemma3.h says; and Gemma's tokenizer.model read by sentencepiece giving the ids
-// AutoTokenizer gives from the tokenizer.json beside it.
+// as model/gemma3.h says; Gemma's tokenizer.model read by sentencepiece giving the ids
+// AutoTokenizer gives from the tokenizer.json beside it; and the whole sentence-transformers
+// folder in EmbeddingGemma's form (two Dense layers without biases after mean pooling, then
+// Normalize) encoding as SentenceTransformer(DIR) does and fine-tuning on 2 workers as on 1.
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,11 +22,13 @@
 
 #include "../core/python_fixtures.h"
 #include "../core/tolerance.h"
+#include "architecture_support.h"
 #include "model/encoder.h"
 #include "model/gemma3.h"
 #include "model/model_error.h"
 #include "model/weights.h"
 #include "tokenize/sentencepiece_tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 using namespace ddp_embed;
 using nlohmann::json;
@@ -208,7 +213,10 @@ TEST(Gemma, WhatIsNotImplementedIsRefusedNamingTheField) {
 // model's own BOS and EOS pieces), gives AutoTokenizer's ids: spaces, digits, tabs, bytes
 // of characters the vocabulary lacks, and the user pieces <start_of_turn>/<end_of_turn>.
 TEST(Gemma, TokenizerModelThroughSentencepieceGivesAutoTokenizersIds) {
-  const auto tokenizer = SentencePieceTokenizer::load((gemma_fixtures() / "tokenizer").string());
+  const fs::path folder = gemma_fixtures() / "tokenizer";
+  // The folder's files decide: sentencepiece, not the byte-fallback BPE of tokenizer.json.
+  EXPECT_EQ(detect_tokenizer_type(folder.string()), "sentencepiece");
+  const auto tokenizer = load_tokenizer("auto", folder.string());
   std::ifstream in(gemma_fixtures() / "tokenizer_ids.json");
   const json expected = json::parse(in);
   ASSERT_GT(expected["texts"].size(), 200u);
@@ -221,6 +229,25 @@ TEST(Gemma, TokenizerModelThroughSentencepieceGivesAutoTokenizersIds) {
       ADD_FAILURE() << text << ": ours " << json(ids).dump() << ", AutoTokenizer's " << json(theirs).dump();
   }
   EXPECT_EQ(differ, 0u);
+
+  // Saved, the folder's own files come back as they were (transformers loads tokenizer.json),
+  // model_max_length set; read again, the same ids.
+  const fs::path saved = fs::temp_directory_path() / ("gemma-tokenizer-" + std::to_string(::getpid()));
+  fs::remove_all(saved);
+  tokenizer->set_model_max_length(48);
+  tokenizer->save(saved.string());
+  const auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (const char* name : {"tokenizer.model", "tokenizer.json"})
+    EXPECT_EQ(bytes(saved / name), bytes(folder / name)) << name;
+  EXPECT_EQ(json::parse(bytes(saved / "tokenizer_config.json"))["model_max_length"], 48);
+  EXPECT_FALSE(fs::exists(saved / "spiece.model"));
+  const auto again = load_tokenizer("auto", saved.string());
+  const std::string text = expected["texts"][0].get<std::string>();
+  EXPECT_EQ(again->encode(text, 1 << 20), tokenizer->encode(text, 1 << 20));
+  fs::remove_all(saved);
 }
 
 // Training reaches every parameter the same way with checkpointed layers as without
@@ -271,4 +298,24 @@ TEST(Gemma, WrittenConfigAndWeightsLoadInTransformersAsTheSameModel) {
   EXPECT_EQ(rc, 0) << output;
   EXPECT_NE(output.find("max difference"), std::string::npos) << output;
   fs::remove_all(dir);
+}
+
+// EmbeddingGemma's whole folder (make_gemma_fixtures.py's OUT/st: tokenizer.model beside a
+// byte-fallback tokenizer.json, mean pooling, Dense 32 -> 64 -> 16 without biases, Normalize,
+// as sentence-transformers 6 saves it): embed-train encode gives SentenceTransformer(DIR).encode
+// within 1e-5 and tokenize AutoTokenizer's ids, on the 160 hard cases (parity.py).
+TEST(Gemma, EmbeddingGemmaFolderEncodesAsSentenceTransformers) {
+  e2e::expect_parity_of(gemma_fixtures() / "st", "", e2e::ParityTexts::HardCases);
+}
+
+// Fine-tuning it (the encoder and both Dense layers) on 2 workers, and with GradCache, trains
+// what 1 worker trains; the folder it writes keeps the chain and loads in Python with our
+// embeddings.
+TEST(Gemma, EmbeddingGemmaFolderFineTunesOnTwoWorkersAsOnOneAndLoadsInPython) {
+  fs::path written;
+  e2e::expect_training_agrees(gemma_fixtures() / "st", "gemma", {}, &written);
+  const json modules = json::parse(std::ifstream(written / "modules.json"));
+  ASSERT_EQ(modules.size(), 5u) << modules.dump();
+  EXPECT_EQ(json::parse(std::ifstream(written / "3_Dense" / "config.json"))["bias"], false);
+  EXPECT_TRUE(fs::exists(written / "tokenizer.model"));
 }

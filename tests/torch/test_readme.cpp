@@ -182,7 +182,7 @@ TEST(Docs, ReadmeIsAFrontDoorWithTheSetUpCommandsAndTheGuides) {
   for (const auto& [page, title] : std::vector<std::pair<std::string, std::string>>{
            {"docs/data.md", "# Your data"},
            {"docs/fine-tuning.md", "# Fine-tuning a pretrained model"},
-           {"docs/models.md", "# Models: BERT, XLM-RoBERTa, MPNet, ModernBERT, Qwen3"},
+           {"docs/models.md", "# Models: BERT, XLM-RoBERTa, MPNet, ModernBERT, Qwen3, EmbeddingGemma"},
            {"docs/recipes.md", "# Real recipes"},
            {"docs/distributed.md", "# Several GPUs and machines"},
            {"docs/slurm.md", "# SLURM"},

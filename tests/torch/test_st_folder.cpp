@@ -35,33 +35,34 @@ void write_json_file(const fs::path& path, const json& j) {
   std::ofstream(path) << j.dump(2);
 }
 
-// A deterministic Dense layer [out, in] + [out], far from PyTorch's default init (whose
-// weights lie within ±1/sqrt(in) = ±0.18): a loaded layer is told apart from a new one.
+// A deterministic Dense layer [out, in] + [out] (no bias when `bias` is empty), far from
+// PyTorch's default init (whose weights lie within ±1/sqrt(in) = ±0.18): a loaded layer is
+// told apart from a new one.
 struct DenseWeights {
   int64_t out = 0, in = 0;
   std::vector<float> weight, bias;
 };
 
-DenseWeights dense_weights(int64_t out, int64_t in) {
+DenseWeights dense_weights(int64_t out, int64_t in, bool bias = true) {
   DenseWeights d{out, in, {}, {}};
   for (int64_t o = 0; o < out; ++o)
     for (int64_t i = 0; i < in; ++i) d.weight.push_back(0.6f * float(std::sin(1.0 + double(o * in + i))));
-  for (int64_t o = 0; o < out; ++o) d.bias.push_back(0.3f * float(std::cos(double(o))));
+  for (int64_t o = 0; bias && o < out; ++o) d.bias.push_back(0.3f * float(std::cos(double(o))));
   return d;
 }
 
 void write_dense(const fs::path& dir, const DenseWeights& d, const json& config_changes = json::object()) {
   json config = {{"in_features", d.in},
                  {"out_features", d.out},
-                 {"bias", true},
+                 {"bias", !d.bias.empty()},
                  {"activation_function", "torch.nn.modules.linear.Identity"}};
   config.update(config_changes);
   write_json_file(dir / "config.json", config);
-  ddp_embed::write_safetensors(
-      (dir / "model.safetensors").string(),
-      {{"linear.weight", ddp_embed::StDtype::F32, {d.out, d.in}, d.weight.data(), d.weight.size() * 4},
-       {"linear.bias", ddp_embed::StDtype::F32, {d.out}, d.bias.data(), d.bias.size() * 4}},
-      {{"format", "pt"}});
+  std::vector<ddp_embed::StTensorToWrite> tensors = {
+      {"linear.weight", ddp_embed::StDtype::F32, {d.out, d.in}, d.weight.data(), d.weight.size() * 4}};
+  if (!d.bias.empty())
+    tensors.push_back({"linear.bias", ddp_embed::StDtype::F32, {d.out}, d.bias.data(), d.bias.size() * 4});
+  ddp_embed::write_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}});
 }
 
 // 1_Pooling/config.json as sentence-transformers 2.x-5.x write it: one boolean per mode.
@@ -76,7 +77,8 @@ json legacy_pooling_config(const std::string& mode) {
 struct StSpec {
   std::string transformer_path;       // "" or a subfolder such as "0_Transformer"
   std::string pooling = "mean_tokens";  // the legacy key's mode: cls_token, mean_tokens, max_tokens, ...
-  std::optional<DenseWeights> dense;  // written to 2_Dense
+  std::optional<DenseWeights> dense;   // written to 2_Dense
+  std::optional<DenseWeights> dense2;  // written to 3_Dense, after it
   bool normalize = false;
   json sentence_bert = {{"max_seq_length", 64}, {"do_lower_case", false}};
   json tokenizer_config = {{"tokenizer_class", "BertTokenizer"}, {"do_lower_case", true}, {"model_max_length", 512}};
@@ -104,6 +106,10 @@ fs::path make_st_folder(const fs::path& dir, const StSpec& spec = {}) {
   if (spec.dense) {
     modules.push_back(module_entry(2, "2_Dense", "Dense"));
     write_dense(dir / "2_Dense", *spec.dense);
+  }
+  if (spec.dense2) {
+    modules.push_back(module_entry(3, "3_Dense", "Dense"));
+    write_dense(dir / "3_Dense", *spec.dense2);
   }
   if (spec.normalize) {
     const int idx = int(modules.size());
@@ -183,11 +189,11 @@ std::vector<double> unit(const std::vector<double>& v) {
   return u;
 }
 
-// W v + b, in double.
+// W v + b (W v without a bias), in double.
 std::vector<double> project(const DenseWeights& d, const std::vector<double>& v) {
   std::vector<double> out(size_t(d.out));
   for (int64_t o = 0; o < d.out; ++o) {
-    double s = d.bias[size_t(o)];
+    double s = d.bias.empty() ? 0.0 : d.bias[size_t(o)];
     for (int64_t i = 0; i < d.in; ++i) s += double(d.weight[size_t(o * d.in + i)]) * v[size_t(i)];
     out[size_t(o)] = s;
   }
@@ -271,6 +277,45 @@ TEST(StFolder, DenseIsLoadedAndProjectsThePooledEmbedding) {
                    1e-5, "unit(W cls + b)");
 }
 
+// EmbeddingGemma's form: two Dense layers without biases (768 -> 3072 -> 768 there), then
+// Normalize, as sentence-transformers 6 writes them (base.modules.dense.Dense with
+// module_input_name): each applied in turn, and written back as read.
+TEST(StFolder, ADenseChainWithoutBiasesProjectsInOrderAndIsWrittenBackAsRead) {
+  const fs::path work = fresh_dir("st-dense-chain");
+  StSpec spec;
+  spec.dense = dense_weights(16, kHidden, false);
+  spec.dense2 = dense_weights(8, 16, false);
+  spec.normalize = true;
+  const fs::path model = make_st_folder(work / "model", spec);
+  json modules = json::parse(read_file(model / "modules.json"));
+  for (int k : {2, 3}) {
+    modules[k]["type"] = "sentence_transformers.base.modules.dense.Dense";
+    json c = json::parse(read_file(model / modules[k]["path"].get<std::string>() / "config.json"));
+    c["module_input_name"] = "sentence_embedding";
+    write_json_file(model / modules[k]["path"].get<std::string>() / "config.json", c);
+  }
+  write_json_file(model / "modules.json", modules);
+  const auto layout = ddp_embed::read_model_folder_layout(model.string());
+  ASSERT_EQ(layout.dense.size(), 2u);
+  EXPECT_FALSE(layout.dense[0].bias);
+  EXPECT_EQ(layout.dense[1].in_features, 16);
+  const auto expected = each_golden([&](const GoldenText& g) { return unit(project(*spec.dense2, project(*spec.dense, g.mean))); });
+  expect_rows_near(encode(model, work), expected, 1e-5, "unit(W2 W1 mean)");
+
+  // Saved by embed-train: 2_Dense and 3_Dense, no biases, Normalize after them, the same embeddings.
+  auto loaded = ddp_embed::load_model_folder(model.string());
+  ddp_embed::ModelFolderOptions options;
+  options.normalize = true;
+  const fs::path saved = work / "saved";
+  ddp_embed::save_model_folder(saved.string(), loaded.model, *loaded.tokenizer, options, json::object());
+  const json written = json::parse(read_file(saved / "modules.json"));
+  ASSERT_EQ(written.size(), 5u);
+  EXPECT_EQ(written[3]["path"], "3_Dense");
+  EXPECT_EQ(written[4]["path"], "4_Normalize");
+  EXPECT_EQ(json::parse(read_file(saved / "3_Dense" / "config.json"))["bias"], false);
+  expect_rows_near(encode(saved, work), expected, 1e-5, "saved unit(W2 W1 mean)");
+}
+
 // What the library reads of a folder, without running anything.
 TEST(StFolder, LayoutAndLoadedModelSayWhatTheModulesAre) {
   const fs::path work = fresh_dir("st-layout");
@@ -288,10 +333,11 @@ TEST(StFolder, LayoutAndLoadedModelSayWhatTheModulesAre) {
   EXPECT_EQ(layout.encoder.bert.max_position, 128);
   ASSERT_TRUE(layout.pooling.has_value());
   EXPECT_EQ(*layout.pooling, ddp_embed::Pooling::Mean);
-  ASSERT_TRUE(layout.dense.has_value());
-  EXPECT_EQ(fs::path(layout.dense->dir), model / "2_Dense");
-  EXPECT_EQ(layout.dense->in_features, kHidden);
-  EXPECT_EQ(layout.dense->out_features, 8);
+  ASSERT_EQ(layout.dense.size(), 1u);
+  EXPECT_EQ(fs::path(layout.dense[0].dir), model / "2_Dense");
+  EXPECT_EQ(layout.dense[0].in_features, kHidden);
+  EXPECT_EQ(layout.dense[0].out_features, 8);
+  EXPECT_TRUE(layout.dense[0].bias);
   EXPECT_TRUE(layout.normalize);
   EXPECT_EQ(layout.max_seq_length.value_or(-1), 40);
   EXPECT_TRUE(layout.lower_case_text);
@@ -302,7 +348,7 @@ TEST(StFolder, LayoutAndLoadedModelSayWhatTheModulesAre) {
   EXPECT_EQ(loaded.model->embedding_dim(), 8);
   EXPECT_EQ(loaded.model->pooling(), ddp_embed::Pooling::Mean);
   // The Dense weights, exactly.
-  const auto w = loaded.model->projection->weight.contiguous();
+  const auto w = loaded.model->dense[0]->weight.contiguous();
   const float* p = w.data_ptr<float>();
   for (size_t i = 0; i < spec.dense->weight.size(); ++i) ASSERT_EQ(p[i], spec.dense->weight[i]) << i;
   // --pooling overrides the Pooling module.
@@ -318,7 +364,7 @@ TEST(StFolder, LayoutAndLoadedModelSayWhatTheModulesAre) {
   const auto plain = ddp_embed::read_model_folder_layout(hf.string());
   EXPECT_FALSE(plain.sentence_transformers);
   EXPECT_FALSE(plain.pooling.has_value());
-  EXPECT_FALSE(plain.dense.has_value());
+  EXPECT_TRUE(plain.dense.empty());
   EXPECT_FALSE(plain.normalize);
   EXPECT_EQ(ddp_embed::folder_max_length(plain), 100);
   const auto plain_loaded = ddp_embed::load_model_folder(hf.string());
@@ -448,10 +494,24 @@ TEST(StFolder, RefusesModulesItDoesNotImplementNamingTheFileAndTheKey) {
                            ": in_features 64 does not match the encoder's hidden_size 32 (the Dense layer takes the "
                            "pooled embedding)");
   }
-  {
+  {  // A second layer must take what the first gives.
+    StSpec s = spec;
+    s.dense2 = dense_weights(4, 6);
+    const fs::path m = make_st_folder(work / "chain-in-features", s);
+    EXPECT_EQ(read(m), (m / "3_Dense" / "config.json").string() +
+                           ": in_features 6 does not match the out_features 8 of the Dense layer before");
+  }
+  {  // sentence-transformers 6's Dense on another feature than the sentence embedding.
+    const fs::path m = make_st_folder(work / "input-name", spec);
+    write_dense(m / "2_Dense", *spec.dense, {{"module_input_name", "token_embeddings"}});
+    EXPECT_CONTAINS(read(m), (m / dense_config).string() + ": module_input_name \"token_embeddings\" is not implemented");
+  }
+  {  // bias false in the config, a bias in the file: damage, not a quiet drop.
     const fs::path m = make_st_folder(work / "no-bias", spec);
     write_dense(m / "2_Dense", *spec.dense, {{"bias", false}});
-    EXPECT_CONTAINS(read(m), (m / dense_config).string() + ": bias false is not implemented");
+    const std::string e = error_of([&] { ddp_embed::load_model_folder(m.string()); });
+    EXPECT_CONTAINS(e, (m / "2_Dense" / "model.safetensors").string());
+    EXPECT_CONTAINS(e, "linear.bias");
   }
   {  // The config promises [8, 32]; the file holds [8, 16].
     const fs::path m = make_st_folder(work / "weight-shape", spec);
