@@ -49,4 +49,6 @@ fi
 echo "test: $("$build/embed-train" --version | grep '^CPU kernels')" \
   "(the CpuPath tests run the exactness tests again on another path: tests/cpu_paths/on_cpu_path.sh)"
 cd "$build"
+# The tests' Python server (build/test-python) ends with the tests, not a minute later.
+trap '"$build/test-python" --stop-reference-server >/dev/null 2>&1 || true' EXIT
 ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@"
