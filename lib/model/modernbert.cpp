@@ -3,6 +3,7 @@
 #include "model/modernbert.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
@@ -257,7 +258,7 @@ ModernBertModelImpl::ModernBertModelImpl(const ModernBertConfig& c) {
 nlohmann::json ModernBertModelImpl::hf_config_json() const { return modernbert_config_to_hf_json(config()); }
 
 at::Tensor ModernBertModelImpl::run(const at::Tensor& input_ids, const TokenLayout& layout,
-                                    const at::Tensor& out_rows) {
+                                    const at::Tensor& out_rows, int64_t layers) {
   const ModernBertConfig& c = config();
   check_ids_fit("ModernBertModel", input_ids, layout, c.max_position);
   const at::Tensor flat_ids = input_ids.reshape({-1});
@@ -270,8 +271,8 @@ at::Tensor ModernBertModelImpl::run(const at::Tensor& input_ids, const TokenLayo
   const auto local =
       c.local_rope_theta == c.global_rope_theta ? global : rotary_factors(layout, head_dim, c.local_rope_theta);
 
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const at::Tensor rows = i + 1 == layers_.size() ? out_rows : at::Tensor();
+  for (size_t i = 0; i < size_t(layers); ++i) {
+    const at::Tensor rows = i + 1 == size_t(layers) ? out_rows : at::Tensor();
     ModernBertLayer layer = layers_[i];
     const at::Tensor& cos = layer->is_local ? local.first : global.first;
     const at::Tensor& sin = layer->is_local ? local.second : global.second;
@@ -285,12 +286,21 @@ at::Tensor ModernBertModelImpl::run(const at::Tensor& input_ids, const TokenLayo
     };
     x = checkpointed(*layer, block, x, at::empty({0}, x.options()));
   }
-  return final_norm(x);
+  return layers == int64_t(layers_.size()) ? final_norm(x) : x;
 }
 
 at::Tensor ModernBertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
   const TokenLayout layout(attention_mask);
-  return layout.unpack(run(input_ids, layout, {}));
+  return layout.unpack(run(input_ids, layout, {}, config().num_layers));
+}
+
+at::Tensor ModernBertModelImpl::hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                             int64_t layers) {
+  if (layers < 0 || layers > config().num_layers)
+    throw std::out_of_range("ModernBertModel::hidden_after: " + std::to_string(layers) + " layers of " +
+                            std::to_string(config().num_layers));
+  const TokenLayout layout(attention_mask);
+  return layout.unpack(run(input_ids, layout, {}, layers));
 }
 
 at::Tensor ModernBertModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask,
@@ -300,8 +310,8 @@ at::Tensor ModernBertModelImpl::forward_pooled(const at::Tensor& input_ids, cons
   // The first token is the only output cls reads: the last layer computes it alone
   // (attention.h puts that one query at position 0, inside its window in a local layer).
   // A bidirectional layer's last token has no such shortcut with a window: every row.
-  if (p == Pooling::Cls) return run(input_ids, layout, layout.rows_of(p));
-  const at::Tensor x = run(input_ids, layout, {});
+  if (p == Pooling::Cls) return run(input_ids, layout, layout.rows_of(p), config().num_layers);
+  const at::Tensor x = run(input_ids, layout, {}, config().num_layers);
   return p == Pooling::Mean ? layout.mean(x) : x.index_select(0, layout.rows_of(p));
 }
 

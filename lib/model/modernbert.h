@@ -110,6 +110,12 @@ class ModernBertModelImpl : public TextEncoderImpl {
   at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p,
                             const at::Tensor& token_types = {}) override;
 
+  // transformers' output_hidden_states entry `layers` [B, L, H]: the normed embeddings (0),
+  // the output of layer `layers` - 1, or with every layer forward() (after the final norm,
+  // as transformers' last entry is). For tests: not on the training path.
+  // 0 <= layers <= num_layers, else std::out_of_range.
+  at::Tensor hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask, int64_t layers);
+
   const EncoderConfig& encoder_config() const override { return encoder_config_; }
   nlohmann::json hf_config_json() const override;
   void set_activation_checkpointing(bool on) override {
@@ -128,8 +134,9 @@ class ModernBertModelImpl : public TextEncoderImpl {
   BiasFreeLayerNorm embeddings_norm{nullptr}, final_norm{nullptr};
 
  private:
-  // The layers on the packed real tokens; out_rows as in ModernBertLayerImpl::forward.
-  at::Tensor run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows);
+  // The first `layers` layers on the packed real tokens (then the final norm when all of
+  // them ran); out_rows as in ModernBertLayerImpl::forward, for the last of them.
+  at::Tensor run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows, int64_t layers);
 
   EncoderConfig encoder_config_;
   std::vector<ModernBertLayer> layers_;  // also registered as layers.N

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
@@ -221,12 +222,13 @@ at::Tensor MPNetModelImpl::position_bias(int64_t length) const {
   return at::embedding(table, buckets).permute({2, 0, 1});  // [heads, L, L]
 }
 
-at::Tensor MPNetModelImpl::run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows) {
+at::Tensor MPNetModelImpl::run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows,
+                               int64_t layers) {
   at::Tensor x = layout.pack(embeddings(input_ids));
   // Once a forward, as MPNetEncoder computes it; every layer adds the same bias.
   const at::Tensor bias = position_bias(std::max<int64_t>(layout.length, 1));
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const at::Tensor rows = i + 1 == layers_.size() ? out_rows : at::Tensor();
+  for (size_t i = 0; i < size_t(layers); ++i) {
+    const at::Tensor rows = i + 1 == size_t(layers) ? out_rows : at::Tensor();
     MPNetLayer layer = layers_[i];
     if (!checkpoint_layers_ || !at::GradMode::is_enabled()) {
       x = layer(x, layout, bias, rows);
@@ -245,7 +247,17 @@ at::Tensor MPNetModelImpl::run(const at::Tensor& input_ids, const TokenLayout& l
 at::Tensor MPNetModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
   check_ids_and_mask(input_ids, attention_mask);
   const TokenLayout layout(attention_mask);
-  return layout.unpack(run(input_ids, layout, {}));
+  return layout.unpack(run(input_ids, layout, {}, config().num_layers));
+}
+
+at::Tensor MPNetModelImpl::hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                        int64_t layers) {
+  if (layers < 0 || layers > config().num_layers)
+    throw std::out_of_range("MPNetModel::hidden_after: " + std::to_string(layers) + " layers of " +
+                            std::to_string(config().num_layers));
+  check_ids_and_mask(input_ids, attention_mask);
+  const TokenLayout layout(attention_mask);
+  return layout.unpack(run(input_ids, layout, {}, layers));
 }
 
 at::Tensor MPNetModelImpl::forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p,
@@ -256,8 +268,8 @@ at::Tensor MPNetModelImpl::forward_pooled(const at::Tensor& input_ids, const at:
   // cls: the first token sees its whole text, and attention gives one query a sequence the
   // bias row of position 0, so the last layer computes it alone. A last token would need
   // its own row: every row, then the pick.
-  if (p == Pooling::Cls) return run(input_ids, layout, layout.rows_of(p));
-  const at::Tensor x = run(input_ids, layout, {});
+  if (p == Pooling::Cls) return run(input_ids, layout, layout.rows_of(p), config().num_layers);
+  const at::Tensor x = run(input_ids, layout, {}, config().num_layers);
   return p == Pooling::Mean ? layout.mean(x) : x.index_select(0, layout.rows_of(p));
 }
 

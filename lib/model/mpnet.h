@@ -109,6 +109,11 @@ class MPNetModelImpl : public TextEncoderImpl {
   at::Tensor forward_pooled(const at::Tensor& input_ids, const at::Tensor& attention_mask, Pooling p,
                             const at::Tensor& token_types = {}) override;
 
+  // transformers' output_hidden_states entry `layers` [B, L, H]: the embeddings (0) or the
+  // output of layer `layers` - 1 (`num_layers`: forward()'s). For tests: not on the
+  // training path. 0 <= layers <= num_layers, else std::out_of_range.
+  at::Tensor hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask, int64_t layers);
+
   // The bias every layer adds to its attention scores for a padded length L: [heads, L, L],
   // relative_attention_bias looked up at mpnet_relative_buckets(L), differentiable.
   at::Tensor position_bias(int64_t length) const;
@@ -131,8 +136,9 @@ class MPNetModelImpl : public TextEncoderImpl {
   torch::nn::Embedding relative_attention_bias{nullptr};  // encoder.relative_attention_bias
 
  private:
-  // The layers on the packed real tokens; out_rows as in MPNetLayerImpl::forward, last layer.
-  at::Tensor run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows);
+  // The first `layers` layers on the packed real tokens; out_rows as in
+  // MPNetLayerImpl::forward, for the last of them.
+  at::Tensor run(const at::Tensor& input_ids, const TokenLayout& layout, const at::Tensor& out_rows, int64_t layers);
 
   EncoderConfig encoder_config_;
   std::vector<MPNetLayer> layers_;  // also registered as encoder.layer.N

@@ -49,7 +49,6 @@ import sys
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-LENGTHS = (12, 7, 3, 1)
 CONFIG = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
               num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=16, max_position_embeddings=64,
               sliding_window=4,
@@ -126,7 +125,6 @@ def main(argv):
     out = argv[0]
     import torch
     import transformers
-    from safetensors.torch import save_file
 
     # The model's vocabulary is the tokenizer's, so that the folders make a working model.
     vocab_size = make_tokenizer(out)
@@ -144,24 +142,8 @@ def main(argv):
                 p.add_(torch.randn_like(p) * 0.1)
     model.save_pretrained(os.path.join(out, "encoder"), safe_serialization=True)
 
-    generator = torch.Generator().manual_seed(5)
-    length = max(LENGTHS)
-    ids = torch.randint(3, vocab_size, (len(LENGTHS), length), generator=generator)
-    mask = torch.zeros(len(LENGTHS), length, dtype=torch.long)
-    for row, n in enumerate(LENGTHS):
-        mask[row, :n] = 1
-        ids[row, n:] = CONFIG["pad_token_id"]
-    with torch.no_grad():
-        result = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-    hidden = result.hidden_states
-    if len(hidden) != CONFIG["num_hidden_layers"] + 1:
-        sys.exit(f"{len(hidden)} hidden states, not num_hidden_layers + 1")
-    if not torch.equal(hidden[-1], result.last_hidden_state):
-        sys.exit("the last hidden_states entry is not last_hidden_state")
-    tensors = {"input_ids": ids.contiguous(), "attention_mask": mask.contiguous()}
-    for k, h in enumerate(hidden):
-        tensors[f"hidden_states.{k}"] = h.float().contiguous()
-    save_file(tensors, os.path.join(out, "expected.safetensors"))
+    from fixture_hidden_states import write_hidden_states
+    write_hidden_states(model, 3, vocab_size, CONFIG["pad_token_id"], os.path.join(out, "expected.safetensors"))
     make_st_folder(out)
 
 

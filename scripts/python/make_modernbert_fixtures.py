@@ -5,7 +5,9 @@ ModernBERT weights can be downloaded here).
 
     python scripts/python/make_modernbert_fixtures.py OUT
 
-Writes OUT/tokenizer (the tokenizer alone) and OUT/modernbert:
+Writes OUT/tokenizer (the tokenizer alone), OUT/modernbert and OUT/expected.safetensors (the
+ModernBertModel's hidden states of every layer for a padded batch, 12 real tokens the
+longest, longer than the local window: scripts/python/fixture_hidden_states.py):
 
   tokenizer   a byte-level BPE trained here on tests/fixtures/bpe/corpus.txt in ModernBERT's
               form: NFC, ByteLevel(no prefix space, GPT-2's regex), a TemplateProcessing
@@ -96,6 +98,9 @@ def make_modernbert(tokenizer_dir, out, ids, tokenizer_size):
         for name, p in model.named_parameters():
             if "norm" in name.lower():
                 p.add_(torch.randn_like(p) * 0.1)
+    from fixture_hidden_states import write_hidden_states
+    write_hidden_states(model, 0, min(ids.values()), ids["[PAD]"],
+                        os.path.join(os.path.dirname(out), "expected.safetensors"))
     hf = out + ".hf"
     model.save_pretrained(hf)
     copy_tokenizer(tokenizer_dir, hf)

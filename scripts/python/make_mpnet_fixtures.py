@@ -19,6 +19,9 @@ relative-position buckets, 514 positions, initialized with a std of 0.2 under a 
 seed; every norm's weight and bias moved by N(0, 0.1) and the relative-position table
 multiplied by 5 (so that a norm or a bucket applied wrongly shows in the embeddings).
 Dropout is 0.
+
+DIR/expected.safetensors: that MPNetModel's hidden states of every layer for a padded
+batch (scripts/python/fixture_hidden_states.py), which test_mpnet.cpp holds each layer to.
 """
 
 import argparse
@@ -100,6 +103,9 @@ def make_mpnet(torch, transformers, st, out, tokenizer_dir, vocab_size):
             if "norm" in name.lower():
                 p.add_(torch.randn_like(p) * 0.1)
         model.encoder.relative_attention_bias.weight.mul_(5.0)
+    from fixture_hidden_states import write_hidden_states
+    write_hidden_states(model, 4, vocab_size, config.pad_token_id,
+                        os.path.join(os.path.dirname(out), "expected.safetensors"))
     hf = out + ".hf"
     model.save_pretrained(hf)
     copy_tokenizer(tokenizer_dir, hf)

@@ -23,6 +23,7 @@
 #include "../core/python_fixtures.h"
 #include "../core/tolerance.h"
 #include "architecture_support.h"
+#include "hidden_states_support.h"
 #include "model/encoder.h"
 #include "model/gemma3.h"
 #include "model/model_error.h"
@@ -39,7 +40,8 @@ namespace {
 constexpr double kGemmaParityBound = 1e-5;
 
 fs::path gemma_fixtures() {
-  static const fs::path dir = python_fixtures::made_by_script("make_gemma_fixtures.py", "gemma");
+  static const fs::path dir =
+      python_fixtures::made_by_script("make_gemma_fixtures.py", "gemma", "", {"fixture_hidden_states.py"});
   return dir;
 }
 
@@ -64,11 +66,7 @@ Gemma3Model load_fixture_encoder(const Gemma3Config* override_config = nullptr) 
   return model;
 }
 
-// The largest difference between ours and transformers' on the real tokens of the batch.
-double worst_on_real_tokens(const at::Tensor& ours, const at::Tensor& theirs, const at::Tensor& mask) {
-  const at::Tensor real = mask.ne(0).unsqueeze(-1).expand_as(theirs);
-  return (ours - theirs).abs().masked_select(real).max().item<double>();
-}
+using hidden_states::worst_on_real_tokens;
 
 json tiny_gemma3_config(const json& extra) {
   json c = {{"model_type", "gemma3_text"}, {"use_bidirectional_attention", true}, {"vocab_size", 50},
@@ -91,20 +89,14 @@ std::string refusal_of(const json& extra) {
 }  // namespace
 
 TEST(Gemma, EveryLayersHiddenStatesMatchTransformersWithin1e5) {
-  at::NoGradGuard no_grad;
   Gemma3Model model = load_fixture_encoder();
-  const at::Tensor ids = expected_tensor("input_ids"), mask = expected_tensor("attention_mask");
-  const int64_t layers = model->config().num_layers;
-  ASSERT_EQ(layers, 4);
-  for (int64_t k = 0; k <= layers; ++k) {
-    const at::Tensor theirs = expected_tensor("hidden_states." + std::to_string(k));
-    const at::Tensor ours = k == layers ? model->forward(ids, mask) : model->hidden_after(ids, mask, k);
-    ASSERT_EQ(ours.sizes(), theirs.sizes());
-    const double worst = worst_on_real_tokens(ours, theirs, mask);
-    EXPECT_LE(worst, kGemmaParityBound) << "hidden_states." << k;
-    tolerance::record("Gemma 3 hidden_states." + std::to_string(k) + " against transformers", worst,
-                      kGemmaParityBound);
-  }
+  ASSERT_EQ(model->config().num_layers, 4);
+  hidden_states::expect_every_layer_matches(
+      gemma_fixtures() / "expected.safetensors", model->config().num_layers,
+      [&](const at::Tensor& ids, const at::Tensor& mask, int64_t k) {
+        return k == model->config().num_layers ? model->forward(ids, mask) : model->hidden_after(ids, mask, k);
+      },
+      kGemmaParityBound, "Gemma 3");
 }
 
 // Each CPU attention path (model/attention.h) bands the sliding layers alike.

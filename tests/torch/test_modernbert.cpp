@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "architecture_support.h"
+#include "hidden_states_support.h"
 #include "e2e_support.h"
 #include "model/embedder.h"
 #include "model/model_folder.h"
@@ -24,7 +25,7 @@ using namespace e2e;
 namespace {
 
 fs::path modernbert_fixtures() {
-  return python_fixtures::made_by_script("make_modernbert_fixtures.py", "modernbert");
+  return python_fixtures::made_by_script("make_modernbert_fixtures.py", "modernbert", "", {"fixture_hidden_states.py"});
 }
 
 // A ModernBERT config.json of 4 tiny layers with `extra` keys over it.
@@ -41,6 +42,21 @@ json tiny_modernbert_config(const json& extra) {
 // modernbert-embed's form: ModernBertModel + mean pooling + Normalize, its BPE tokenizer.
 TEST(ModernBert, EmbeddingsAndIdsMatchSentenceTransformers) {
   expect_parity_of(modernbert_fixtures() / "modernbert", "", ParityTexts::HardCases);
+}
+
+// Every layer of the fixture's encoder (layers 1 and 2 local, 4 tokens each side, the
+// batch's longest text 12 tokens) against transformers' ModernBertModel on a padded batch:
+// the normed embeddings, each layer's output and the final norm, every real token within
+// 1e-5.
+TEST(ModernBert, EveryLayersHiddenStatesMatchTransformersWithin1e5) {
+  const fs::path folder = modernbert_fixtures() / "modernbert";
+  ddp_embed::LoadedModel loaded = ddp_embed::load_model_folder(folder.string());
+  ddp_embed::ModernBertModel encoder = loaded.model->modernbert;
+  ASSERT_TRUE(encoder);
+  hidden_states::expect_every_layer_matches(
+      modernbert_fixtures() / "expected.safetensors", encoder->config().num_layers,
+      [&](const at::Tensor& ids, const at::Tensor& mask, int64_t k) { return encoder->hidden_after(ids, mask, k); },
+      1e-5, "ModernBERT");
 }
 
 // The window is where transformers puts it: one token wider each side (5 instead of 4)

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "architecture_support.h"
+#include "hidden_states_support.h"
 #include "e2e_support.h"
 #include "model/embedder.h"
 #include "model/model_folder.h"
@@ -23,9 +24,15 @@ using namespace e2e;
 
 namespace {
 
-// build/test-fixtures/mpnet/mpnet: the fixture folder; a failure to make it ends the test.
+// build/test-fixtures/mpnet: the fixture folders and expected.safetensors; a failure to make
+// them ends the test.
+fs::path mpnet_fixtures() {
+  return python_fixtures::made_by_script("make_mpnet_fixtures.py", "mpnet", "--out", {"fixture_hidden_states.py"});
+}
+
+// build/test-fixtures/mpnet/mpnet: the sentence-transformers folder.
 fs::path mpnet_fixture() {
-  return python_fixtures::made_by_script("make_mpnet_fixtures.py", "mpnet", "--out") / "mpnet";
+  return mpnet_fixtures() / "mpnet";
 }
 
 ddp_embed::MPNetConfig tiny_mpnet() {
@@ -69,6 +76,18 @@ void expect_mpnet_config_refused(const json& extra, const std::string& message) 
 // all-mpnet-base-v2's modules: MPNet, mean pooling, Normalize; MPNet's WordPiece with <s> and </s>.
 TEST(Mpnet, EmbeddingsAndIdsMatchSentenceTransformers) {
   expect_parity_of(mpnet_fixture(), "", ParityTexts::HardCases);
+}
+
+// Every layer against transformers' MPNetModel on a padded batch: the embeddings and each
+// layer's output (the relative-position bias added in each), every real token within 1e-5.
+TEST(Mpnet, EveryLayersHiddenStatesMatchTransformersWithin1e5) {
+  ddp_embed::LoadedModel loaded = ddp_embed::load_model_folder(mpnet_fixture().string());
+  ddp_embed::MPNetModel encoder = loaded.model->mpnet;
+  ASSERT_TRUE(encoder);
+  hidden_states::expect_every_layer_matches(
+      mpnet_fixtures() / "expected.safetensors", encoder->config().num_layers,
+      [&](const at::Tensor& ids, const at::Tensor& mask, int64_t k) { return encoder->hidden_after(ids, mask, k); },
+      1e-5, "MPNet");
 }
 
 TEST(Mpnet, FineTunesOnTwoWorkersAsOnOneAndLoadsInPython) { expect_training_agrees(mpnet_fixture(), "mpnet"); }
