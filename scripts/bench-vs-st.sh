@@ -43,7 +43,11 @@
 #   over NCCL, so WORKERS <= GPUs; the table gains peak GPU memory and MFU), PRECISION
 #   (fp32; bf16 or fp16: autocast in every system), PEAK_TFLOPS (800: the GPU's dense bf16
 #   peak, for MFU; 0: no MFU), PYTHON (.venv/bin/python: the peers' Python, with torchrun
-#   beside it), KEEP_GOING (0; 1: a system that fails is said and left out of the table, the
+#   beside it), CHECKPOINTING (0; 1: activation checkpointing in every system, embed-train's
+#   train.activation_checkpointing and the peers' gradient_checkpointing: the long-context
+#   memory rows), OURS_ARGS (more embed-train arguments for every ours system, e.g.
+#   "--set model.projection_dim=768" for a model.init with Dense layers),
+#   KEEP_GOING (0; 1: a system that fails is said and left out of the table, the
 #   others still run and make it, and the exit status is 1 at the end: scripts/gpu-check.sh's
 #   bench, where one failed row must not cost the others' numbers).
 # Not a test: numbers only. Runs one at a time; nothing else should run on the machine.
@@ -62,6 +66,13 @@ train=${TRAIN:-$root/data/demo/train.jsonl}
 heldout=${HELDOUT:-$root/data/demo/eval.jsonl}
 sts=${STS_FILE:-$root/data/stsb_en/sts-dev.csv}
 do_eval=${EVAL:-1}
+checkpointing=${CHECKPOINTING:-0}
+read -r -a ours_args <<< "${OURS_ARGS:-}"
+ours_checkpointing=() peer_checkpointing=()
+if [ "$checkpointing" = 1 ]; then
+  ours_checkpointing=(--set train.activation_checkpointing=true)
+  peer_checkpointing=(--gradient-checkpointing)
+fi
 out=${OUT:-$root/runs/bench-vs-st}
 global_batch=$((workers * batch))
 
@@ -97,7 +108,8 @@ run_ours() {  # dir seed extra --set arguments...
     --set train.max_steps="$steps" --set train.lr="$lr" --set train.warmup_steps="$warmup_steps" \
     --set train.schedule=linear --set train.seed="$seed" --set loss.temperature=0.05 \
     --set output.dir="$dir" --set output.log_every=1 --set output.save_every=0 --set output.eval_every=0 \
-    --set output.resume=never --set train.device="$device" --set train.precision="$precision" "$@"
+    --set output.resume=never --set train.device="$device" --set train.precision="$precision" \
+    "${ours_checkpointing[@]}" "${ours_args[@]}" "$@"
 }
 run_peer() {  # dir seed recipe extra peer_train.py arguments...
   local dir=$1 seed=$2 recipe=$3 no_save=(); shift 3
@@ -106,7 +118,7 @@ run_peer() {  # dir seed recipe extra peer_train.py arguments...
     --recipe "$recipe" --model "$model" --data "$train" --out "$dir" --batch "$global_batch" \
     --steps "$steps" --max-length "$max_length" --lr "$lr" --warmup-steps "$warmup_steps" \
     --temperature 0.05 --seed "$seed" --threads "$threads" --device "$device" --precision "$precision" \
-    "${no_save[@]}" "$@"
+    "${no_save[@]}" "${peer_checkpointing[@]}" "$@"
 }
 
 keep_going=${KEEP_GOING:-0} failed=""

@@ -173,7 +173,9 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
                      ") must be divisible by model.num_heads (" +
                      std::to_string(a.num_heads) + ")");
   }
-  if (c.tokenizer.max_length > a.max_position) {
+  // With model.init the folder's config.json says how long an input may be (checked when
+  // the model is built); model.max_position shapes a model from scratch only.
+  if (!c.model.init && c.tokenizer.max_length > a.max_position) {
     errors.push_back(origin_of({"tokenizer.max_length", "model.max_position"}) + ": tokenizer.max_length (" + std::to_string(c.tokenizer.max_length) +
                      ") must be <= model.max_position (" + std::to_string(a.max_position) +
                      ")");

@@ -216,8 +216,10 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
                              " tokens but model.vocab_size is " + std::to_string(arch.vocab_size()) +
                              ": set model.vocab_size >= " + std::to_string(tokenizer.vocab_size()));
   if (cfg.tokenizer.max_length > arch.max_length())
-    throw ConfigError("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) +
-                             " exceeds the " + std::to_string(arch.max_length()) + " positions of the model");
+    throw ConfigError("tokenizer.max_length " + std::to_string(cfg.tokenizer.max_length) + " exceeds the " +
+                      std::to_string(arch.max_length()) + " positions of the model" +
+                      (init ? " (" + (fs::path(init->transformer_dir) / "config.json").string() + ")" : std::string()) +
+                      ": set tokenizer.max_length <= " + std::to_string(arch.max_length()));
   torch::manual_seed(cfg.train.seed);
   // A cross-encoder: the encoder and a classification head (model/cross_encoder.h), the
   // head the init folder's when it is a cross-encoder's, else new (and BERT's pooler).

@@ -7,6 +7,8 @@ made from the STS Benchmark's English dev set that the repository ships (data/st
                  it): at max_length 64 each one fills all 64 tokens, no padding in any batch
   skewed.jsonl   stsb.jsonl, with one pair in twenty made long as in fixed.jsonl: most texts
                  short, a few near the maximum length (what real training sets look like)
+  long.jsonl     64 pairs of texts past 4,000 words each (the sentences of many lines): every
+                 text fills a max_length of 4,096 tokens, for the long-context memory rows
 
 They measure speed only: the held-out STS-B score of a model trained on them is not a fair
 one (bench-vs-st.sh with EVAL=0). Deterministic: the same file gives the same bytes.
@@ -19,6 +21,7 @@ import json
 import os
 
 LONG_WORDS = 80  # > 64 wordpiece tokens with [CLS] and [SEP] for any English text here
+LONG_CONTEXT_WORDS = 4000  # > 4,096 tokens for any tokenizer here
 
 
 def read_sts(path):
@@ -32,10 +35,10 @@ def read_sts(path):
     return pairs
 
 
-def long_text(sentences, start):
-    """Sentences from `start` on (wrapping around) until the text has LONG_WORDS words."""
+def long_text(sentences, start, length=LONG_WORDS):
+    """Sentences from `start` on (wrapping around) until the text has `length` words."""
     words, i = [], start
-    while len(words) < LONG_WORDS:
+    while len(words) < length:
         words += sentences[i % len(sentences)].split()
         i += 1
     return " ".join(words)
@@ -63,7 +66,11 @@ def main():
     write(os.path.join(args.out, "fixed.jsonl"), fixed)
     skewed = [fixed[i] if i % 20 == 0 else pairs[i] for i in range(len(pairs))]
     write(os.path.join(args.out, "skewed.jsonl"), skewed)
-    print(f"make_bench_pairs: {len(pairs)} pairs each: stsb.jsonl, fixed.jsonl, skewed.jsonl in {args.out}")
+    long_pairs = [(long_text(firsts, 37 * i, LONG_CONTEXT_WORDS), long_text(seconds, 37 * i, LONG_CONTEXT_WORDS))
+                  for i in range(64)]
+    write(os.path.join(args.out, "long.jsonl"), long_pairs)
+    print(f"make_bench_pairs: {len(pairs)} pairs each: stsb.jsonl, fixed.jsonl, skewed.jsonl; "
+          f"{len(long_pairs)} in long.jsonl; in {args.out}")
 
 
 if __name__ == "__main__":

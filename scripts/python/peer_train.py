@@ -50,6 +50,8 @@ def parse_args():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     ap.add_argument("--no-save", action="store_true", help="skip writing OUT/final")
+    ap.add_argument("--gradient-checkpointing", action="store_true",
+                    help="the Trainer's gradient_checkpointing: each layer recomputed in backward")
     ap.add_argument("--negatives", action="store_true",
                     help="mnrl: each row's first \"neg\" joins as a hard negative (anchor, positive, negative)")
     return ap.parse_args()
@@ -149,7 +151,7 @@ def training_arguments(args, cls, world_size):
         bf16=args.precision == "bf16", fp16=args.precision == "fp16",
         # Both models keep BERT's pooler (AutoModel does), which no loss uses: without this
         # DDP stops at the second step ("Expected to have finished reduction ...").
-        ddp_find_unused_parameters=True,
+        ddp_find_unused_parameters=True, gradient_checkpointing=args.gradient_checkpointing,
         **({"remove_unused_columns": False} if args.recipe == "seeds" else {}))
 
 

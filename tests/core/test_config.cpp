@@ -409,6 +409,16 @@ TEST(Config, RangesAreChecked) {
   for (const auto& c : cases) EXPECT_CONTAINS(from_json_error(c.json), c.message);
 }
 
+// model.max_position shapes a model from scratch; a model.init folder's config.json bounds
+// the input instead (ModernBERT's 8192), checked when the model is built.
+TEST(Config, MaxLengthBeyondModelMaxPositionIsTheInitFoldersToBound) {
+  const auto c = config_from_json(json::parse(R"({"model": {"init": "models/modernbert"}, "tokenizer": {"max_length": 4096}})"),
+                                   "cfg.json", {});
+  EXPECT_EQ(c.tokenizer.max_length, 4096);
+  EXPECT_CONTAINS(from_json_error(R"({"tokenizer": {"max_length": 4096}})"),
+                  "tokenizer.max_length (4096) must be <= model.max_position (512)");
+}
+
 TEST(Config, AllErrorsAreReportedTogether) {
   const std::string msg =
       from_json_error(R"({"train": {"lr": 0, "batch_size": -1, "learning_rate": 1}})");
