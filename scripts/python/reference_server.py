@@ -15,8 +15,8 @@ environment and standard streams (the client's own file descriptors, passed over
 socket) are the caller's, and the caller gets its exit status (128 + N for signal N).
 
 `run` is the client. With SCRIPT.py it asks the server, starting one if none answers (one
-client starts it, under STATE_DIR/reference-server.lock; its log is
-STATE_DIR/reference-server.log); anything else (`-c`, `-m`, stdin), or a server that
+client starts it, under STATE_DIR/reference-server.lock; its log,
+STATE_DIR/reference-server.log, has a line for each script it ran: exit status and seconds); anything else (`-c`, `-m`, stdin), or a server that
 cannot start, execs PYTHON with the same arguments. The server's socket is an abstract
 Unix socket named by PYTHON, STATE_DIR and this file's contents, so an edited server or
 another build tree gets its own. It exits after IDLE_S seconds without a client and with no
@@ -175,7 +175,7 @@ def serve(name):
     listener.listen(64)
     listener.settimeout(0.2)
     print(f"reference server {os.getpid()}: ready", flush=True)
-    running = {}  # pid -> the caller's connection, which gets the exit status
+    running = {}  # pid -> (the caller's connection, which gets the exit status; the script; its start)
     idle_since = time.monotonic()
     while True:
         while running:
@@ -185,9 +185,10 @@ def serve(name):
                 break
             if pid == 0:
                 break
-            conn = running.pop(pid, None)
+            conn, script, started = running.pop(pid, (None, "", 0.0))
             if conn is not None:
                 code = os.waitstatus_to_exitcode(status)
+                print(f"{os.path.basename(script)}: exit {code}, {time.monotonic() - started:.1f} s", flush=True)
                 try:
                     conn.sendall(struct.pack("!i", code if code >= 0 else 128 - code))
                 except OSError:
@@ -215,12 +216,12 @@ def serve(name):
         pid = os.fork()
         if pid == 0:
             listener.close()
-            for other in running.values():
+            for other, _, _ in running.values():
                 other.close()
             run_script(conn, request, fds)
         for fd in fds:
             os.close(fd)
-        running[pid] = conn
+        running[pid] = (conn, request["argv"][0], time.monotonic())
 
 
 # ---- the client ---------------------------------------------------------------------------
