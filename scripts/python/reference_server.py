@@ -250,8 +250,11 @@ def start_server(state_dir, python, name):
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
         with open(os.path.join(state_dir, "reference-server.log"), "ab") as log, open(os.devnull, "rb") as null:
             import subprocess
+            # A process group of its own, so that a test's end (ctest kills its group) does not
+            # end it; the session stays the tests', so that the kernel's autogroup scheduling
+            # weighs the scripts with the tests that asked for them, not as a group apart.
             server = subprocess.Popen([python, os.path.abspath(__file__), "serve", name], stdin=null, stdout=log,
-                                      stderr=log, env=env, start_new_session=True, close_fds=True)
+                                      stderr=log, env=env, process_group=0, close_fds=True)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             conn = connect(name)
