@@ -281,7 +281,11 @@ def client(state_dir, python, args):
         print("reference server: cannot start (see " + os.path.join(state_dir, "reference-server.log") +
               "); running the script in a fresh interpreter", file=sys.stderr)
         os.execv(python, [python] + args)
-    send_request(conn, {"argv": args, "cwd": os.getcwd(), "env": dict(os.environ)})
+    try:
+        send_request(conn, {"argv": args, "cwd": os.getcwd(), "env": dict(os.environ)})
+    except OSError:  # a standard stream closed (nothing to pass): the plain interpreter, then
+        conn.close()
+        os.execv(python, [python] + args)
     status = b""
     while len(status) < 4:
         chunk = conn.recv(4 - len(status))
