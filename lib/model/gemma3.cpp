@@ -274,15 +274,12 @@ at::Tensor Gemma3ModelImpl::run(const at::Tensor& input_ids, const TokenLayout& 
 }
 
 at::Tensor Gemma3ModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
-  const TokenLayout layout(attention_mask);
-  return layout.unpack(run(input_ids, layout, {}, config().num_layers));
+  return hidden_after(input_ids, attention_mask, config().num_layers);
 }
 
 at::Tensor Gemma3ModelImpl::hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                                          int64_t layers) {
-  if (layers < 0 || layers > config().num_layers)
-    throw std::out_of_range("Gemma3Model::hidden_after: " + std::to_string(layers) + " layers of " +
-                            std::to_string(config().num_layers));
+  check_layer_count("Gemma3Model", layers, config().num_layers);
   const TokenLayout layout(attention_mask);
   return layout.unpack(run(input_ids, layout, {}, layers));
 }

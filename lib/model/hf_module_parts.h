@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -34,6 +35,14 @@ void read_number(const nlohmann::json& j, const char* key, T& out, const std::st
     throw ModelError(origin + ": " + key + " must be " + (std::is_integral_v<T> ? "an integer" : "a number") +
                      ", not " + it->dump());
   out = it->get<T>();
+}
+
+// hidden_after's `layers` (0: the embeddings, ..., num_layers: forward()'s output): else
+// std::out_of_range naming `model` ("MPNetModel").
+inline void check_layer_count(const char* model, int64_t layers, int64_t num_layers) {
+  if (layers < 0 || layers > num_layers)
+    throw std::out_of_range(std::string(model) + "::hidden_after: " + std::to_string(layers) + " layers of " +
+                            std::to_string(num_layers));
 }
 
 // input_ids [B, L] of the layout's batch and length, and L within the positions: else a

@@ -3,7 +3,6 @@
 #include "model/modernbert.h"
 
 #include <cmath>
-#include <stdexcept>
 
 #include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
@@ -290,15 +289,12 @@ at::Tensor ModernBertModelImpl::run(const at::Tensor& input_ids, const TokenLayo
 }
 
 at::Tensor ModernBertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
-  const TokenLayout layout(attention_mask);
-  return layout.unpack(run(input_ids, layout, {}, config().num_layers));
+  return hidden_after(input_ids, attention_mask, config().num_layers);
 }
 
 at::Tensor ModernBertModelImpl::hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                                              int64_t layers) {
-  if (layers < 0 || layers > config().num_layers)
-    throw std::out_of_range("ModernBertModel::hidden_after: " + std::to_string(layers) + " layers of " +
-                            std::to_string(config().num_layers));
+  check_layer_count("ModernBertModel", layers, config().num_layers);
   const TokenLayout layout(attention_mask);
   return layout.unpack(run(input_ids, layout, {}, layers));
 }

@@ -112,7 +112,7 @@ class ModernBertModelImpl : public TextEncoderImpl {
 
   // transformers' output_hidden_states entry `layers` [B, L, H]: the normed embeddings (0),
   // the output of layer `layers` - 1, or with every layer forward() (after the final norm,
-  // as transformers' last entry is). For tests: not on the training path.
+  // as transformers' last entry is); forward() is hidden_after(num_layers).
   // 0 <= layers <= num_layers, else std::out_of_range.
   at::Tensor hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask, int64_t layers);
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 
 #include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
@@ -245,16 +244,12 @@ at::Tensor MPNetModelImpl::run(const at::Tensor& input_ids, const TokenLayout& l
 }
 
 at::Tensor MPNetModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {
-  check_ids_and_mask(input_ids, attention_mask);
-  const TokenLayout layout(attention_mask);
-  return layout.unpack(run(input_ids, layout, {}, config().num_layers));
+  return hidden_after(input_ids, attention_mask, config().num_layers);
 }
 
 at::Tensor MPNetModelImpl::hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                                         int64_t layers) {
-  if (layers < 0 || layers > config().num_layers)
-    throw std::out_of_range("MPNetModel::hidden_after: " + std::to_string(layers) + " layers of " +
-                            std::to_string(config().num_layers));
+  check_layer_count("MPNetModel", layers, config().num_layers);
   check_ids_and_mask(input_ids, attention_mask);
   const TokenLayout layout(attention_mask);
   return layout.unpack(run(input_ids, layout, {}, layers));

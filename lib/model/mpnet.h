@@ -110,8 +110,8 @@ class MPNetModelImpl : public TextEncoderImpl {
                             const at::Tensor& token_types = {}) override;
 
   // transformers' output_hidden_states entry `layers` [B, L, H]: the embeddings (0) or the
-  // output of layer `layers` - 1 (`num_layers`: forward()'s). For tests: not on the
-  // training path. 0 <= layers <= num_layers, else std::out_of_range.
+  // output of layer `layers` - 1; forward() is hidden_after(num_layers).
+  // 0 <= layers <= num_layers, else std::out_of_range.
   at::Tensor hidden_after(const at::Tensor& input_ids, const at::Tensor& attention_mask, int64_t layers);
 
   // The bias every layer adds to its attention scores for a padded length L: [heads, L, L],
