@@ -62,7 +62,7 @@ else
     "$py" scripts/python/make_bench_pairs.py --out "$out/pairs" >&2
     "$build/embed-train" mine --model "$model" --input "$out/pairs/stsb.jsonl" --output "$train" \
       --num-negatives "$negatives" --range-max 50 --relative-margin 0.05 >"$out/mine.log" 2>&1 ||
-      { echo "bench-rerank: mining failed: see $out/mine.log" >&2; exit 1; }
+      { echo "bench-rerank: mining failed: see $out/mine.log" >&2; tail -n 25 "$out/mine.log" >&2; exit 1; }
   fi
 fi
 echo "bench-rerank: $model as a cross-encoder, $workers workers x $threads threads, $global_queries queries x" \
@@ -105,7 +105,11 @@ for seed in $seeds; do
       ours) run_ours "$dir" "$seed" ;;
       st)   run_st "$dir" "$seed" ;;
       *) echo "bench-rerank: unknown system $system (ours st)" >&2; exit 1 ;;
-    esac >"$dir.log" 2>&1 || { echo "bench-rerank: $system failed at seed $seed: see $dir.log" >&2; exit 1; }
+    esac >"$dir.log" 2>&1 || {
+      echo "bench-rerank: $system failed at seed $seed: see $dir.log" >&2
+      tail -n 25 "$dir.log" | sed "s/^/  | /" >&2  # the cause where a test's output shows it
+      exit 1
+    }
     echo "bench-rerank: $system seed $seed trained in $((SECONDS - start)) s" >&2
   done
 done

@@ -122,8 +122,9 @@ run_peer() {  # dir seed recipe extra peer_train.py arguments...
 }
 
 keep_going=${KEEP_GOING:-0} failed=""
-system_failed() {  # SYSTEM WHAT: with KEEP_GOING=1 said and remembered; else the end
+system_failed() {  # SYSTEM WHAT [LOG]: with KEEP_GOING=1 said and remembered; else the end
   echo "bench-vs-st: $1 failed: $2" >&2
+  [ -z "${3:-}" ] || tail -n 25 "$3" | sed "s/^/  | /" >&2  # the cause where a test's output shows it
   [ "$keep_going" = 1 ] || exit 1
   case " $failed " in *" $1 "*) ;; *) failed+="${failed:+ }$1" ;; esac
 }
@@ -148,12 +149,12 @@ for seed in $seeds; do
       st-hn)      run_peer "$dir" "$seed" mnrl --negatives ;;
       seeds)      run_peer "$dir" "$seed" seeds ;;
       *) echo "bench-vs-st: unknown system $system (ours st ours-seeds seeds ours-xrank ours-hn st-hn ours-packed ours-padded)" >&2; false ;;
-    esac >"$dir.log" 2>&1 || { system_failed "$system" "seed $seed: see $dir.log"; continue; }
+    esac >"$dir.log" 2>&1 || { system_failed "$system" "seed $seed: see $dir.log" "$dir.log"; continue; }
     echo "bench-vs-st: $system seed $seed trained in $((SECONDS - start)) s" >&2
     if [ "$do_eval" = 1 ]; then
       OMP_NUM_THREADS=$(nproc) "$py" scripts/python/heldout_eval.py --sts "$sts" --pairs "$heldout" \
         "$dir/final" >"$dir/heldout.json" 2>"$dir.eval.log" ||
-        system_failed "$system" "evaluating seed $seed: see $dir.eval.log"
+        system_failed "$system" "evaluating seed $seed: see $dir.eval.log" "$dir.eval.log"
     fi
   done
 done

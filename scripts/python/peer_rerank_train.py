@@ -121,6 +121,13 @@ def main():
         json.dump(result, f)
     if rank == 0 and not args.no_save:
         model.save(os.path.join(args.out, "final"))
+    # Leave the process group before the interpreter tears down: Gloo's threads may still hold
+    # work with tensors in it, and freeing those during finalization can abort a process that
+    # trained and saved ("terminate called without an active exception"), which the benchmark
+    # would count as a failed run. The Trainer never destroys the group it made.
+    import torch.distributed as dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
