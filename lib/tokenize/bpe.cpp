@@ -1,7 +1,7 @@
-// Byte-level BPE (bpe.h). Why it looks like this: the reference is transformers 5's
+// BPE from tokenizer.json (bpe.h). Why it looks like this: the reference is transformers 5's
 // AutoTokenizer, and that does not always run the pipeline written in tokenizer.json. For a
 // folder whose tokenizer_config.json names a class with its own constructor
-// (Qwen2Tokenizer, GPT2Tokenizer) transformers rebuilds normalizer and pre-tokenizer from
+// (Qwen2Tokenizer, GPT2Tokenizer, GemmaTokenizer) transformers rebuilds normalizer and pre-tokenizer from
 // the class and keeps only vocabulary, merges, added tokens and the post-processor of the
 // file; for a generic class (PreTrainedTokenizerFast, TokenizersBackend, none) it runs the
 // file as it is. Any other class is refused rather than guessed at. Either way, named
@@ -10,11 +10,12 @@
 // add_bos_token / add_eos_token of the config when there is a tokenizer.json).
 //
 // Encoding: added tokens are cut out of the raw text first; each piece between them is
-// normalized (NFC), split by the pre-tokenizer regex (pretokenize_regex.h), mapped byte by
-// byte to GPT-2's printable characters, and merged: always the adjacent pair of lowest
-// merge rank, leftmost among equals (a heap over a linked list, so a 100k-letter word is
-// O(n log n)). Short pieces are cached per thread. Pieces are independent, so encoding
-// stops once enough ids for max_length are there.
+// normalized and cut into words (bpe_text_steps.h); a word's symbols are its bytes mapped to
+// GPT-2's printable characters (byte-level) or its characters (with byte fallback for those
+// the vocabulary lacks), and they are merged: always the adjacent pair of lowest merge rank,
+// leftmost among equals (a heap over a linked list, so a 100k-letter word is O(n log n): a
+// Gemma text is one word). Short words are cached per thread. Words are independent, so
+// encoding stops once enough ids for max_length are there.
 #include "tokenize/bpe.h"
 
 #include <algorithm>
@@ -54,6 +55,13 @@ std::string byte_mapped(std::string_view bytes) {
   out.reserve(bytes.size() * 2);
   for (unsigned char b : bytes) utf8::append(out, map[b]);
   return out;
+}
+
+// A byte's piece in a character-level vocabulary with byte fallback: "<0x41>", as tokenizers
+// spells it (upper-case hex digits).
+std::string byte_piece(unsigned char b) {
+  static const char* hex = "0123456789ABCDEF";
+  return std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
 }
 
 std::string type_of(const json& node) {
@@ -209,8 +217,6 @@ class BpeLoader {
   int32_t vocab_id(const std::string& token, const std::string& where) const;
   // An added token's id, else the vocabulary's; -1 if neither has it.
   int32_t token_id(const std::string& name) const;
-  void read_normalizer(const json& n, const std::string& where);
-  void read_pre_tokenizer(const json& p, const std::string& where);
   void read_post_processor(const json& p, const std::string& where);
 
   BpeTokenizer& t_;
@@ -251,13 +257,13 @@ void BpeLoader::read_model() {
   const json& model = j_.contains("model") ? j_["model"] : kNull;
   if (!model.is_object()) fail("model", "missing");
   if (type_of(model) != "BPE")
-    fail("model.type", "\"" + type_of(model) + "\" is not BPE (this reader takes byte-level BPE only)");
+    fail("model.type", "\"" + type_of(model) + "\" is not BPE");
   if (model.contains("dropout") && !model["dropout"].is_null() && !(model["dropout"].is_number() && model["dropout"].get<double>() == 0))
     fail("model.dropout", "BPE dropout is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && !model[key].is_null() && model[key] != "")
-      fail(std::string("model.") + key, "must be empty for a byte-level BPE");
-  if (node_flag(model, "byte_fallback", false, "model")) fail("model.byte_fallback", "is not supported");
+      fail(std::string("model.") + key, "must be empty (word-piece prefixes and suffixes are not supported)");
+  t_.byte_fallback_ = node_flag(model, "byte_fallback", false, "model");
   t_.fuse_unk_ = node_flag(model, "fuse_unk", false, "model");
   t_.ignore_merges_ = node_flag(model, "ignore_merges", false, "model");
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail("model.vocab", "missing or not an object");
@@ -287,76 +293,67 @@ void BpeLoader::read_model() {
         (static_cast<uint64_t>(vocab_id(m.a, where)) << 32) | static_cast<uint32_t>(vocab_id(m.b, where));
     t_.merges_[key] = {static_cast<int32_t>(i), vocab_id(m.a + m.b, where)};  // a repeated pair takes the later rank, as tokenizers
   }
-  const std::array<char32_t, 256> chars = byte_chars();
-  for (int b = 0; b < 256; ++b) {
-    std::string c;
-    utf8::append(c, chars[b]);
-    const auto it = t_.vocab_.find(c);
-    t_.byte_id_[b] = it == t_.vocab_.end() ? -1 : it->second;
-  }
 }
 
 void BpeLoader::read_pre_tokenization() {
   const std::string klass = config_.contains("tokenizer_class") && config_["tokenizer_class"].is_string()
                                 ? config_["tokenizer_class"].get<std::string>() : "";
   const bool prefix_space = node_flag(config_, "add_prefix_space", false, config_file_.string());
+  using Pre = BpePreStep;
+  BpeTextSteps& text = t_.text_;
   if (klass == "Qwen2Tokenizer" || klass == "Qwen2TokenizerFast") {
-    t_.nfc_ = true;
-    t_.pre_ = {{false, false, false, PretokenizePattern::Qwen2}, {true, prefix_space, false}};
+    text.normalize = {{BpeNormalizeStep::Kind::Nfc, "", ""}};
+    Pre split, bytes;
+    split.pattern = PretokenizePattern::Qwen2;
+    bytes.kind = Pre::Kind::ByteLevel;
+    bytes.add_prefix_space = prefix_space;
+    bytes.use_regex = false;
+    text.pre = {split, bytes};
     defaults_ = {{"unk_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}};
   } else if (klass == "GPT2Tokenizer" || klass == "GPT2TokenizerFast") {
-    t_.pre_ = {{true, prefix_space, true}};
+    Pre bytes;
+    bytes.kind = Pre::Kind::ByteLevel;
+    bytes.add_prefix_space = prefix_space;
+    text.pre = {bytes};
     defaults_ = {{"unk_token", "<|endoftext|>"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}};
+  } else if (klass == "GemmaTokenizer" || klass == "GemmaTokenizerFast") {
+    // BPE(vocab, merges, fuse_unk=True, byte_fallback=True, unk_token), Replace(" ", "▁"),
+    // Split(" ", merged_with_previous), whatever the file says.
+    text.normalize = {{BpeNormalizeStep::Kind::Replace, " ", "\xE2\x96\x81"}};
+    Pre split;
+    split.kind = Pre::Kind::Literal;
+    split.literal = " ";
+    split.merged_with_previous = true;
+    text.pre = {split};
+    defaults_ = {{"unk_token", "<unk>"}, {"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"pad_token", "<pad>"},
+                 {"mask_token", "<mask>"}};
   } else if (klass.empty() || klass == "PreTrainedTokenizerFast" || klass == "TokenizersBackend") {
-    read_normalizer(j_.value("normalizer", json()), "normalizer");
-    read_pre_tokenizer(j_.value("pre_tokenizer", json()), "pre_tokenizer");
-    if (std::none_of(t_.pre_.begin(), t_.pre_.end(), [](const BpeTokenizer::PreStep& s) { return s.byte_level; }))
-      fail("pre_tokenizer", "has no ByteLevel step: not a byte-level BPE");
+    text.read_normalizer(j_.value("normalizer", json()), "normalizer", origin_);
+    text.read_pre_tokenizer(j_.value("pre_tokenizer", json()), "pre_tokenizer", origin_);
   } else {
     throw TokenizerError(config_file_.string() + ": tokenizer_class \"" + klass +
-                         "\" is not supported for BPE (supported: Qwen2Tokenizer, GPT2Tokenizer, "
+                         "\" is not supported for BPE (supported: Qwen2Tokenizer, GPT2Tokenizer, GemmaTokenizer, "
                          "PreTrainedTokenizerFast, TokenizersBackend)");
   }
-  if (!defaults_.empty()) {  // the class builds its own BPE model: no unk, no ignore_merges
+  if (klass.rfind("Gemma", 0) == 0) {  // the class's model: its unk, fused, with byte fallback
+    const auto unk = t_.vocab_.find(config_token(config_, "unk_token", "<unk>"));
+    t_.unk_ = unk == t_.vocab_.end() ? -1 : unk->second;
+    t_.fuse_unk_ = t_.byte_fallback_ = true;
+    t_.ignore_merges_ = false;
+  } else if (!defaults_.empty()) {  // the class builds its own BPE model: no unk, no ignore_merges
     t_.unk_ = -1;
-    t_.fuse_unk_ = t_.ignore_merges_ = false;
+    t_.fuse_unk_ = t_.ignore_merges_ = t_.byte_fallback_ = false;
   }
-}
-
-void BpeLoader::read_normalizer(const json& n, const std::string& where) {
-  if (n.is_null()) return;
-  const std::string type = type_of(n);
-  if (type == "NFC") {
-    t_.nfc_ = true;
-  } else if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
-    for (size_t i = 0; i < n["normalizers"].size(); ++i)
-      read_normalizer(n["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]");
-  } else {
-    fail(where, "normalizer \"" + type + "\" is not supported (supported: NFC, Sequence)");
-  }
-}
-
-void BpeLoader::read_pre_tokenizer(const json& p, const std::string& where) {
-  if (p.is_null()) return;
-  const std::string type = type_of(p);
-  if (type == "ByteLevel") {
-    t_.pre_.push_back({true, node_flag(p, "add_prefix_space", true, where), node_flag(p, "use_regex", true, where)});
-  } else if (type == "Split") {
-    const json& pattern = p.contains("pattern") ? p["pattern"] : json();
-    if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
-      fail(where + ".pattern", "must be {\"Regex\": ...}");
-    const auto known = identify_pattern(pattern["Regex"].get<std::string>());
-    if (!known)
-      fail(where + ".pattern.Regex", "unsupported pre-tokenizer regex " + pattern["Regex"].dump() +
-                                         "; supported are:\n" + supported_patterns());
-    if (!p.contains("behavior") || p["behavior"] != "Isolated") fail(where + ".behavior", "only \"Isolated\" is supported");
-    if (node_flag(p, "invert", false, where)) fail(where + ".invert", "only false is supported");
-    t_.pre_.push_back({false, false, false, *known});
-  } else if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
-    for (size_t i = 0; i < p["pretokenizers"].size(); ++i)
-      read_pre_tokenizer(p["pretokenizers"][i], where + ".pretokenizers[" + std::to_string(i) + "]");
-  } else {
-    fail(where, "pre-tokenizer \"" + type + "\" is not supported (supported: ByteLevel, Split, Sequence)");
+  t_.byte_level_ = text.byte_level();
+  if (t_.byte_level_ && t_.byte_fallback_) fail("model.byte_fallback", "true with a ByteLevel pre-tokenizer (every byte is a symbol already)");
+  // The symbol of each byte: its GPT-2 character (byte-level), else its "<0xHH>" piece.
+  const std::array<char32_t, 256> chars = byte_chars();
+  for (int b = 0; b < 256; ++b) {
+    std::string c;
+    if (t_.byte_level_) utf8::append(c, chars[b]);
+    else c = byte_piece(static_cast<unsigned char>(b));
+    const auto it = t_.vocab_.find(c);
+    t_.byte_id_[b] = it == t_.vocab_.end() ? -1 : it->second;
   }
 }
 
@@ -459,9 +456,46 @@ std::unique_ptr<Tokenizer> BpeTokenizer::load(const std::string& path) {
   return t;
 }
 
-void BpeTokenizer::bpe_uncached(std::string_view piece, std::vector<int32_t>& out) const {
+void BpeTokenizer::initial_symbols(std::string_view word, std::vector<int32_t>& ids) const {
+  if (byte_level_) {
+    for (unsigned char b : word) {
+      const int32_t id = byte_id_[b];
+      if (id >= 0) ids.push_back(id);
+      else if (unk_ >= 0 && !(fuse_unk_ && !ids.empty() && ids.back() == unk_)) ids.push_back(unk_);
+    }
+    return;
+  }
+  // tokenizers' BPE::merge_word: an unknown character's unk waits until the next known
+  // character (or the end) to be written, fused with the unknowns after it if fuse_unk;
+  // byte-fallback pieces are written at once, past a waiting unk.
+  bool unk_waiting = false;
+  const auto flush_unk = [&] {
+    if (unk_waiting) ids.push_back(unk_);
+    unk_waiting = false;
+  };
+  for (const char* at = word.data(); at < word.data() + word.size();) {
+    const char* begin = at;
+    utf8::decode(at, word.data() + word.size());  // the text is well-formed: encode() made it so
+    const std::string_view c(begin, static_cast<size_t>(at - begin));
+    if (const auto it = vocab_.find(std::string(c)); it != vocab_.end()) {
+      flush_unk();
+      ids.push_back(it->second);
+      continue;
+    }
+    if (byte_fallback_ && std::all_of(c.begin(), c.end(), [&](char b) { return byte_id_[static_cast<unsigned char>(b)] >= 0; })) {
+      for (char b : c) ids.push_back(byte_id_[static_cast<unsigned char>(b)]);
+      continue;
+    }
+    if (unk_ < 0) continue;
+    if (!fuse_unk_) flush_unk();
+    unk_waiting = true;
+  }
+  flush_unk();
+}
+
+void BpeTokenizer::bpe_uncached(std::string_view word, std::vector<int32_t>& out) const {
   if (ignore_merges_) {
-    const auto it = vocab_.find(byte_mapped(piece));
+    const auto it = vocab_.find(byte_level_ ? byte_mapped(word) : std::string(word));
     if (it != vocab_.end()) {
       out.push_back(it->second);
       return;
@@ -470,14 +504,12 @@ void BpeTokenizer::bpe_uncached(std::string_view piece, std::vector<int32_t>& ou
   struct Symbol {
     int32_t id, prev, next;
   };
+  std::vector<int32_t> ids;
+  ids.reserve(word.size());
+  initial_symbols(word, ids);
   std::vector<Symbol> s;
-  s.reserve(piece.size());
-  for (unsigned char b : piece) {
-    int32_t id = byte_id_[b];
-    if (id < 0) {  // a byte without a token: unk (fused if asked), else dropped, as tokenizers
-      if (unk_ < 0 || (fuse_unk_ && !s.empty() && s.back().id == unk_)) continue;
-      id = unk_;
-    }
+  s.reserve(ids.size());
+  for (const int32_t id : ids) {
     const auto n = static_cast<int32_t>(s.size());
     s.push_back({id, n - 1, n + 1});
   }
@@ -508,8 +540,8 @@ void BpeTokenizer::bpe_uncached(std::string_view piece, std::vector<int32_t>& ou
   for (int32_t i = 0; i >= 0; i = s[i].next) out.push_back(s[i].id);
 }
 
-void BpeTokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
-  if (piece.size() > 48) return bpe_uncached(piece, out);
+void BpeTokenizer::bpe(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.size() > 48) return bpe_uncached(word, out);
   struct Cache {
     uint64_t owner = 0;
     std::unordered_map<std::string, std::vector<int32_t>> ids;
@@ -519,8 +551,8 @@ void BpeTokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const 
     cache.ids.clear();
     cache.owner = instance_;
   }
-  auto [it, fresh] = cache.ids.try_emplace(std::string(piece));
-  if (fresh) bpe_uncached(piece, it->second);
+  auto [it, fresh] = cache.ids.try_emplace(std::string(word));
+  if (fresh) bpe_uncached(word, it->second);
   out.insert(out.end(), it->second.begin(), it->second.end());
 }
 
@@ -533,32 +565,17 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view input, int max_length
   const size_t budget = static_cast<size_t>(
       std::max<int64_t>(0, int64_t{max_length} - static_cast<int64_t>(prefix_.size() + suffix_.size())));
   std::vector<int32_t> ids;
-  std::vector<std::string> pieces, next;
-  std::vector<std::pair<size_t, size_t>> ranges;
+  std::vector<std::string> words;
   for (const auto& segment : added_.split(input)) {
     if (ids.size() >= budget) break;
     if (segment.id >= 0) {
       ids.push_back(segment.id);
       continue;
     }
-    pieces.assign(1, nfc_ ? unicode::nfc(segment.text) : std::string(segment.text));
-    for (const PreStep& step : pre_) {
-      next.clear();
-      for (std::string& p : pieces) {
-        if (step.byte_level && step.add_prefix_space && p[0] != ' ') p.insert(p.begin(), ' ');
-        if (step.byte_level && !step.use_regex) {
-          next.push_back(std::move(p));
-          continue;
-        }
-        ranges.clear();
-        split_pattern(step.byte_level ? PretokenizePattern::Gpt2 : step.pattern, p, ranges);
-        for (const auto& [a, b] : ranges) next.emplace_back(p, a, b - a);
-      }
-      pieces.swap(next);
-    }
-    for (const std::string& p : pieces) {
+    text_.words(segment.text, segment.text.data() == input.data(), words);
+    for (const std::string& w : words) {
       if (ids.size() >= budget) break;
-      bpe(p, ids);
+      bpe(w, ids);
     }
   }
   if (ids.size() > budget) ids.resize(budget);

@@ -1,5 +1,8 @@
-// Byte-level BPE from a Hugging Face tokenizer.json (Qwen2/Qwen3, Qwen3-Embedding, GPT-2,
-// RoBERTa-style, Llama-3-style files), giving the ids transformers 5's AutoTokenizer gives.
+// BPE from a Hugging Face tokenizer.json, giving the ids transformers 5's AutoTokenizer gives:
+// byte-level files (Qwen2/Qwen3, Qwen3-Embedding, GPT-2, RoBERTa-style, Llama-3-style,
+// ModernBERT) and sentencepiece-style ones that merge characters with byte fallback (Gemma's
+// and mmBERT's tokenizer.json, Llama-2-style Metaspace files). tokenize/bpe_text_steps.h
+// has their normalizers and pre-tokenizers.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenize/added_tokens.h"
+#include "tokenize/bpe_text_steps.h"
 #include "tokenize/pair_template.h"
-#include "tokenize/pretokenize_regex.h"
 #include "tokenize/tokenizer.h"
 
 namespace ddp_embed {
@@ -35,23 +38,22 @@ class BpeTokenizer : public Tokenizer {
   // TokenizerError naming the file and key when it has none that is supported.
   PairTemplate pair_template() const override;
 
-  // One pre-tokenizer step: Split(pattern, isolated) or ByteLevel.
-  struct PreStep {
-    bool byte_level = false, add_prefix_space = false, use_regex = false;
-    PretokenizePattern pattern = PretokenizePattern::Gpt2;
-  };
-
  private:
   friend class BpeLoader;  // load()'s steps (bpe.cpp)
 
-  void bpe(std::string_view piece, std::vector<int32_t>& out) const;
-  void bpe_uncached(std::string_view piece, std::vector<int32_t>& out) const;
+  void bpe(std::string_view word, std::vector<int32_t>& out) const;
+  void bpe_uncached(std::string_view word, std::vector<int32_t>& out) const;
+  // The ids a word's merging starts from: a byte-level word's bytes' characters, else its
+  // characters, a character the vocabulary lacks as its "<0xHH>" byte pieces (byte fallback)
+  // or unk (fused if asked); what has neither is dropped, as tokenizers drops it.
+  void initial_symbols(std::string_view word, std::vector<int32_t>& ids) const;
 
-  bool nfc_ = false;
-  std::vector<PreStep> pre_;
-  std::unordered_map<std::string, int32_t> vocab_;                      // byte-mapped strings
+  BpeTextSteps text_;  // normalizer and pre-tokenizer
+  std::unordered_map<std::string, int32_t> vocab_;                      // byte-mapped strings in a byte-level file
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;    // (left << 32 | right) → (rank, merged id)
-  int32_t byte_id_[256] = {};                                           // the id of each byte's character, -1 if none
+  int32_t byte_id_[256] = {};      // byte-level: the id of each byte's character; else of its "<0xHH>" piece; -1 if none
+  bool byte_level_ = true;         // text_ has a ByteLevel step
+  bool byte_fallback_ = false;     // character-level: a missing character as its bytes' pieces
   int32_t unk_ = -1;
   bool fuse_unk_ = false, ignore_merges_ = false;
   AddedTokens added_;

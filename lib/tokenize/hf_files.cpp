@@ -71,6 +71,17 @@ bool bool_setting(const nlohmann::json& config, const char* key, bool fallback,
   return it->get<bool>();
 }
 
+MetaspacePrepend metaspace_prepend(const nlohmann::json& metaspace, const std::string& where) {
+  const auto scheme = metaspace.find("prepend_scheme");
+  if (scheme == metaspace.end() || scheme->is_null())
+    return bool_setting(metaspace, "add_prefix_space", true, where) ? MetaspacePrepend::Always : MetaspacePrepend::Never;
+  const std::string word = scheme->is_string() ? scheme->get<std::string>() : scheme->dump();
+  if (word == "always") return MetaspacePrepend::Always;  // tokenizer.json's word, not a config choice
+  if (word == "first") return MetaspacePrepend::First;    // tokenizer.json's word, not a config choice
+  if (word == "never") return MetaspacePrepend::Never;    // tokenizer.json's word, not a config choice
+  throw TokenizerError(where + ".prepend_scheme: \"" + word + "\" is not always, first or never");
+}
+
 int max_length_setting(const nlohmann::json& config, int fallback) {
   auto it = config.find("model_max_length");
   if (it == config.end() || !it->is_number_integer()) return fallback;

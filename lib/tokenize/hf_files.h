@@ -33,6 +33,12 @@ std::string token_name(const nlohmann::json& config, const char* key, const std:
 bool bool_setting(const nlohmann::json& config, const char* key, bool fallback,
                   const std::string& source);
 
+// A Metaspace pre-tokenizer's prepend_scheme: "always", "first" (only before the text's start,
+// not after an added token) or "never"; files of tokenizers before 0.19 say add_prefix_space
+// true or false instead. Throws "where.prepend_scheme: ..." for another word.
+enum class MetaspacePrepend { Always, First, Never };
+MetaspacePrepend metaspace_prepend(const nlohmann::json& metaspace, const std::string& where);
+
 // tokenizer_config.json's model_max_length when it is a sane integer (Hugging Face writes
 // 1e30 for "no limit"), else `fallback`.
 int max_length_setting(const nlohmann::json& config, int fallback);

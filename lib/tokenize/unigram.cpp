@@ -134,7 +134,7 @@ void UnigramTokenizer::encode_normalized(std::string_view rest, bool at_start, s
     std::string& word = tls.word;
     word.clear();
     const bool starts_with_meta = w.substr(0, kMetaspace.size()) == kMetaspace || (!w.empty() && w[0] == ' ');
-    if (!starts_with_meta && (prepend_ == Prepend::Always || (prepend_ == Prepend::First && starts_input)))
+    if (!starts_with_meta && (prepend_ == hf_files::MetaspacePrepend::Always || (prepend_ == hf_files::MetaspacePrepend::First && starts_input)))
       word = kMetaspace;
     for (char c : w) {
       if (c == ' ') word += kMetaspace;

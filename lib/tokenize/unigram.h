@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tokenize/added_tokens.h"
+#include "tokenize/hf_files.h"
 #include "tokenize/pair_template.h"
 #include "tokenize/precompiled_charsmap.h"
 #include "tokenize/tokenizer.h"
@@ -89,7 +90,7 @@ class UnigramTokenizer : public Tokenizer {
   PrecompiledCharsmap charsmap_;
   bool whitespace_split_ = true;
   bool metaspace_ = true;
-  enum class Prepend { Always, First, Never } prepend_ = Prepend::Always;
+  hf_files::MetaspacePrepend prepend_ = hf_files::MetaspacePrepend::Always;
   bool metaspace_split_ = true;
   int32_t vocab_size_ = 0;
   std::vector<AddedToken> added_all_;

@@ -174,7 +174,7 @@ struct UnigramTokenizer::Impl {
     t.whitespace_split_ = true;
     t.metaspace_ = true;
     t.metaspace_split_ = true;
-    t.prepend_ = t.add_prefix_space_ ? Prepend::Always : Prepend::Never;
+    t.prepend_ = t.add_prefix_space_ ? hf_files::MetaspacePrepend::Always : hf_files::MetaspacePrepend::Never;
     const std::string bos = hf_files::token_name(config, "bos_token", "<s>");
     const std::string eos = hf_files::token_name(config, "eos_token", "</s>");
     t.special_.cls = required_id(t, bos, where);
@@ -234,12 +234,7 @@ struct UnigramTokenizer::Impl {
       if (replacement != kMetaspace)
         throw TokenizerError(where + ": Metaspace replacement \"" + replacement + "\" is not implemented (only \"▁\")");
       t.metaspace_split_ = p.value("split", true);
-      std::string scheme = p.contains("prepend_scheme") ? p.value("prepend_scheme", "always")
-                                                        : (p.value("add_prefix_space", true) ? "always" : "never");
-      if (scheme == "always") t.prepend_ = Prepend::Always;
-      else if (scheme == "first") t.prepend_ = Prepend::First;
-      else if (scheme == "never") t.prepend_ = Prepend::Never;  // tokenizer.json's word, not a config choice
-      else throw TokenizerError(where + ": Metaspace prepend_scheme \"" + scheme + "\" is unknown");
+      t.prepend_ = hf_files::metaspace_prepend(p, where);
     } else {
       throw TokenizerError(where + ": pre-tokenizer \"" + type +
                            "\" is not implemented here for Unigram tokenizers (WhitespaceSplit, then Metaspace)");

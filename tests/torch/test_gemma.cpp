@@ -7,7 +7,8 @@
 // as model/gemma3.h says; Gemma's tokenizer.model read by sentencepiece giving the ids
 // AutoTokenizer gives from the tokenizer.json beside it; and the whole sentence-transformers
 // folder in EmbeddingGemma's form (two Dense layers without biases after mean pooling, then
-// Normalize) encoding as SentenceTransformer(DIR) does and fine-tuning on 2 workers as on 1.
+// Normalize) encoding as SentenceTransformer(DIR) does and fine-tuning on 2 workers as on 1;
+// and that folder without tokenizer.model, its tokenizer.json read as a BPE over characters.
 #include <unistd.h>
 
 #include <cmath>
@@ -296,6 +297,19 @@ TEST(Gemma, WrittenConfigAndWeightsLoadInTransformersAsTheSameModel) {
 // within 1e-5 and tokenize AutoTokenizer's ids, on the 160 hard cases (parity.py).
 TEST(Gemma, EmbeddingGemmaFolderEncodesAsSentenceTransformers) {
   e2e::expect_parity_of(gemma_fixtures() / "st", "", e2e::ParityTexts::HardCases);
+}
+
+// The same folder with tokenizer.json alone (mmBERT's form, and Gemma folders exported without
+// tokenizer.model): its GemmaTokenizer file is read as a BPE over characters with byte
+// fallback (tokenize/bpe.h), and encoding and ids are sentence-transformers' again.
+TEST(Gemma, FolderWithoutTokenizerModelEncodesThroughTokenizerJson) {
+  const fs::path folder = fs::temp_directory_path() / ("gemma-json-only-" + std::to_string(::getpid()));
+  fs::remove_all(folder);
+  fs::copy(gemma_fixtures() / "st", folder, fs::copy_options::recursive);
+  ASSERT_TRUE(fs::remove(folder / "tokenizer.model"));
+  EXPECT_EQ(detect_tokenizer_type(folder.string()), "bpe");
+  e2e::expect_parity_of(folder, "", e2e::ParityTexts::HardCases);
+  fs::remove_all(folder);
 }
 
 // Fine-tuning it (the encoder and both Dense layers) on 2 workers, and with GradCache, trains
