@@ -61,6 +61,20 @@ using CheckpointedBlock = std::function<at::Tensor(const at::Tensor& hidden, con
 at::Tensor checkpointed(torch::nn::Module& module, CheckpointedBlock block, const at::Tensor& hidden,
                         const at::Tensor& bias);
 
+// One layer of an encoder's loop: layer->forward(hidden, args...), checkpointed when
+// `checkpoint` is on and autograd records, else called as it is. For layers that take no
+// attention bias beside the hidden states (the layout says where each text is); MPNet,
+// whose shared relative-position bias needs its gradient, calls checkpointed() itself.
+// `layer` is a module holder (a shared pointer); args are copied into the recomputation.
+template <class LayerHolder, class... Args>
+at::Tensor layer_maybe_checkpointed(bool checkpoint, LayerHolder layer, const at::Tensor& hidden, const Args&... args) {
+  if (!checkpoint || !at::GradMode::is_enabled()) return layer->forward(hidden, args...);
+  const auto block = [layer, args...](const at::Tensor& h, const at::Tensor& /*bias*/) mutable {
+    return layer->forward(h, args...);
+  };
+  return checkpointed(*layer, block, hidden, at::empty({0}, hidden.options()));
+}
+
 // The CPU's attention with dropout, and wherever its probabilities should not be stored:
 // softmax(q kᵀ / sqrt(head_dim) + bias) v with dropout on the probabilities, q [B, heads,
 // Lq, D], k and v [B, heads, Lk, D] (or without B), bias additive and broadcastable to

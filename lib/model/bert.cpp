@@ -303,14 +303,7 @@ void BertModelImpl::init_weights() {
 
 at::Tensor BertModelImpl::run_layer(size_t i, const at::Tensor& x, const TokenLayout& layout,
                                    const at::Tensor& out_rows) {
-  BertLayer layer = layers_[i];
-  if (!checkpoint_layers_ || !at::GradMode::is_enabled()) return layer(x, layout, out_rows);
-  // checkpointed() takes a bias beside the hidden states: attention needs none (the layout
-  // says where each sequence is), so an empty one.
-  const auto block = [layer, layout, out_rows](const at::Tensor& h, const at::Tensor& /*bias*/) mutable {
-    return layer->forward(h, layout, out_rows);
-  };
-  return checkpointed(*layer, block, x, at::empty({0}, x.options()));
+  return layer_maybe_checkpointed(checkpoint_layers_, layers_[i], x, layout, out_rows);
 }
 
 at::Tensor BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask) {

@@ -4,7 +4,6 @@
 #include "model/gemma3.h"
 
 #include <cmath>
-#include <stdexcept>
 
 #include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
@@ -261,14 +260,7 @@ at::Tensor Gemma3ModelImpl::run(const at::Tensor& input_ids, const TokenLayout& 
     Gemma3Layer layer = layers_[static_cast<size_t>(i)];
     const at::Tensor cos = layer->sliding() ? sliding.first : full.first;
     const at::Tensor sin = layer->sliding() ? sliding.second : full.second;
-    if (!checkpoint_layers_ || !at::GradMode::is_enabled()) {
-      x = layer(x, layout, cos, sin, rows);
-      continue;
-    }
-    const auto block = [layer, layout, cos, sin, rows](const at::Tensor& h, const at::Tensor& /*bias*/) mutable {
-      return layer->forward(h, layout, cos, sin, rows);
-    };
-    x = checkpointed(*layer, block, x, at::empty({0}, x.options()));
+    x = layer_maybe_checkpointed(checkpoint_layers_, layer, x, layout, cos, sin, rows);
   }
   return layers == c.num_layers ? norm(x) : x;
 }

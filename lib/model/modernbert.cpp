@@ -275,15 +275,7 @@ at::Tensor ModernBertModelImpl::run(const at::Tensor& input_ids, const TokenLayo
     ModernBertLayer layer = layers_[i];
     const at::Tensor& cos = layer->is_local ? local.first : global.first;
     const at::Tensor& sin = layer->is_local ? local.second : global.second;
-    if (!checkpoint_layers_ || !at::GradMode::is_enabled()) {
-      x = layer(x, layout, cos, sin, rows);
-      continue;
-    }
-    // checkpointed() takes a bias beside the hidden states: attention needs none here.
-    const auto block = [layer, layout, cos, sin, rows](const at::Tensor& h, const at::Tensor& /*bias*/) mutable {
-      return layer->forward(h, layout, cos, sin, rows);
-    };
-    x = checkpointed(*layer, block, x, at::empty({0}, x.options()));
+    x = layer_maybe_checkpointed(checkpoint_layers_, layer, x, layout, cos, sin, rows);
   }
   return layers == int64_t(layers_.size()) ? final_norm(x) : x;
 }

@@ -257,15 +257,7 @@ at::Tensor Qwen3ModelImpl::run(const at::Tensor& input_ids, const TokenLayout& l
   for (size_t i = 0; i < layers_.size(); ++i) {
     const at::Tensor rows = i + 1 == layers_.size() ? out_rows : at::Tensor();
     Qwen3Layer layer = layers_[i];
-    if (!checkpoint_layers_ || !at::GradMode::is_enabled()) {
-      x = layer(x, layout, cos, sin, rows);
-      continue;
-    }
-    // checkpointed() takes a bias beside the hidden states: attention needs none here.
-    const auto block = [layer, layout, cos, sin, rows](const at::Tensor& h, const at::Tensor& /*bias*/) mutable {
-      return layer->forward(h, layout, cos, sin, rows);
-    };
-    x = checkpointed(*layer, block, x, at::empty({0}, x.options()));
+    x = layer_maybe_checkpointed(checkpoint_layers_, layer, x, layout, cos, sin, rows);
   }
   return norm(x);
 }
