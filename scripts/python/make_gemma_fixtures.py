@@ -59,29 +59,37 @@ CONFIG = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_att
               attention_dropout=0.0, pad_token_id=0, bos_token_id=2, eos_token_id=1)
 
 
-def make_tokenizer(out):
-    """OUT/tokenizer and OUT/tokenizer_ids.json (the module docstring); returns its vocabulary size."""
+def train_tokenizer(corpus, vocab_size, folder):
+    """Gemma's tokenizer form (see the module's description) with vocab_size entries trained on
+    the text file corpus, into folder: tokenizer.model beside transformers' files of it."""
     import json
     import shutil
     import sentencepiece as spm
     import transformers
 
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    corpus = os.path.join(root, "tests/fixtures/unigram/corpus.txt")
-    source = os.path.join(out, "tokenizer-source")
+    source = folder + "-source"
     os.makedirs(source)
     spm.SentencePieceTrainer.train(
-        input=corpus, model_prefix=os.path.join(source, "tokenizer"), vocab_size=1500, character_coverage=0.995,
-        model_type="bpe", byte_fallback=True, add_dummy_prefix=False, split_digits=True,
+        input=corpus, model_prefix=os.path.join(source, "tokenizer"), vocab_size=vocab_size,
+        character_coverage=0.995, model_type="bpe", byte_fallback=True, add_dummy_prefix=False, split_digits=True,
         allow_whitespace_only_pieces=True, remove_extra_whitespaces=False, normalization_rule_name="identity",
         pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
         unk_piece="<unk>", user_defined_symbols=["<start_of_turn>", "<end_of_turn>"], minloglevel=2)
     with open(os.path.join(source, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "GemmaTokenizer", "add_bos_token": True, "add_eos_token": True}, f)
-    folder = os.path.join(out, "tokenizer")
     transformers.AutoTokenizer.from_pretrained(source).save_pretrained(folder)
     shutil.copy(os.path.join(source, "tokenizer.model"), folder)
     shutil.rmtree(source)
+
+
+def make_tokenizer(out):
+    """OUT/tokenizer and OUT/tokenizer_ids.json (the module docstring); returns its vocabulary size."""
+    import json
+    import transformers
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    folder = os.path.join(out, "tokenizer")
+    train_tokenizer(os.path.join(root, "tests/fixtures/unigram/corpus.txt"), 1500, folder)
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     texts = []

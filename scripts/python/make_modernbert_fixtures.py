@@ -46,15 +46,16 @@ SHAPE = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_atte
 MAX_SEQ_LENGTH = 512
 
 
-def write_tokenizer(folder):
-    """ModernBERT's tokenizer form on a small trained vocabulary (see the module's description)."""
+def write_tokenizer(folder, corpus=os.path.join(ROOT, "tests", "fixtures", "bpe", "corpus.txt"), vocab_size=1000):
+    """ModernBERT's tokenizer form (see the module's description) with vocab_size entries trained
+    on the text file corpus (the fixture's: 1,000 on tests/fixtures/bpe/corpus.txt)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    tok.train([os.path.join(ROOT, "tests", "fixtures", "bpe", "corpus.txt")],
-              trainers.BpeTrainer(vocab_size=1000, special_tokens=["<|endoftext|>"], show_progress=False,
+    tok.train([corpus],
+              trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok.add_special_tokens([AddedToken(t, lstrip=(t == "[MASK]"), normalized=False, special=True) for t in SPECIALS])
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
