@@ -15,6 +15,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include "../core/tolerance.h"
 #include "one_thread.h"
 
 using namespace ddp_embed;
@@ -70,7 +71,9 @@ Grads run(TinyHead& head, const at::Tensor& hidden_in, const at::Tensor& weights
 void expect_close(const at::Tensor& ours, const at::Tensor& plain, const std::string& what) {
   ASSERT_EQ(ours.sizes(), plain.sizes()) << what;
   const double worst = (ours - plain).abs().max().item<double>();
-  EXPECT_LE(worst, 1e-5 * (1.0 + plain.abs().max().item<double>())) << what;
+  const double bound = 1e-5 * (1.0 + plain.abs().max().item<double>());
+  tolerance::record(what, worst, bound);
+  EXPECT_LE(worst, bound) << what;
 }
 
 TEST(SpladePooling, ChunkedEqualsTheWholeBatchInValuesAndGradients) {
