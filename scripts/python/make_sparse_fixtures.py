@@ -14,6 +14,11 @@ it, for tests/torch/test_mlm_head.cpp (a sparse encoder's head and SPLADE poolin
       splade_max_relu            SparseEncoder([Transformer(OUT/mlm, fill-mask), SpladePooling
                                  max, relu]).encode(texts) as dense vectors
       splade_sum_log1p_relu      SpladePooling(sum, log1p_relu) on those logits and mask
+  OUT/xlmr-mlm           XLMRobertaForMaskedLM of the same shape over a 300-entry vocabulary
+                         (its head's other names: lm_head.*), without a tokenizer
+  OUT/xlmr-expected.safetensors
+      input_ids, attention_mask, logits  for a seeded batch of ids (rows of 9, 5 and 2 real
+                         tokens, <s> first, </s> last, padding id 1)
 
 Weights: transformers' initialization under a fixed seed with initializer_range 0.2 (at 0.02
 every logit is near 0 and log(1 + relu) of them nearly linear), then every LayerNorm's weight
@@ -78,6 +83,24 @@ def main(argv):
                "logits": logits.contiguous(), "splade_max_relu": dense.contiguous(),
                "splade_sum_log1p_relu": sum_log1p["sentence_embedding"].contiguous()},
               os.path.join(out, "expected.safetensors"))
+    xlmr = os.path.join(out, "xlmr-mlm")
+    xconfig = transformers.XLMRobertaConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                            intermediate_size=64, max_position_embeddings=40, initializer_range=0.2,
+                                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                            pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    torch.manual_seed(6)
+    xmodel = transformers.XLMRobertaForMaskedLM(xconfig).eval()
+    xmodel.save_pretrained(xlmr)
+    ids = torch.ones(3, 9, dtype=torch.long)
+    xmask = torch.zeros(3, 9, dtype=torch.long)
+    for row, length in enumerate((9, 5, 2)):
+        ids[row, :length] = torch.randint(3, 300, (length,))
+        ids[row, 0], ids[row, length - 1] = 0, 2
+        xmask[row, :length] = 1
+    with torch.no_grad():
+        xlogits = xmodel(input_ids=ids, attention_mask=xmask).logits
+    save_file({"input_ids": ids, "attention_mask": xmask, "logits": xlogits.contiguous()},
+              os.path.join(out, "xlmr-expected.safetensors"))
     print(f"make_sparse_fixtures: {mlm}, logits {tuple(logits.shape)}, "
           f"{int((dense > 0).sum())} non-zero entries in {len(TEXTS)} SPLADE vectors")
 

@@ -3,7 +3,8 @@
 // (scripts/python/make_sparse_fixtures.py): the head's logits at every real token equal
 // BertForMaskedLM's, and the pooled vectors of the packed tokens, a few tokens a chunk,
 // equal sentence-transformers' SparseEncoder (max, relu) and SpladePooling (sum, log1p_relu),
-// within 1e-5 of the largest entry. A folder without the head is refused naming what to do.
+// within 1e-5 of the largest entry; XLM-R's head against XLMRobertaForMaskedLM the same way.
+// A folder without the head is refused naming what to do.
 #include "model/mlm_head.h"
 
 #include <gtest/gtest.h>
@@ -95,6 +96,30 @@ TEST(MlmHead, LogitsEqualBertForMaskedLMAndSpladeVectorsEqualSparseEncoder) {
       splade_pool(m.head->trained_tensors(), head, packed, offsets, SpladeReduce::Sum, SpladeActivation::Log1pRelu, 5);
   const at::Tensor st_sum = want.at("splade_sum_log1p_relu");
   expect_within(sum_log1p, st_sum, 1e-5 * (1.0 + st_sum.abs().max().item<double>()), "sum log1p_relu against SpladePooling");
+}
+
+// XLM-R's head (XLMRobertaForMaskedLM, lm_head.* names, roberta.* encoder): its logits equal
+// transformers' at every real token.
+TEST(MlmHead, XlmRobertaLogitsEqualXLMRobertaForMaskedLM) {
+  const fs::path dir = sparse_fixtures() / "xlmr-mlm";
+  const EncoderConfig c = encoder_config_from_hf_json((dir / "config.json").string());
+  ASSERT_EQ(c.architecture, Architecture::XlmRoberta);
+  BertModel encoder(c.bert);
+  LoadOptions options;
+  options.strip_prefixes = {"roberta."};
+  load_module_from_folder(*encoder, dir.string(), options);
+  MlmHead head(c, encoder->embeddings->word_embeddings->weight);
+  head->load_file_tensors(load_tensors((dir / "model.safetensors").string()), (dir / "model.safetensors").string());
+  encoder->eval();
+  std::map<std::string, at::Tensor> want;
+  for (auto& [name, tensor] : load_tensors((sparse_fixtures() / "xlmr-expected.safetensors").string())) want[name] = tensor;
+  at::NoGradGuard no_grad;
+  const at::Tensor mask = want.at("attention_mask");
+  const at::Tensor logits = head->forward(encoder->forward(want.at("input_ids"), mask));
+  const at::Tensor real = mask.to(at::kBool);
+  const at::Tensor theirs = want.at("logits");
+  expect_within(logits.index({real}), theirs.index({real}), 1e-5 * theirs.abs().max().item<double>(),
+                "XLM-R logits against XLMRobertaForMaskedLM");
 }
 
 // The head's decoder is the word embeddings themselves: a change to them changes the logits,
