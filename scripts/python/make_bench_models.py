@@ -11,8 +11,9 @@ forms (the fixture makers' write_tokenizer and train_tokenizer: a byte-level BPE
 sentencepiece BPE with byte fallback), with all-MiniLM-L6-v2's 30,522 entries, on the
 English text the repository ships apart from the benchmark's own STS-B: the demo's WordNet
 pairs and TrecQA's questions and answers (OUT/corpus.txt, 3.1 MB). They cut the STS-B texts
-as real vocabularies of that size do: 17.4 and 17.9 tokens a text with the specials, against
-WordPiece's 16.2. (The fixtures' own tokenizers, 1,000 and 1,500 entries, made 37.)
+as real vocabularies of that size do: 34.8 and 36.8 tokens a pair with the specials, against
+WordPiece's 32.5 (bench-vs-st.sh's "real tokens per pair"). The fixtures' own tokenizers, of
+1,000 and 1,500 entries, made 75.
 
 Each model has all-MiniLM-L6-v2's size (hidden 384, 6 layers, intermediate 1536, a 30,522
 vocabulary but for MPNet's own) in its family's form, as a sentence-transformers folder
