@@ -301,6 +301,7 @@ void BpeLoader::read_pre_tokenization() {
   const bool prefix_space = node_flag(config_, "add_prefix_space", false, config_file_.string());
   using Pre = BpePreStep;
   BpeTextSteps& text = t_.text_;
+  bool gemma_class = false;  // its BPE model: the config's unk, fused, with byte fallback
   if (klass == "Qwen2Tokenizer" || klass == "Qwen2TokenizerFast") {
     text.normalize = {{BpeNormalizeStep::Kind::Nfc, "", ""}};
     Pre split, bytes;
@@ -327,6 +328,7 @@ void BpeLoader::read_pre_tokenization() {
     text.pre = {split};
     defaults_ = {{"unk_token", "<unk>"}, {"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"pad_token", "<pad>"},
                  {"mask_token", "<mask>"}};
+    gemma_class = true;
   } else if (klass.empty() || klass == "PreTrainedTokenizerFast" || klass == "TokenizersBackend") {
     text.read_normalizer(j_.value("normalizer", json()), "normalizer", origin_);
     text.read_pre_tokenizer(j_.value("pre_tokenizer", json()), "pre_tokenizer", origin_);
@@ -335,8 +337,8 @@ void BpeLoader::read_pre_tokenization() {
                          "\" is not supported for BPE (supported: Qwen2Tokenizer, GPT2Tokenizer, GemmaTokenizer, "
                          "PreTrainedTokenizerFast, TokenizersBackend)");
   }
-  if (klass.rfind("Gemma", 0) == 0) {  // the class's model: its unk, fused, with byte fallback
-    const auto unk = t_.vocab_.find(config_token(config_, "unk_token", "<unk>"));
+  if (gemma_class) {
+    const auto unk = t_.vocab_.find(config_token(config_, "unk_token", defaults_.at("unk_token")));
     t_.unk_ = unk == t_.vocab_.end() ? -1 : unk->second;
     t_.fuse_unk_ = t_.byte_fallback_ = true;
     t_.ignore_merges_ = false;
