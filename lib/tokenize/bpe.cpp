@@ -60,8 +60,7 @@ std::string byte_mapped(std::string_view bytes) {
 // A byte's piece in a character-level vocabulary with byte fallback: "<0x41>", as tokenizers
 // spells it (upper-case hex digits).
 std::string byte_piece(unsigned char b) {
-  static const char* hex = "0123456789ABCDEF";
-  return std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
+  return std::string("<0x") + "0123456789ABCDEF"[b >> 4] + "0123456789ABCDEF"[b & 15] + ">";
 }
 
 std::string type_of(const json& node) {
@@ -301,7 +300,7 @@ void BpeLoader::read_pre_tokenization() {
   const bool prefix_space = node_flag(config_, "add_prefix_space", false, config_file_.string());
   using Pre = BpePreStep;
   BpeTextSteps& text = t_.text_;
-  bool gemma_class = false;  // its BPE model: the config's unk, fused, with byte fallback
+  const bool gemma_class = klass == "GemmaTokenizer" || klass == "GemmaTokenizerFast";  // its own BPE model too
   if (klass == "Qwen2Tokenizer" || klass == "Qwen2TokenizerFast") {
     text.normalize = {{BpeNormalizeStep::Kind::Nfc, "", ""}};
     Pre split, bytes;
@@ -317,7 +316,7 @@ void BpeLoader::read_pre_tokenization() {
     bytes.add_prefix_space = prefix_space;
     text.pre = {bytes};
     defaults_ = {{"unk_token", "<|endoftext|>"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}};
-  } else if (klass == "GemmaTokenizer" || klass == "GemmaTokenizerFast") {
+  } else if (gemma_class) {
     // BPE(vocab, merges, fuse_unk=True, byte_fallback=True, unk_token), Replace(" ", "▁"),
     // Split(" ", merged_with_previous), whatever the file says.
     text.normalize = {{BpeNormalizeStep::Kind::Replace, " ", "\xE2\x96\x81"}};
@@ -328,7 +327,6 @@ void BpeLoader::read_pre_tokenization() {
     text.pre = {split};
     defaults_ = {{"unk_token", "<unk>"}, {"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"pad_token", "<pad>"},
                  {"mask_token", "<mask>"}};
-    gemma_class = true;
   } else if (klass.empty() || klass == "PreTrainedTokenizerFast" || klass == "TokenizersBackend") {
     text.read_normalizer(j_.value("normalizer", json()), "normalizer", origin_);
     text.read_pre_tokenizer(j_.value("pre_tokenizer", json()), "pre_tokenizer", origin_);
@@ -337,7 +335,7 @@ void BpeLoader::read_pre_tokenization() {
                          "\" is not supported for BPE (supported: Qwen2Tokenizer, GPT2Tokenizer, GemmaTokenizer, "
                          "PreTrainedTokenizerFast, TokenizersBackend)");
   }
-  if (gemma_class) {
+  if (gemma_class) {  // BPE(fuse_unk=True, byte_fallback=True, unk_token): the config's unk
     const auto unk = t_.vocab_.find(config_token(config_, "unk_token", defaults_.at("unk_token")));
     t_.unk_ = unk == t_.vocab_.end() ? -1 : unk->second;
     t_.fuse_unk_ = t_.byte_fallback_ = true;
