@@ -38,11 +38,20 @@ enum class TokenizerType { SentencePiece, WordPiece };
 // data.mixing: how global batches are drawn from several sources (data/batch_plan.h).
 enum class Mixing { Proportional, Weighted, RoundRobin, Mixed };
 // loss.type (model/loss.h); None: no contrastive term, distillation alone; MarginMse:
-// sentence-transformers' MarginMSELoss alone (no contrastive term).
-enum class LossType { PairwiseSigmoid, Infonce, None, MarginMse };
-// model.kind: a sentence embedder (texts embedded apart, compared by cosine) or a
-// reranker (a query and a document read together, one score: model/cross_encoder.h).
-enum class ModelKind { BiEncoder, CrossEncoder };
+// sentence-transformers' MarginMSELoss alone (no contrastive term); Splade: a sparse
+// encoder's SpladeLoss, infonce on dot products plus FLOPS regularization.
+enum class LossType { PairwiseSigmoid, Infonce, None, MarginMse, Splade };
+// model.kind: a sentence embedder (texts embedded apart, compared by cosine), a reranker
+// (a query and a document read together, one score: model/cross_encoder.h), or a sparse
+// encoder (a weight per vocabulary entry, compared by dot product: model/splade_pooling.h).
+enum class ModelKind { BiEncoder, CrossEncoder, Sparse };
+// model.sparse.pooling_strategy: SPLADE's reduction over a text's tokens.
+enum class SpladeReduce { Max, Sum };
+// model.sparse.activation_function: log(1 + relu(x)), or that twice (OpenSearch's encoders).
+enum class SpladeActivation { Relu, Log1pRelu };
+// loss.sparse.schedule: how the FLOPS weights rise from 0 over their warm-up
+// (sentence-transformers' SpladeRegularizerWeightSchedulerCallback's scheduler_type).
+enum class RegularizerSchedule { Quadratic, Linear };
 // loss.cross_encoder.type (model/rerank_loss.h): a reranker's loss, as sentence-transformers'
 // cross_encoder.losses names it (BinaryCrossEntropyLoss, CrossEntropyLoss,
 // MultipleNegativesRankingLoss, LambdaLoss, ListNetLoss, MarginMSELoss).
@@ -138,6 +147,7 @@ struct ChoiceTable<LossType> {
       {LossType::Infonce, "infonce"},
       {LossType::None, "none"},
       {LossType::MarginMse, "margin_mse"},
+      {LossType::Splade, "splade"},
   };
 };
 template <>
@@ -145,6 +155,28 @@ struct ChoiceTable<ModelKind> {
   static constexpr Spelling<ModelKind> spellings[] = {
       {ModelKind::BiEncoder, "bi_encoder"},
       {ModelKind::CrossEncoder, "cross_encoder"},
+      {ModelKind::Sparse, "sparse"},
+  };
+};
+template <>
+struct ChoiceTable<SpladeReduce> {
+  static constexpr Spelling<SpladeReduce> spellings[] = {
+      {SpladeReduce::Max, "max"},
+      {SpladeReduce::Sum, "sum"},
+  };
+};
+template <>
+struct ChoiceTable<SpladeActivation> {
+  static constexpr Spelling<SpladeActivation> spellings[] = {
+      {SpladeActivation::Relu, "relu"},
+      {SpladeActivation::Log1pRelu, "log1p_relu"},
+  };
+};
+template <>
+struct ChoiceTable<RegularizerSchedule> {
+  static constexpr Spelling<RegularizerSchedule> spellings[] = {
+      {RegularizerSchedule::Quadratic, "quadratic"},
+      {RegularizerSchedule::Linear, "linear"},
   };
 };
 template <>

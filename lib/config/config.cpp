@@ -41,51 +41,9 @@ Rule bucket_size() {
   return r;
 }
 
-// The single list of config keys: (dotted path, field, rule). Adding a key means adding
-// one line here; reading, printing, hashing and "did you mean" all follow. A closed
-// choice is an enum field: its table (config/choices.h) is its rule.
+// loss.*: the table's loss section (visit_fields below reads it in its place).
 template <class Visitor>
-void visit_fields(Config& c, Visitor& v) {
-  ModelConfig& m = c.model;
-  BertConfig& a = m.architecture;
-  v("model.kind", m.kind, any());
-  v("model.num_labels", m.num_labels, at_least(1));
-  v("model.init", m.init, any());
-  v("model.vocab_size", a.vocab_size, positive_size());
-  v("model.hidden_size", a.hidden_size, positive_size());
-  v("model.num_layers", a.num_layers, positive_size());
-  v("model.num_heads", a.num_heads, positive_size());
-  v("model.intermediate_size", a.intermediate_size, positive_size());
-  Rule positions = at_least(3);
-  positions.largest = std::numeric_limits<int32_t>::max();
-  v("model.max_position", a.max_position, positions);
-  v("model.dropout", m.dropout, fraction());
-  v("model.pooling", m.pooling, any());
-  v("model.attention", m.attention, any());
-  v("model.projection_dim", m.projection_dim, non_negative());
-  v("model.prompts", m.prompts, any());
-  v("model.lora_rank", m.lora_rank, non_negative());
-  v("model.lora_alpha", m.lora_alpha, float32(positive()));
-
-  TokenizerConfig& t = c.tokenizer;
-  v("tokenizer.type", t.type, any());
-  v("tokenizer.path", t.path, non_empty());
-  v("tokenizer.max_length", t.max_length, at_least(3));
-  v("tokenizer.lower_case", t.lower_case, any());
-
-  DataConfig& d = c.data;
-  v("data.train", d.train, non_empty());
-  v("data.mixing", d.mixing, any());
-  v("data.dedupe_batches", d.dedupe_batches, any());
-  v("data.prepared", d.prepared, non_empty());
-  v("data.eval", d.eval, non_empty());
-  v("data.shuffle", d.shuffle, any());
-  v("data.drop_last", d.drop_last, any());
-  v("data.negatives_per_query", d.negatives_per_query, non_negative());
-  v("data.skip_bad_lines", d.skip_bad_lines, any());
-  v("data.max_line_bytes", d.max_line_bytes, positive());
-
-  LossConfig& l = c.loss;
+void visit_loss_fields(LossConfig& l, Visitor& v) {
   v("loss.type", l.type, any());
   v("loss.temperature", l.temperature, temperature());
   v("loss.cross_rank_negatives", l.cross_rank_negatives, any());
@@ -113,6 +71,66 @@ void visit_fields(Config& c, Visitor& v) {
   v("loss.cross_encoder.eps", ce.eps, float32(positive()));
   v("loss.cross_encoder.mu", ce.mu, float32(non_negative()));
   v("loss.cross_encoder.reduction_log", ce.reduction_log, any());
+  SparseLossConfig& sp = l.sparse;
+  v("loss.sparse.document_regularizer_weight", sp.document_regularizer_weight, float32(non_negative()));
+  v("loss.sparse.query_regularizer_weight", sp.query_regularizer_weight, float32(non_negative()));
+  Rule ratio;  // (0 is off)
+  ratio.min = 0;
+  ratio.max = 1;
+  v("loss.sparse.warmup_ratio", sp.warmup_ratio, ratio);
+  v("loss.sparse.schedule", sp.schedule, any());
+  v("loss.sparse.document_regularizer_threshold", sp.document_regularizer_threshold, non_negative());
+  v("loss.sparse.query_regularizer_threshold", sp.query_regularizer_threshold, non_negative());
+}
+
+// The single list of config keys: (dotted path, field, rule). Adding a key means adding
+// one line here; reading, printing, hashing and "did you mean" all follow. A closed
+// choice is an enum field: its table (config/choices.h) is its rule.
+template <class Visitor>
+void visit_fields(Config& c, Visitor& v) {
+  ModelConfig& m = c.model;
+  BertConfig& a = m.architecture;
+  v("model.kind", m.kind, any());
+  v("model.num_labels", m.num_labels, at_least(1));
+  v("model.init", m.init, any());
+  v("model.vocab_size", a.vocab_size, positive_size());
+  v("model.hidden_size", a.hidden_size, positive_size());
+  v("model.num_layers", a.num_layers, positive_size());
+  v("model.num_heads", a.num_heads, positive_size());
+  v("model.intermediate_size", a.intermediate_size, positive_size());
+  Rule positions = at_least(3);
+  positions.largest = std::numeric_limits<int32_t>::max();
+  v("model.max_position", a.max_position, positions);
+  v("model.dropout", m.dropout, fraction());
+  v("model.pooling", m.pooling, any());
+  v("model.attention", m.attention, any());
+  v("model.projection_dim", m.projection_dim, non_negative());
+  v("model.prompts", m.prompts, any());
+  v("model.lora_rank", m.lora_rank, non_negative());
+  v("model.lora_alpha", m.lora_alpha, float32(positive()));
+  v("model.sparse.pooling_strategy", m.sparse.pooling_strategy, any());
+  v("model.sparse.activation_function", m.sparse.activation_function, any());
+  v("model.sparse.chunk_tokens", m.sparse.chunk_tokens, positive());
+
+  TokenizerConfig& t = c.tokenizer;
+  v("tokenizer.type", t.type, any());
+  v("tokenizer.path", t.path, non_empty());
+  v("tokenizer.max_length", t.max_length, at_least(3));
+  v("tokenizer.lower_case", t.lower_case, any());
+
+  DataConfig& d = c.data;
+  v("data.train", d.train, non_empty());
+  v("data.mixing", d.mixing, any());
+  v("data.dedupe_batches", d.dedupe_batches, any());
+  v("data.prepared", d.prepared, non_empty());
+  v("data.eval", d.eval, non_empty());
+  v("data.shuffle", d.shuffle, any());
+  v("data.drop_last", d.drop_last, any());
+  v("data.negatives_per_query", d.negatives_per_query, non_negative());
+  v("data.skip_bad_lines", d.skip_bad_lines, any());
+  v("data.max_line_bytes", d.max_line_bytes, positive());
+
+  visit_loss_fields(c.loss, v);
 
   TrainConfig& tr = c.train;
   v("train.batch_size", tr.batch_size, positive());
@@ -486,6 +504,10 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin,
   std::vector<std::string> errors;
   check_structure(root, reader, errors);
   visit_fields(c, reader);
+  // A sparse encoder's defaults: loss.type "splade", whose contrastive term scales dot
+  // products by 1 (sentence-transformers' SparseMultipleNegativesRankingLoss), not cosines by 20.
+  if (c.model.kind == ModelKind::Sparse && !reader.given("loss.type")) c.loss.type = LossType::Splade;
+  if (c.loss.type == LossType::Splade && !reader.given("loss.temperature")) c.loss.temperature = 1.0;
   errors.insert(errors.end(), reader.errors.begin(), reader.errors.end());
   if (errors.empty()) check_relations(c, reader, errors);
 
@@ -547,6 +569,21 @@ uint64_t config_hash(const Config& c) {
   // FNV-1a over the compact dump; nlohmann::json keeps object keys sorted, so the text
   // depends only on the values.
   return fnv1a64(config_to_json(c).dump(), kFnv1a64ShortOffset);
+}
+
+LossConfig loss_at_step(const LossConfig& loss, int64_t step, int64_t total_steps) {
+  LossConfig out = loss;
+  if (loss.type != LossType::Splade || !(loss.sparse.warmup_ratio > 0)) return out;
+  // sentence-transformers: warmup_steps = int(total × ratio), at least 1; at the beginning
+  // of a step, global_step (the steps done) against it.
+  const int64_t warmup = std::max<int64_t>(1, int64_t(double(total_steps) * loss.sparse.warmup_ratio));
+  const int64_t done = step - 1;
+  if (done >= warmup) return out;
+  const double ratio = double(done) / double(warmup);
+  const double factor = loss.sparse.schedule == RegularizerSchedule::Linear ? ratio : ratio * ratio;
+  out.sparse.document_regularizer_weight *= factor;
+  out.sparse.query_regularizer_weight *= factor;
+  return out;
 }
 
 double margin_mse_weight(const LossConfig& loss) {

@@ -34,9 +34,9 @@ void check_loss_terms(const LossConfig& l, const OriginOf& origin_of, std::vecto
                      "positive pair, and loss.directions' \"query_to_query\" and \"doc_to_doc\" hold only "
                      "same-type similarities (each alone would be a negative, ill-defined loss): use loss.partition_mode "
                      "\"joint\", or leave those directions out");
-  if (l.type != LossType::Infonce) {
+  if (!uses_infonce(l)) {
     const LossConfig defaults;
-    const std::string why = " to loss.type \"infonce\" only, and loss.type is \"" + choice_name(l.type) + "\"";
+    const std::string why = " to loss.type \"infonce\" (or \"splade\") only, and loss.type is \"" + choice_name(l.type) + "\"";
     if (l.directions != defaults.directions)
       errors.push_back(origin_of({"loss.directions", "loss.type"}) + ": loss.directions applies" + why);
     if (l.partition_mode != defaults.partition_mode)
@@ -56,12 +56,12 @@ void check_loss_terms(const LossConfig& l, const OriginOf& origin_of, std::vecto
 template <class OriginOf>
 void check_inert_settings(const LossConfig& l, bool negatives, const OriginOf& origin_of,
                           std::vector<std::string>& errors) {
-  if (l.type == LossType::Infonce && l.hardness_mode == HardnessMode::None && l.hardness_strength > 0)
+  if (uses_infonce(l) && l.hardness_mode == HardnessMode::None && l.hardness_strength > 0)
     errors.push_back(origin_of({"loss.hardness_strength", "loss.hardness_mode"}) +
                      ": loss.hardness_strength weights the negatives loss.hardness_mode picks, and loss.hardness_mode "
                      "is \"none\": nothing would be weighted. Set loss.hardness_mode (\"in_batch_negatives\", "
                      "\"hard_negatives\" or \"all_negatives\"), or remove loss.hardness_strength");
-  if (l.type == LossType::Infonce && l.hardness_mode == HardnessMode::HardNegatives && !negatives)
+  if (uses_infonce(l) && l.hardness_mode == HardnessMode::HardNegatives && !negatives)
     errors.push_back(origin_of({"loss.hardness_mode", "data.negatives_per_query"}) +
                      ": loss.hardness_mode \"hard_negatives\" weights each query's own hard negatives, and the batches "
                      "have none (data.negatives_per_query is 0): set data.negatives_per_query > 0 (with \"neg\" in "
@@ -88,13 +88,57 @@ void check_inert_settings(const LossConfig& l, bool negatives, const OriginOf& o
 
 }  // namespace
 
+// model.kind "sparse" and loss.type "splade" go together; model.sparse and loss.sparse
+// apply to them only; what a sparse run does not have yet is said, not ignored.
+template <class OriginOf>
+void check_sparse_kind(const Config& c, const OriginOf& origin_of, std::vector<std::string>& errors) {
+  const LossConfig& l = c.loss;
+  const bool sparse = c.model.kind == ModelKind::Sparse;
+  if (sparse && l.type != LossType::Splade)
+    errors.push_back(origin_of({"loss.type", "model.kind"}) + ": a sparse encoder (model.kind \"sparse\") trains on "
+                     "loss.type \"splade\" (infonce on dot products plus FLOPS regularization), not \"" +
+                     choice_name(l.type) + "\": set loss.type \"splade\"");
+  if (!sparse && l.type == LossType::Splade)
+    errors.push_back(origin_of({"loss.type", "model.kind"}) + ": loss.type \"splade\" trains a sparse encoder: set "
+                     "model.kind \"sparse\" (and model.init a BertForMaskedLM or XLMRobertaForMaskedLM folder)");
+  const SparseModelConfig dm;
+  const SparseLossConfig dl;
+  const SparseLossConfig& sl = l.sparse;
+  if (!sparse && (c.model.sparse.pooling_strategy || c.model.sparse.activation_function ||
+                  c.model.sparse.chunk_tokens != dm.chunk_tokens))
+    errors.push_back(origin_of({"model.sparse", "model.kind"}) +
+                     ": model.sparse applies to a sparse encoder: set model.kind \"sparse\", or remove model.sparse");
+  if (l.type != LossType::Splade &&
+      (sl.document_regularizer_weight != dl.document_regularizer_weight ||
+       sl.query_regularizer_weight != dl.query_regularizer_weight || sl.warmup_ratio != dl.warmup_ratio ||
+       sl.schedule != dl.schedule || sl.document_regularizer_threshold != dl.document_regularizer_threshold ||
+       sl.query_regularizer_threshold != dl.query_regularizer_threshold))
+    errors.push_back(origin_of({"loss.sparse", "loss.type"}) +
+                     ": loss.sparse sets loss.type \"splade\"'s regularizers, and loss.type is \"" + choice_name(l.type) +
+                     "\": set loss.type \"splade\", or remove loss.sparse");
+  if (!sparse) return;
+  const auto refuse = [&](bool set, std::vector<std::string> keys, const std::string& why) {
+    if (set) errors.push_back(origin_of(keys) + ": " + keys.front() + " " + why);
+  };
+  refuse(!l.matryoshka_dims.empty(), {"loss.matryoshka_dims", "model.kind"},
+         "cuts a dense embedding to its first sizes; a sparse vector's entries are vocabulary words, not ordered "
+         "by importance: remove it");
+  refuse(l.distill.weight > 0 || l.margin_mse.weight > 0, {"loss.distill.weight", "loss.margin_mse.weight", "model.kind"},
+         "compares cosines of dense embeddings; a sparse encoder's teacher terms (SparseMarginMSELoss) are not "
+         "implemented yet: remove it");
+  refuse(!c.data.eval.paths.empty(), {"data.eval", "model.kind"},
+         "of a sparse encoder (an inverted-index BEIR evaluation) is not implemented yet: set data.eval to null "
+         "and evaluate the written folder with sentence-transformers' SparseInformationRetrievalEvaluator");
+}
+
 // model.kind: the embedder's loss settings and the reranker's apply each to its own kind,
 // and what a cross-encoder run does not have yet is said, not ignored.
 template <class OriginOf>
 void check_model_kind(const Config& c, const OriginOf& origin_of, std::vector<std::string>& errors) {
   const LossConfig defaults;
   const LossConfig& l = c.loss;
-  if (c.model.kind == ModelKind::BiEncoder) {
+  check_sparse_kind(c, origin_of, errors);
+  if (c.model.kind != ModelKind::CrossEncoder) {
     const CrossEncoderLossConfig& ce = l.cross_encoder;
     const CrossEncoderLossConfig d = defaults.cross_encoder;
     if (ce.type != d.type || ce.activation || ce.pos_weight != d.pos_weight || ce.scale != d.scale ||

@@ -54,6 +54,22 @@ struct CrossEncoderLossConfig {
   LambdaLog reduction_log = LambdaLog::Binary;  // lambda
 };
 
+// loss.sparse: SpladeLoss's FLOPS regularizers beside loss.type "splade"'s contrastive
+// term (model.kind "sparse"): weight × sum over the vocabulary of (the batch's mean
+// weight)², the documents' (positives and hard negatives) and the queries' apart. Each
+// weight rises from 0 over the first warmup_ratio of the run's steps, as
+// sentence-transformers' SpladeRegularizerWeightSchedulerCallback raises it (0: the full
+// weight from the first step). A threshold > 0 leaves out of the mean (as zeros) the
+// texts with that many active entries or fewer (FlopsLoss's threshold); 0: none.
+struct SparseLossConfig {
+  double document_regularizer_weight = 3e-5;  // sentence-transformers' trainer's default
+  double query_regularizer_weight = 5e-5;     // 0: no query term
+  double warmup_ratio = 1.0 / 3.0;
+  RegularizerSchedule schedule = RegularizerSchedule::Quadratic;
+  int64_t document_regularizer_threshold = 0;
+  int64_t query_regularizer_threshold = 0;
+};
+
 struct LossConfig {
   LossType type = LossType::PairwiseSigmoid;  // None: distillation alone; MarginMse: MarginMSE alone
   double temperature = 0.05;
@@ -73,7 +89,21 @@ struct LossConfig {
   double hardness_strength = 0;
   GuideConfig guide;
   CrossEncoderLossConfig cross_encoder;  // model.kind "cross_encoder" only
+  SparseLossConfig sparse;               // loss.type "splade" only
 };
+
+// loss.sparse's weights at the start of step `step` (1, 2, ...) of `total_steps`: scaled
+// by (done / warm-up)² (or done / warm-up, linear) while the steps done, step - 1, are
+// fewer than int(total_steps × warmup_ratio) (at least 1), as sentence-transformers'
+// callback sets them at each step's beginning. The rest of `loss` as it is.
+LossConfig loss_at_step(const LossConfig& loss, int64_t step, int64_t total_steps);
+
+// Whether loss.type's contrastive term is infonce's softmax over candidates: "infonce" on
+// cosines, "splade" on dot products of sparse vectors (directions, partition_mode and
+// hardness apply to both).
+inline bool uses_infonce(const LossConfig& loss) {
+  return loss.type == LossType::Infonce || loss.type == LossType::Splade;
+}
 
 // The weight of the MarginMSE term: 1 for loss.type "margin_mse", else loss.margin_mse.weight.
 double margin_mse_weight(const LossConfig& loss);

@@ -11,10 +11,23 @@
 
 namespace ddp_embed {
 
+// model.sparse: a sparse encoder's SPLADE pooling (model/splade_pooling.h). "auto" (no
+// value): model.init's SpladePooling module, else max and relu, SPLADE v2's.
+struct SparseModelConfig {
+  std::optional<SpladeReduce> pooling_strategy;
+  std::optional<SpladeActivation> activation_function;
+  // Tokens whose vocabulary logits are made at once: the pooling's peak memory is a few
+  // [chunk_tokens, vocabulary] tensors (4 MB each at 32 tokens × 30,522 entries).
+  int chunk_tokens = 256;
+};
+
 struct ModelConfig {
   // bi_encoder: the sentence embedder (model/embedder.h); cross_encoder: a reranker that
-  // reads (query, document) as one sequence and scores it (model/cross_encoder.h).
+  // reads (query, document) as one sequence and scores it (model/cross_encoder.h);
+  // sparse: a SPLADE encoder, the masked-LM head's logits pooled into a weight per
+  // vocabulary entry (model/splade_pooling.h).
   ModelKind kind = ModelKind::BiEncoder;
+  SparseModelConfig sparse;  // model.kind "sparse" only
   int num_labels = 1;  // cross_encoder: the classification head's outputs
   std::optional<std::string> init;  // a Hugging Face BERT folder; its architecture wins
   BertConfig architecture;          // model.vocab_size ... model.max_position: a model from scratch

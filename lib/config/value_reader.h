@@ -104,6 +104,9 @@ class Reader {
   std::string writer_of_any(const std::vector<std::string>& paths) const;
   // "cfg.json" or "--set train": who wrote an unknown key.
   std::string writer_of(const std::string& path) const;
+  // Whether the file or a --set gives `path` a value (a default follows from another key
+  // only where none is given).
+  bool given(const std::string& path) const { return find(path) != nullptr; }
 
  private:
   const json* find(const std::string& path) const;

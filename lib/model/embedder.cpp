@@ -77,6 +77,17 @@ SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, CrossEnc
   head = register_module("head", RerankHead(config, shape.num_labels, config.is_decoder() ? 0.0 : config.bert.hidden_dropout));
 }
 
+SentenceEmbedderImpl::SentenceEmbedderImpl(const EncoderConfig& config, SparseShape shape)
+    : pooling_(Pooling::Cls), sparse_(shape) {
+  if (config.is_decoder() || config.is_mpnet() || config.is_modernbert() || config.is_gemma3())
+    throw ModelError("a sparse encoder (model.kind \"sparse\") is implemented for BERT and XLM-RoBERTa: their "
+                     "masked-language-model heads (BertForMaskedLM, XLMRobertaForMaskedLM)");
+  if (shape.chunk_tokens < 1)
+    throw ModelError("SentenceEmbedder: model.sparse.chunk_tokens must be >= 1, not " + std::to_string(shape.chunk_tokens));
+  register_encoder(config);
+  mlm = register_module("mlm", MlmHead(config, bert->embeddings->word_embeddings->weight));
+}
+
 void SentenceEmbedderImpl::register_encoder(const EncoderConfig& config) {
   if (config.is_decoder()) {
     qwen3 = register_module("qwen3", Qwen3Model(config.qwen3));
@@ -97,15 +108,31 @@ void SentenceEmbedderImpl::register_encoder(const EncoderConfig& config) {
 }
 
 int64_t SentenceEmbedderImpl::embedding_dim() const {
+  if (mlm) return encoder_->encoder_config().vocab_size();
   return dense.empty() ? encoder_->encoder_config().hidden_size() : dense.back()->options.out_features();
 }
 
 at::Tensor SentenceEmbedderImpl::embed(const EncoderInput& input) {
   check_input(input, "embed");
+  if (mlm) return embed_sparse(input);
   // cls and lasttoken pooling need the last layer for one token alone: forward_pooled skips the rest.
   at::Tensor e = encoder_->forward_pooled(input.ids, input.mask, pooling_);
   for (auto& layer : dense) e = layer(e);
   return e;
+}
+
+at::Tensor SentenceEmbedderImpl::embed_sparse(const EncoderInput& input) {
+  const at::Tensor hidden = encoder_->forward(input.ids, input.mask);  // [n, L, H]
+  // The real tokens in order, text after text (right padding: each text's first);
+  // offsets on the CPU, as splade_pool takes them.
+  const at::Tensor real = input.mask.ne(0);
+  const at::Tensor lengths = real.sum(1).to(at::kCPU, at::kLong);
+  const at::Tensor rows = real.reshape({-1}).nonzero().squeeze(1);
+  const at::Tensor packed = hidden.reshape({-1, hidden.size(2)}).index_select(0, rows);
+  const at::Tensor offsets = at::cat({at::zeros({1}, lengths.options()), lengths.cumsum(0)});
+  MlmHeadImpl& head = *mlm;
+  return splade_pool(head.trained_tensors(), [&head](const at::Tensor& h) { return head.forward(h); }, packed, offsets,
+                     sparse_.reduce, sparse_.activation, sparse_.chunk_tokens);
 }
 
 PairLoss SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,

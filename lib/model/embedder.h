@@ -6,8 +6,12 @@
 //    averaging) sees one module call per micro-batch;
 //  - a cross-encoder (reranker): the encoder reads each (query, document) pair joined
 //    (tokenize/pair_template.h), a classification head (model/cross_encoder.h) scores it,
-//    and forward_rerank() returns the reranking loss (model/rerank_loss.h) of the scores.
-// One class for both, so that everything around the model (data parallelism, AdamW's
+//    and forward_rerank() returns the reranking loss (model/rerank_loss.h) of the scores;
+//  - a sparse encoder (SPLADE): the encoder's last hidden states through its masked-language-
+//    model head (model/mlm_head.h), pooled into one weight per vocabulary entry
+//    (model/splade_pooling.h): embed() gives [n, vocabulary], and forward() the same
+//    contrastive loss on them (loss.type "splade": dot products, FLOPS regularizers).
+// One class for all three, so that everything around the model (data parallelism, AdamW's
 // groups, checkpoints, LoRA, precision) serves the two alike.
 //
 // Parameter names: bert.<Hugging Face BertModel names> (BERT and XLM-R) or
@@ -39,8 +43,10 @@
 #include "model/qwen3.h"
 #include "model/loss.h"
 #include "model/mpnet.h"
+#include "model/mlm_head.h"
 #include "model/modernbert.h"
 #include "model/rerank_loss.h"
+#include "model/splade_pooling.h"
 
 namespace ddp_embed {
 
@@ -79,9 +85,22 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   };
   SentenceEmbedderImpl(const EncoderConfig& config, CrossEncoderShape shape);
 
-  bool is_cross_encoder() const { return static_cast<bool>(head); }
+  // A sparse encoder: a BERT or XLM-R encoder (else a ModelError), its masked-LM head
+  // (new, as transformers initializes one, until load_folder_weights fills it) and SPLADE
+  // pooling with `reduce` and `activation`, the head run on `chunk_tokens` tokens at a time.
+  struct SparseShape {
+    SpladeReduce reduce = SpladeReduce::Max;
+    SpladeActivation activation = SpladeActivation::Relu;
+    int64_t chunk_tokens = 256;
+  };
+  SentenceEmbedderImpl(const EncoderConfig& config, SparseShape shape);
 
-  // Pooled (and projected) embeddings [n, D], with gradient, in the current mode.
+  bool is_cross_encoder() const { return static_cast<bool>(head); }
+  bool is_sparse() const { return static_cast<bool>(mlm); }
+  const SparseShape& sparse_shape() const { return sparse_; }
+
+  // Pooled (and projected) embeddings [n, D], with gradient, in the current mode; a sparse
+  // encoder's SPLADE vectors [n, vocabulary] (every entry >= 0).
   at::Tensor embed(const EncoderInput& input);
 
   // The training loss for a micro-batch of pairs: embeds queries, positives and (if
@@ -137,13 +156,18 @@ class SentenceEmbedderImpl : public torch::nn::Module {
   Gemma3Model gemma3{nullptr};
   std::vector<torch::nn::Linear> dense;  // the Dense layers in order; none without projection
   RerankHead head{nullptr};               // a cross-encoder's; null for an embedder
+  MlmHead mlm{nullptr};                   // a sparse encoder's vocabulary head; null otherwise
 
  private:
   // The encoder the config describes, as bert, qwen3, mpnet or modernbert.
   void register_encoder(const EncoderConfig& config);
 
+  // A sparse encoder's embed(): the real tokens' hidden states packed, then splade_pool.
+  at::Tensor embed_sparse(const EncoderInput& input);
+
   std::shared_ptr<TextEncoderImpl> encoder_;
   Pooling pooling_;
+  SparseShape sparse_;
 };
 TORCH_MODULE(SentenceEmbedder);
 

@@ -126,7 +126,7 @@ Contrastive contrastive_inputs(const at::Tensor& q, const at::Tensor& local, con
     guide = guide_view(labels, c.candidates, loss, exchange, n);
     out.guided = (same.defined() ? guide.query_to_doc & ~same : guide.query_to_doc).sum();
   }
-  if (loss.type == LossType::Infonce) {
+  if (uses_infonce(loss)) {
     gather_direction_inputs(c.candidates, q, local.size(0), labels, loss, exchange);
     c.blocks = direction_blocks(c.candidates, same, guide.candidates.defined() ? &guide : nullptr, n, loss);
     return c;
@@ -159,7 +159,7 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
   // cut (sentence-transformers' MatryoshkaLoss does the same).
   for (const auto& [d, weight] : sizes) {
     std::vector<at::Tensor> terms;
-    if (loss.type == LossType::Infonce) terms.push_back(infonce_loss(c.blocks, q, c.candidates, d, loss));
+    if (uses_infonce(loss)) terms.push_back(infonce_loss(c.blocks, q, c.candidates, d, loss));
     if (loss.type == LossType::PairwiseSigmoid)
       terms.push_back(pairwise_sigmoid_loss(q.narrow(1, 0, d), c.candidates.rows.narrow(1, 0, d),
                                             c.candidates.positive_offset, loss.temperature, c.masked, c.divisor));
@@ -173,6 +173,7 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
     for (size_t i = 1; i < terms.size(); ++i) term = term + terms[i];
     out.loss = out.loss.defined() ? out.loss + weight * term : weight * term;
   }
+  if (loss.type == LossType::Splade) out.loss = out.loss + sparse_regularizers(q, c.candidates.rows, loss, exchange);
   return out;
 }
 

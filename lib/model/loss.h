@@ -71,6 +71,12 @@ at::Tensor distillation_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& c
 at::Tensor margin_mse_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
                            const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/);
 
+// sentence-transformers' FlopsLoss: sum over the vocabulary of (the mean over rows of
+// embeddings [n, V])², the rows with `threshold` or fewer non-zero entries counted as zeros
+// when threshold > 0. Scalar, in embeddings' dtype (fp32 at least). Throws ModelError for
+// embeddings that are not [n, V] with n ≥ 1.
+at::Tensor flops_loss(const at::Tensor& embeddings, int64_t threshold);
+
 // sentence-transformers' GISTEmbedLoss mask_false_negatives: bool [n, M], true where the
 // guide's cosine of row i and candidate j is above row i's threshold, guide_positive_sim_i
 // (or, undefined, its cosine at positive_columns_i) less the margin (`strategy`). A row's

@@ -1,5 +1,6 @@
 // infonce: sentence-transformers 6's MultipleNegativesRankingLoss with its directions,
-// partition_mode and hardness_* (scale = 1 / temperature). Each direction is a block of
+// partition_mode and hardness_* (scale = 1 / temperature); splade's contrastive term is
+// the same on dot products instead of cosines (SparseMultipleNegativesRankingLoss). Each direction is a block of
 // logits, a row for each of this rank's queries i (P(i) its positive):
 //   query_to_doc    cos(q_i, c_j) over every candidate j (it holds the positive)
 //   query_to_query  cos(q_i, q_j) over every rank's queries, q_i itself left out
@@ -51,18 +52,23 @@ at::Tensor hardness_weights(const Candidates& c, const at::Tensor& row, const Lo
   return hard.to(c.rows.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
 }
 
-// The embeddings at one Matryoshka size, normalized, in the loss's dtype.
+// The embeddings at one Matryoshka size, normalized (splade: as they are, its scores dot
+// products of sparse vectors), in the loss's dtype.
 struct Normalized {
   at::Tensor q, candidates, positives, queries;
 };
 
-Normalized normalized_at(const at::Tensor& q, const Candidates& c, int64_t d) {
+Normalized normalized_at(const at::Tensor& q, const Candidates& c, int64_t d, bool dot) {
   const at::ScalarType dtype = loss_dtype(q, c.rows);
+  const auto prepared = [&](const at::Tensor& x) {
+    const at::Tensor cut = x.narrow(1, 0, d).to(dtype);
+    return dot ? cut : normalize_rows(cut);
+  };
   Normalized e;
-  e.q = normalize_rows(q.narrow(1, 0, d).to(dtype));
-  e.candidates = normalize_rows(c.rows.narrow(1, 0, d).to(dtype));
+  e.q = prepared(q);
+  e.candidates = prepared(c.rows);
   e.positives = e.candidates.narrow(0, c.positive_offset, q.size(0));
-  if (c.queries.defined()) e.queries = normalize_rows(c.queries.narrow(1, 0, d).to(dtype));
+  if (c.queries.defined()) e.queries = prepared(c.queries);
   return e;
 }
 
@@ -136,7 +142,7 @@ std::vector<DirectionBlock> direction_blocks(const Candidates& c, const at::Tens
 at::Tensor infonce_loss(const std::vector<DirectionBlock>& blocks, const at::Tensor& q, const Candidates& c, int64_t d,
                         const LossConfig& loss) {
   compat::NoAutocast no_autocast;
-  const Normalized e = normalized_at(q, c, d);
+  const Normalized e = normalized_at(q, c, d, loss.type == LossType::Splade);
   std::vector<at::Tensor> logits;
   for (const auto& b : blocks) logits.push_back(block_logits(b, e, loss));
   const at::Tensor positives = rows_from(c.positive_offset, q.size(0), q.device()).unsqueeze(1);

@@ -111,4 +111,13 @@ at::Tensor sigmoid_divisor(const Candidates& c, const at::Tensor& masked, bool g
 at::Tensor pairwise_sigmoid_loss(const at::Tensor& q, const at::Tensor& candidates, int64_t positive_offset,
                                  double temperature, const at::Tensor& masked, const at::Tensor& divisor);
 
+// ---- splade's regularizers (loss_sparse.cpp) ------------------------------------------------
+
+// SpladeLoss's FLOPS terms, each at loss_at_step's weight: the documents' over `candidates`
+// (this rank's positives and hard negatives, or every rank's with cross-rank negatives) and
+// the queries' over q (every rank's, gathered through `exchange`, with cross-rank
+// negatives). Scalar, in the loss's dtype.
+at::Tensor sparse_regularizers(const at::Tensor& q, const at::Tensor& candidates, const LossConfig& loss,
+                               const CandidateExchange& exchange);
+
 }  // namespace ddp_embed::loss_parts

@@ -45,8 +45,14 @@ NamedTensors MlmHeadImpl::file_tensors() const {
           {"lm_head.bias", bias}};
 }
 
+std::string MlmHeadImpl::architecture() const {
+  return architecture_ == Architecture::Bert ? "BertForMaskedLM" : "XLMRobertaForMaskedLM";
+}
+
+std::string MlmHeadImpl::encoder_prefix() const { return architecture_ == Architecture::Bert ? "bert." : "roberta."; }
+
 void MlmHeadImpl::load_file_tensors(const NamedTensors& tensors, const std::string& origin) {
-  const std::string model = architecture_ == Architecture::Bert ? "BertForMaskedLM" : "XLMRobertaForMaskedLM";
+  const std::string model = architecture();
   for (const auto& [name, target] : file_tensors()) {
     const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == name; });
     if (it == tensors.end())

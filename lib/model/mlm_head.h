@@ -40,6 +40,10 @@ class MlmHeadImpl : public torch::nn::Module {
   // Fills the head from a folder's tensors by file_tensors' names. A missing tensor, or one
   // of another shape, is a WeightsError naming `origin` and saying how to get a head.
   void load_file_tensors(const NamedTensors& tensors, const std::string& origin);
+  // transformers' class of an encoder with this head ("BertForMaskedLM",
+  // "XLMRobertaForMaskedLM"), and the prefix its file puts before the encoder's names.
+  std::string architecture() const;
+  std::string encoder_prefix() const;
   // Every tensor the logits need a gradient for: the head's parameters, then the word embeddings.
   std::vector<at::Tensor> trained_tensors() const;
 

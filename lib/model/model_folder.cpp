@@ -199,6 +199,13 @@ LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout&
                                : std::vector<std::string>{"bert.", "roberta.", "mpnet."};
   LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);
   if (model->is_cross_encoder()) load_head_weights(model, layout);
+  if (model->is_sparse()) {
+    std::set<std::string> names;
+    for (const auto& item : model->mlm->file_tensors()) names.insert(item.first);
+    model->mlm->load_file_tensors(
+        folder_tensors(layout.transformer_dir, [&](const std::string& name) { return names.count(name) > 0; }),
+        layout.transformer_dir);
+  }
   if (!layout.dense.empty()) load_dense_weights(model, layout.dense);
   return report;
 }
@@ -213,6 +220,13 @@ LoadedModel load_model_folder(const std::string& dir, std::optional<Pooling> poo
   out.default_prompt_name = layout.default_prompt_name;
   if (!layout.include_prompt) out.prompt_excluded_by = layout.pooling_config;
 
+  if (layout.sparse) {
+    out.model = SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(
+        layout.encoder, SentenceEmbedderImpl::SparseShape{layout.splade_reduce, layout.splade_activation}));
+    load_folder_weights(out.model, layout);
+    out.model->eval();
+    return out;
+  }
   if (layout.cross_encoder) {
     out.model = SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(
         layout.encoder, SentenceEmbedderImpl::CrossEncoderShape{layout.num_labels}));

@@ -128,6 +128,15 @@ struct ModelFolderLayout {
   bool cross_encoder = false;
   int num_labels = 1;
   ScoreActivation activation = ScoreActivation::Sigmoid;
+  // config.json's architectures name a *ForMaskedLM: the weights hold a masked-LM head
+  // (a sparse encoder's start).
+  bool masked_lm = false;
+  // A sparse encoder's folder, as sentence-transformers' SparseEncoder writes it: a
+  // Transformer with transformer_task "fill-mask" (or 5.x's MLMTransformer) and
+  // SpladePooling, whose config gives these two.
+  bool sparse = false;
+  SpladeReduce splade_reduce = SpladeReduce::Max;
+  SpladeActivation splade_activation = SpladeActivation::Relu;
 };
 
 ModelFolderLayout read_model_folder_layout(const std::string& dir);

@@ -22,11 +22,14 @@ using namespace folder_files;
 
 // ---- reading: modules.json --------------------------------------------------------------
 
-enum class ModuleKind { Transformer, Pooling, Dense, Normalize };
+// MlmTransformer: sparse_encoder's MLMTransformer, a Transformer whose task is fill-mask.
+enum class ModuleKind { Transformer, MlmTransformer, Pooling, SpladePooling, Dense, Normalize };
 
 const char* kind_name(ModuleKind kind) {
   switch (kind) {
     case ModuleKind::Transformer: return "Transformer";
+    case ModuleKind::MlmTransformer: return "MLMTransformer";
+    case ModuleKind::SpladePooling: return "SpladePooling";
     case ModuleKind::Pooling: return "Pooling";
     case ModuleKind::Dense: return "Dense";
     case ModuleKind::Normalize: return "Normalize";
@@ -46,12 +49,17 @@ ModuleKind module_kind(const std::string& type, const fs::path& modules_file) {
       {"sentence_transformers.models.Dense", ModuleKind::Dense},
       {"sentence_transformers.base.modules.dense.Dense", ModuleKind::Dense},
       {"sentence_transformers.models.Normalize", ModuleKind::Normalize},
-      {"sentence_transformers.base.modules.normalize.Normalize", ModuleKind::Normalize}};
+      {"sentence_transformers.base.modules.normalize.Normalize", ModuleKind::Normalize},
+      {"sentence_transformers.sparse_encoder.models.MLMTransformer", ModuleKind::MlmTransformer},
+      {"sentence_transformers.sparse_encoder.modules.mlm_transformer.MLMTransformer", ModuleKind::MlmTransformer},
+      {"sentence_transformers.sparse_encoder.models.SpladePooling", ModuleKind::SpladePooling},
+      {"sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling", ModuleKind::SpladePooling}};
   const auto it = kTypes.find(type);
   if (it == kTypes.end())
     fail(modules_file, "module type " + type +
                            " is not implemented (embed-train has sentence_transformers.models.Transformer (BERT, "
-                           "XLM-RoBERTa or Qwen3), Pooling, Dense and Normalize)");
+                           "XLM-RoBERTa or Qwen3), Pooling, Dense and Normalize; a sparse encoder's Transformer "
+                           "(fill-mask) or MLMTransformer and SpladePooling)");
   return it->second;
 }
 
@@ -72,13 +80,17 @@ struct ModuleEntry {
 // embed-train's model is Transformer, Pooling, then any number of Dense layers, then
 // optionally Normalize; sentence-transformers runs the modules in list order, so any other
 // list would compute something else. A lone Transformer is sentence-transformers'
-// CrossEncoder (checked once config.json is read).
+// CrossEncoder (checked once config.json is read); a Transformer (or MLMTransformer) and
+// SpladePooling, its SparseEncoder.
 void check_module_chain(const std::vector<ModuleEntry>& modules, const fs::path& modules_file) {
   using K = ModuleKind;
   std::string names;
   for (const auto& m : modules) names += (names.empty() ? "" : ", ") + std::string(kind_name(m.kind));
   size_t at = 0;
   const auto take = [&](K kind) { return at < modules.size() && modules[at].kind == kind ? (++at, true) : false; };
+  if (modules.size() == 2 && modules[1].kind == K::SpladePooling &&
+      (modules[0].kind == K::Transformer || modules[0].kind == K::MlmTransformer))
+    return;
   bool in_order = take(K::Transformer);
   if (in_order && at < modules.size()) {
     in_order = take(K::Pooling);
@@ -89,7 +101,7 @@ void check_module_chain(const std::vector<ModuleEntry>& modules, const fs::path&
   if (in_order && at == modules.size()) return;
   fail(modules_file, "modules " + names +
                          ": embed-train runs Transformer, Pooling, Dense (none or more), Normalize (optional), "
-                         "in this order");
+                         "in this order (or a sparse encoder's Transformer and SpladePooling)");
 }
 
 std::vector<ModuleEntry> read_modules(const fs::path& modules_file) {
@@ -166,6 +178,18 @@ bool read_classification(ModelFolderLayout& layout, const json& config, const fs
   return true;
 }
 
+// config.json's architectures naming a *ForMaskedLM: the folder has a masked-LM head.
+bool names_masked_lm(const json& config) {
+  const auto architectures = config.find("architectures");
+  if (architectures == config.end() || !architectures->is_array()) return false;
+  const std::string suffix = "ForMaskedLM";
+  for (const auto& name : *architectures)
+    if (name.is_string() && name.get<std::string>().size() > suffix.size() &&
+        name.get<std::string>().compare(name.get<std::string>().size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
+  return false;
+}
+
 // The encoder: config.json and model.safetensors; the tokenizer files are read later.
 // Returns whether config.json is a classification checkpoint (read_classification).
 bool read_transformer(ModelFolderLayout& layout, const fs::path& dir, const std::string& conversion) {
@@ -175,7 +199,46 @@ bool read_transformer(ModelFolderLayout& layout, const fs::path& dir, const std:
   layout.encoder = encoder_config_from_hf_json(config.string());
   require_safetensors(dir, conversion);
   layout.transformer_dir = dir.string();
-  return read_classification(layout, read_json_object(config), config);
+  const json object = read_json_object(config);
+  layout.masked_lm = names_masked_lm(object);
+  return read_classification(layout, object, config);
+}
+
+// A SparseEncoder's Transformer reads the masked-LM head's logits: sentence_bert_config.json's
+// transformer_task "fill-mask" (the MLMTransformer module's, whatever the file says).
+void check_fill_mask_task(const ModelFolderLayout& layout, bool mlm_transformer) {
+  if (mlm_transformer) return;
+  const fs::path file = fs::path(layout.transformer_dir) / "sentence_bert_config.json";
+  const json config = fs::exists(file) ? read_json_object(file) : json::object();
+  const auto task = config.find("transformer_task");
+  if (task != config.end() && task->is_string() && task->get<std::string>() == "fill-mask") return;
+  fail(file, "transformer_task is " + (task == config.end() ? std::string("absent") : task->dump()) +
+                 ", and SpladePooling pools the masked-LM head's logits: a sparse encoder's Transformer has "
+                 "transformer_task \"fill-mask\"");
+}
+
+// 1_SpladePooling/config.json: pooling_strategy, activation_function, embedding_dimension.
+void read_splade_pooling(ModelFolderLayout& layout, const fs::path& file) {
+  const json config = fs::exists(file) ? read_json_object(file) : json::object();
+  const auto choice = [&](const char* key, const char* fallback, auto& out) {
+    const auto it = config.find(key);
+    const std::string name = it == config.end() || it->is_null() ? fallback : it->is_string() ? it->get<std::string>() : "";
+    using Choice = std::decay_t<decltype(out)>;
+    const auto value = find_choice<Choice>(name);
+    if (!value)
+      fail(file, std::string(key) + " " + (it == config.end() ? name : it->dump()) + ": expected " +
+                     describe_choices(choice_names<Choice>()));
+    out = *value;
+  };
+  choice("pooling_strategy", "max", layout.splade_reduce);
+  choice("activation_function", "relu", layout.splade_activation);
+  for (const char* key : {"embedding_dimension", "word_embedding_dimension"}) {
+    const auto it = config.find(key);
+    if (it != config.end() && !it->is_null() &&
+        !(it->is_number_integer() && it->get<int64_t>() == layout.encoder.vocab_size()))
+      fail(file, std::string(key) + " " + it->dump() + " is not the masked-LM head's vocabulary size " +
+                     std::to_string(layout.encoder.vocab_size()) + " (config.json's vocab_size)");
+  }
 }
 
 // The Transformer's own settings (sentence-transformers reads them from its folder).
@@ -314,9 +377,15 @@ void read_sentence_transformers_folder(ModelFolderLayout& layout, const fs::path
     const fs::path dir = m.path.empty() ? root : root / m.path;
     switch (m.kind) {
       case ModuleKind::Transformer:
+      case ModuleKind::MlmTransformer:
         layout.cross_encoder = read_transformer(layout, dir, sentence_transformers_conversion(root)) &&
                                modules.size() == 1;
         read_sentence_bert_config(layout);
+        break;
+      case ModuleKind::SpladePooling:
+        check_fill_mask_task(layout, modules.front().kind == ModuleKind::MlmTransformer);
+        layout.sparse = true;
+        read_splade_pooling(layout, dir / "config.json");
         break;
       case ModuleKind::Pooling:
         layout.pooling = read_pooling(dir / "config.json", layout.encoder.hidden_size(), layout.include_prompt);

@@ -128,6 +128,32 @@ void write_cross_encoder_modules(const fs::path& tmp, const ModelFolderOptions& 
               {"default_prompt_name", options.default_prompt_name ? json(*options.default_prompt_name) : json(nullptr)}});
 }
 
+// ---- a sparse encoder's files: SparseEncoder.save()'s in sentence-transformers 6 ----------
+
+void write_sparse_modules(const fs::path& tmp, const SentenceEmbedderImpl& model, const ModelFolderOptions& options) {
+  write_json(tmp / "sentence_bert_config.json",
+             {{"transformer_task", "fill-mask"},
+              {"modality_config", {{"text", {{"method", "forward"}, {"method_output_name", "logits"}}}}},
+              {"module_output_name", "token_embeddings"},
+              {"max_seq_length", options.max_length},
+              {"do_lower_case", options.lower_case_text}});
+  write_json(tmp / "1_SpladePooling" / "config.json",
+             {{"pooling_strategy", choice_name(model.sparse_shape().reduce)},
+              {"activation_function", choice_name(model.sparse_shape().activation)},
+              {"embedding_dimension", model.embedding_dim()}});
+  write_json(tmp / "modules.json",
+             json::array({{{"idx", 0}, {"name", "0"}, {"path", ""},
+                           {"type", "sentence_transformers.base.modules.transformer.Transformer"}},
+                          {{"idx", 1}, {"name", "1"}, {"path", "1_SpladePooling"},
+                           {"type", "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"}}}));
+  write_json(tmp / "config_sentence_transformers.json",
+             {{"__version__", {{"sentence_transformers", "6.0.0"}}},
+              {"model_type", "SparseEncoder"},
+              {"prompts", json(options.prompts)},
+              {"default_prompt_name", options.default_prompt_name ? json(*options.default_prompt_name) : json(nullptr)},
+              {"similarity_fn_name", "dot"}});
+}
+
 // Hugging Face tokenizers truncate to tokenizer_config.json's model_max_length; more
 // tokens than the model has positions would fail inside the model, so cap it there.
 void cap_tokenizer_max_length(const fs::path& dir, int64_t max_position) {
@@ -158,14 +184,19 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   // Module 0, the Transformer: a Hugging Face encoder folder with its tokenizer.
   const TextEncoderImpl& encoder = model->encoder();
   const EncoderConfig& config = encoder.encoder_config();
-  const bool cross = model->is_cross_encoder();
+  const bool cross = model->is_cross_encoder(), sparse = model->is_sparse();
   const ScoreActivation activation = cross ? folder_activation(*model, options) : ScoreActivation::Identity;
-  write_json(tmp / "config.json", cross ? cross_encoder_config(*model, activation) : encoder.hf_config_json());
+  json hf_config = cross ? cross_encoder_config(*model, activation) : encoder.hf_config_json();
+  if (sparse) hf_config["architectures"] = json::array({model->mlm->architecture()});
+  write_json(tmp / "config.json", hf_config);
   // An encoder fine-tuned with LoRA is written with its adapters merged: a plain model.
   NamedTensors tensors = merged_tensors(encoder);
   if (cross) {  // a *ForSequenceClassification file: the encoder under its prefix, then the head
     for (auto& item : tensors) item.first = model->head->encoder_prefix() + item.first;
     for (const auto& item : model->head->file_tensors()) tensors.push_back(item);
+  } else if (sparse) {  // a *ForMaskedLM file: the same, with the masked-LM head
+    for (auto& item : tensors) item.first = model->mlm->encoder_prefix() + item.first;
+    for (const auto& item : model->mlm->file_tensors()) tensors.push_back(item);
   } else {
     for (const auto& item : options.carried)
       if (std::none_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == item.first; }))
@@ -177,6 +208,8 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
 
   if (cross) {
     write_cross_encoder_modules(tmp, options, activation);
+  } else if (sparse) {
+    write_sparse_modules(tmp, *model, options);
   } else {
     write_json(tmp / "sentence_bert_config.json",
                {{"max_seq_length", options.max_length}, {"do_lower_case", options.lower_case_text}});
@@ -194,10 +227,13 @@ void save_model_folder(const std::string& dir, SentenceEmbedder& model, const To
   info["format"] = "ddp-embed model folder";
   info["format_version"] = 1;
   info["architecture"] = architecture_name(config.architecture);
-  info["kind"] = choice_name(cross ? ModelKind::CrossEncoder : ModelKind::BiEncoder);
+  info["kind"] = choice_name(cross ? ModelKind::CrossEncoder : sparse ? ModelKind::Sparse : ModelKind::BiEncoder);
   if (cross) {
     info["num_labels"] = model->head->num_labels();
     info["activation"] = choice_name(activation);
+  } else if (sparse) {
+    info["pooling_strategy"] = choice_name(model->sparse_shape().reduce);
+    info["activation_function"] = choice_name(model->sparse_shape().activation);
   } else {
     info["pooling"] = choice_name(model->pooling());
     info["projection_dim"] = model->dense.empty() ? 0 : model->embedding_dim();

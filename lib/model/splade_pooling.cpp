@@ -11,6 +11,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "compat/torch_compat.h"
+
 namespace ddp_embed {
 
 at::Tensor splade_activation(const at::Tensor& logits, SpladeActivation act) {
@@ -33,6 +35,11 @@ struct SpladeChunks : torch::CustomClassHolder {
   SpladeReduce reduce;
   SpladeActivation act;
   int64_t chunk;
+  // Forward's autocast (train.precision bf16 / fp16): backward recomputes the chunks under
+  // the same casts, or their values would not match the maxima kept, and no token would
+  // get its text's gradient.
+  c10::DeviceType device = c10::kCPU;
+  compat::AutocastState autocast;
 };
 constexpr const char* kChunksKey = "splade";
 
@@ -49,6 +56,8 @@ class SpladePoolFunction : public torch::autograd::Function<SpladePoolFunction> 
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& text_of_row,
                             int64_t texts, at::TensorList /*params*/, c10::intrusive_ptr<SpladeChunks> chunks) {
     const int64_t rows = hidden.size(0);
+    chunks->device = hidden.device().type();
+    chunks->autocast = compat::autocast_state(chunks->device);
     at::Tensor pooled;
     for (int64_t start = 0; start < rows; start += chunks->chunk) {
       const int64_t n = std::min(chunks->chunk, rows - start);
@@ -87,6 +96,7 @@ class SpladePoolFunction : public torch::autograd::Function<SpladePoolFunction> 
       at::Tensor values;
       {
         at::AutoGradMode record(true);
+        compat::AutocastGuard same_casts(chunks->device, chunks->autocast);
         values = splade_activation(chunks->head(rows_in), chunks->act);
       }
       at::Tensor upstream = grad.index_select(0, text);

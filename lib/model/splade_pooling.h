@@ -30,10 +30,9 @@
 
 #include <ATen/ATen.h>
 
-namespace ddp_embed {
+#include "config/choices.h"  // SpladeReduce, SpladeActivation
 
-enum class SpladeReduce { Max, Sum };
-enum class SpladeActivation { Relu, Log1pRelu };
+namespace ddp_embed {
 
 // The vocabulary head: hidden [n, H] -> logits [n, V], the same function of each row; it
 // uses no tensor that needs a gradient but the parameters passed beside it.

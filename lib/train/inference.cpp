@@ -273,6 +273,50 @@ void refuse_output_over_input(const std::string& output, const std::string& inpu
 
 }  // namespace
 
+namespace {
+
+// A sparse encoder's vectors as JSON lines, {"text": ..., "sparse": {"TOKEN_ID": weight, ...}}
+// with the non-zero entries in id order (what SparseEncoder.decode lists, by id). Texts
+// go through embed_texts a block at a time: a block's dense [texts, vocabulary] rows are
+// the largest thing held (4096 × 30,522 floats, 500 MB; XLM-R's 250,002: a block of 512).
+int write_sparse_encoding(const EncodeOptions& o, LoadedModel& loaded, const std::vector<std::string>& sentences,
+                          const std::string& prompt, const c10::Device& device, ProcessGroup& single) {
+  if (ends_with(o.output, ".npy"))
+    throw std::invalid_argument("--output " + o.output + ": " + o.model_dir + " is a sparse encoder, whose vectors " +
+                                "have one entry per vocabulary word (" + std::to_string(loaded.model->embedding_dim()) +
+                                "), almost all 0: write them as JSON lines (--output FILE.jsonl), each text's "
+                                "non-zero entries as {\"token_id\": weight}");
+  if (o.normalize)
+    throw std::invalid_argument("--normalize: a sparse encoder's vectors are compared by dot product, as they are "
+                                "(sentence-transformers' SparseEncoder does not normalize them): leave it out");
+  const int64_t block = std::max<int64_t>(o.batch_size, int64_t(125000000) / loaded.model->embedding_dim());
+  std::string out;
+  double active = 0;
+  for (size_t start = 0; start < sentences.size(); start += size_t(block)) {
+    const std::vector<std::string> texts(sentences.begin() + start,
+                                         sentences.begin() + std::min(sentences.size(), start + size_t(block)));
+    const at::Tensor rows = embed_texts(loaded, texts, prompt, {o.batch_size, device, false, "encode"}, single);
+    for (int64_t i = 0; i < rows.size(0); ++i) {
+      const at::Tensor ids = rows[i].nonzero().squeeze(1);
+      const at::Tensor weights = rows[i].index_select(0, ids);
+      nlohmann::ordered_json entries = nlohmann::ordered_json::object();
+      const int64_t* id = ids.data_ptr<int64_t>();
+      const float* w = weights.data_ptr<float>();
+      for (int64_t k = 0; k < ids.size(0); ++k) entries[std::to_string(id[k])] = w[k];
+      active += double(ids.size(0));
+      const nlohmann::ordered_json line = {{"text", texts[size_t(i)]}, {"sparse", entries}};
+      out += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
+  }
+  write_file_atomically(o.output, out);
+  spdlog::info("encode: {} sparse vectors over {} vocabulary entries, {:.1f} active a text, written to {}",
+               sentences.size(), loaded.model->embedding_dim(),
+               sentences.empty() ? 0.0 : active / double(sentences.size()), o.output);
+  return 0;
+}
+
+}  // namespace
+
 int run_encode(const EncodeOptions& o) {
   refuse_output_over_input(o.output, o.input);
   const c10::Device device(o.device);
@@ -286,6 +330,7 @@ int run_encode(const EncodeOptions& o) {
   loaded.model->to(device);
 
   auto single = ProcessGroup::single();
+  if (loaded.model->is_sparse()) return write_sparse_encoding(o, loaded, sentences, prompt, device, *single);
   const at::Tensor out = embed_texts(loaded, sentences, prompt, {o.batch_size, device, o.normalize, "encode"}, *single)
                              .contiguous();
   write_file_atomically(o.output, ends_with(o.output, ".npy") ? npy_bytes(out) : embeddings_jsonl(sentences, out));
@@ -363,6 +408,10 @@ int run_eval(const EvalOptions& o) {
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
   require_bi_encoder(loaded, o.model_dir, "eval without --first-stage");
+  if (loaded.model->is_sparse())
+    throw std::invalid_argument(o.model_dir + " is a sparse encoder (SpladePooling): its evaluation (an inverted "
+                                "index over the corpus) is not implemented yet; evaluate it with sentence-transformers' "
+                                "SparseInformationRetrievalEvaluator");
   loaded.model->to(device);
   if (!o.beir.empty()) return run_eval_beir(o, loaded, device);
   PairDataset data = load_pairs({o.data}, *loaded.tokenizer, loaded.max_length, false);

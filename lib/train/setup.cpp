@@ -57,7 +57,18 @@ std::optional<ModelFolderLayout> read_init_folder(const Config& cfg) {
     throw ConfigError("model.init " + *cfg.model.init + " has a head of " + std::to_string(init.num_labels) +
                       " labels and model.num_labels is " + std::to_string(cfg.model.num_labels) +
                       ": set model.num_labels " + std::to_string(init.num_labels) + " to train that head further");
-  if (!cross) check_projection_against_init(cfg, init);
+  const bool sparse = cfg.model.kind == ModelKind::Sparse;
+  if (init.sparse && !sparse)
+    throw ConfigError("model.init " + *cfg.model.init + " is a sparse encoder (SpladePooling), and model.kind is \"" +
+                      choice_name(cfg.model.kind) + "\": set model.kind \"sparse\" (and loss.type \"splade\") to "
+                      "train it further");
+  if (sparse && (init.cross_encoder || !init.masked_lm))
+    throw ConfigError("model.init " + *cfg.model.init + ": a sparse encoder starts from a folder with a masked-language-"
+                      "model head, and " + (fs::path(init.transformer_dir) / "config.json").string() +
+                      " names no *ForMaskedLM architecture: give a BertForMaskedLM or XLMRobertaForMaskedLM folder "
+                      "(transformers' AutoModelForMaskedLM.from_pretrained(NAME).save_pretrained(DIR) writes one) or "
+                      "a SparseEncoder folder");
+  if (!cross && !sparse) check_projection_against_init(cfg, init);
   return init;
 }
 
@@ -223,8 +234,16 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
   torch::manual_seed(cfg.train.seed);
   // A cross-encoder: the encoder and a classification head (model/cross_encoder.h), the
   // head the init folder's when it is a cross-encoder's, else new (and BERT's pooler).
+  // A sparse encoder: the encoder, its masked-LM head, SPLADE pooling as model.sparse says,
+  // else as the init folder's SpladePooling does, else max and relu.
+  const bool init_sparse = init && init->sparse;
+  const SentenceEmbedderImpl::SparseShape sparse{
+      cfg.model.sparse.pooling_strategy.value_or(init_sparse ? init->splade_reduce : SpladeReduce::Max),
+      cfg.model.sparse.activation_function.value_or(init_sparse ? init->splade_activation : SpladeActivation::Relu),
+      cfg.model.sparse.chunk_tokens};
   SentenceEmbedder model =
-      cfg.model.kind == ModelKind::CrossEncoder
+      cfg.model.kind == ModelKind::Sparse ? SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(arch, sparse))
+      : cfg.model.kind == ModelKind::CrossEncoder
           ? SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(
                 arch, SentenceEmbedderImpl::CrossEncoderShape{cfg.model.num_labels}))
       : init && !init->dense.empty()
@@ -336,7 +355,8 @@ ModelFolderOptions output_folder_options(const Config& cfg, const Inputs& in) {
     options.lower_case_text = init->lower_case_text;
     options.normalize = init->normalize;
     options.default_prompt_name = init->default_prompt_name;
-    options.carried = carried_init_tensors(*init);
+    // BertForMaskedLM has no pooler: a sparse folder carries none.
+    if (cfg.model.kind != ModelKind::Sparse) options.carried = carried_init_tensors(*init);
     if (init->cross_encoder) options.activation = init->activation;  // a reranker scores as it did
   }
   options.prompts = in.prompts;
@@ -498,6 +518,14 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
                                              model->head->architecture(), model->head->num_labels(),
                                              model->head->num_labels() == 1 ? "" : "s",
                                              choice_name(cfg.loss.cross_encoder.type))
+                           : model->is_sparse()
+                               ? fmt::format("a sparse encoder ({} head over {} entries, SPLADE {} of {}; FLOPS "
+                                             "weights {:g} documents, {:g} queries)",
+                                             model->mlm->architecture(), model->embedding_dim(),
+                                             choice_name(model->sparse_shape().reduce),
+                                             choice_name(model->sparse_shape().activation),
+                                             cfg.loss.sparse.document_regularizer_weight,
+                                             cfg.loss.sparse.query_regularizer_weight)
                                : fmt::format("pooling {}, projection {}", choice_name(model->pooling()),
                                              cfg.model.projection_dim);
   spdlog::info("model: {} {:.2f}M parameters{} (hidden {}, {} layers, {} heads), {}; "

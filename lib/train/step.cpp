@@ -18,6 +18,8 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
   ModelUnderTraining& training = context.training;
   DataParallel& dp = *training.data_parallel;
   const int accum = cfg.train.grad_accum_steps;
+  // loss.sparse's regularizer weights rise over their warm-up; everything else as configured.
+  const LossConfig loss_config = loss_at_step(cfg.loss, step, context.total_steps);
   // Dropout masks from (seed, rank, steps done before this one): a resumed run draws
   // exactly the same ones.
   torch::manual_seed(mix_hash(cfg.train.seed, uint64_t(worker.pg->rank()), uint64_t(step - 1)));
@@ -48,13 +50,13 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
       training.loss_scaler.scale_loss(loss).backward();
     } else if (cfg.train.gradcache_chunk > 0) {
       loss = gradcache_forward_backward(training.model, micro, {cfg.train.gradcache_chunk, worker.precision, worker.device},
-                                        cfg.loss, context.exchange, context.loss_share, training.loss_scaler, &dp,
+                                        loss_config, context.exchange, context.loss_share, training.loss_scaler, &dp,
                                         &out.masked, &out.guided);
     } else {
       {
         AutocastScope autocast(worker.precision, worker.device);  // the forward only; backward runs outside it
         const PairLoss pair =
-            training.model->forward(micro.query, micro.pos, micro.neg, cfg.loss, context.exchange, micro.labels);
+            training.model->forward(micro.query, micro.pos, micro.neg, loss_config, context.exchange, micro.labels);
         loss = context.loss_share(pair.loss);
         out.masked += pair.masked;
         out.guided += pair.guided;

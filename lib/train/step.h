@@ -37,6 +37,7 @@ struct StepContext {
   // for the run; the tests' fault injection wraps it (train/fault_injection.h).
   std::function<at::Tensor(const at::Tensor& micro_batch_loss)> loss_share;
   GuideEncoder* guide = nullptr;  // loss.guide's frozen encoder (train/guide.h); null without one
+  int64_t total_steps = 0;        // the run's: loss.sparse's warm-up is a share of them (loss_at_step)
 };
 
 // The loss share of train.grad_accum_steps micro-batches a step: loss / accum_steps.

@@ -164,7 +164,7 @@ int run_training(const Config& given) {
                         (cfg.model.kind == ModelKind::CrossEncoder && cfg.loss.cross_encoder.type == RerankLoss::Lambda &&
                          cfg.loss.cross_encoder.k > 0);
   StepContext step_context{cfg, worker, training, training.data_parallel->candidate_exchange(exchange),
-                           accumulation_share(cfg.train.grad_accum_steps), guide.get()};
+                           accumulation_share(cfg.train.grad_accum_steps), guide.get(), total_steps};
   const StepFunction train = with_test_faults(
       [&step_context](StepBatches& batches, int64_t step, double lr) {
         return train_step(step_context, batches, step, lr);

@@ -207,10 +207,11 @@ TEST(Config, EnumsListTheAllowedSet) {
 // and reads the printed config again to the same values: parse -> print -> parse.
 TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
   const auto keys = choice_keys();
-  ASSERT_EQ(keys.size(), 22u) << "model.kind, model.pooling, model.attention, tokenizer.type, data.mixing, "
+  ASSERT_EQ(keys.size(), 25u) << "model.kind, model.pooling, model.attention, model.sparse.pooling_strategy, "
+                                 ".activation_function, tokenizer.type, data.mixing, "
                                  "loss.type, loss.directions, loss.partition_mode, loss.hardness_mode, "
                                  "loss.guide.margin_strategy, loss.cross_encoder.type, .activation, .weighting, "
-                                 ".reduction_log, train.lr_scaling, "
+                                 ".reduction_log, loss.sparse.schedule, train.lr_scaling, "
                                  "train.schedule, train.device, train.precision, train.optimizer_offload, "
                                  "dist.backend, output.resume, output.report_to";
   for (const auto& [key, spellings] : keys) {
@@ -224,7 +225,15 @@ TEST(Config, EveryChoiceRoundTripsThroughItsTable) {
       json listed = json::array({spelling});
       if (key == "loss.type") sets.insert(sets.end(), {"loss.distill.weight=1", "data.negatives_per_query=1"});
       const bool reranker = key.rfind("loss.cross_encoder.", 0) == 0 || (key == "model.kind" && spelling == "cross_encoder");
-      if (key.rfind("loss.", 0) == 0 && key != "loss.type" && !reranker) sets.push_back("loss.type=infonce");
+      // A sparse encoder's keys, and loss.type splade, need model.kind sparse, which refuses data.eval.
+      const bool sparse = key.rfind("model.sparse.", 0) == 0 || key.rfind("loss.sparse.", 0) == 0 ||
+                          (key == "model.kind" && spelling == "sparse") || (key == "loss.type" && spelling == "splade");
+      if (key.rfind("loss.", 0) == 0 && key != "loss.type" && !reranker && !sparse) sets.push_back("loss.type=infonce");
+      if (sparse) {
+        sets.insert(sets.end(), {"data.eval=null"});
+        if (key != "model.kind") sets.push_back("model.kind=sparse");
+        if (key == "loss.type") sets = {key + "=" + spelling, "model.kind=sparse", "data.eval=null"};
+      }
       if (reranker)  // a reranker's loss keys need model.kind cross_encoder, which refuses data.eval
         sets.insert(sets.end(), {"model.kind=cross_encoder", "data.eval=null", "data.negatives_per_query=1"});
       if (key == "loss.hardness_mode") sets.push_back("data.negatives_per_query=1");
@@ -318,7 +327,7 @@ TEST(Config, DocsListEveryChoiceAsTheTableSpellsIt) {
 
 TEST(Config, MistypedChoiceSaysDidYouMean) {
   EXPECT_EQ(from_json_error(R"({"loss": {"type": "infonse"}})"),
-            R"(cfg.json: loss.type: expected one of "pairwise_sigmoid", "infonce", "none", "margin_mse", got "infonse")"
+            R"(cfg.json: loss.type: expected one of "pairwise_sigmoid", "infonce", "none", "margin_mse", "splade", got "infonse")"
             R"( (did you mean "infonce"?))");
   EXPECT_EQ(from_json_error("{}", {"train.schedule=cosin"}),
             R"(--set train.schedule: expected one of "linear", "cosine", "constant", got "cosin")"
@@ -572,7 +581,7 @@ TEST(Config, PrintsEveryKeyAndRoundTrips) {
   EXPECT_EQ(j["train"]["seed"].get<uint64_t>(), 18446744073709551615ull);
   for (const char* section : {"model", "tokenizer", "data", "loss", "train", "dist", "output"})
     EXPECT_TRUE(j.contains(section)) << section;
-  EXPECT_EQ(j["model"].size(), 16u);
+  EXPECT_EQ(j["model"].size(), 17u);
   EXPECT_EQ(j["train"].size(), 19u);
   EXPECT_EQ(j["dist"].size(), 4u);
 
@@ -626,6 +635,54 @@ TEST(Config, ReadsSourcesPromptsMatryoshkaAndDistillation) {
 // sentence-transformers 6's MNRL options and MarginMSE: read, and refused as it refuses them.
 // model.kind: each kind's loss keys apply to it alone, and what a cross-encoder run does
 // not have (evaluation during training, more than one label) is said at once.
+// A sparse encoder's defaults follow from model.kind, and its keys from it and loss.type.
+TEST(Config, SparseKindDefaultsToSpladeAtScaleOneAndOwnsItsKeys) {
+  const Config c = config_from_json(json::parse(R"({"model": {"kind": "sparse"}, "data": {"eval": null}})"), "cfg.json");
+  EXPECT_EQ(c.loss.type, LossType::Splade);
+  EXPECT_EQ(c.loss.temperature, 1.0);  // SparseMultipleNegativesRankingLoss's scale 1
+  EXPECT_EQ(c.loss.sparse.document_regularizer_weight, 3e-5);
+  EXPECT_EQ(c.loss.sparse.query_regularizer_weight, 5e-5);
+  const Config t = config_from_json(
+      json::parse(R"({"model": {"kind": "sparse"}, "loss": {"temperature": 0.5}, "data": {"eval": null}})"), "cfg.json");
+  EXPECT_EQ(t.loss.temperature, 0.5);  // given: kept
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "splade"}, "data": {"eval": null}})"),
+                  R"(loss.type "splade" trains a sparse encoder: set model.kind "sparse")");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "sparse"}, "loss": {"type": "infonce"}, "data": {"eval": null}})"),
+                  R"(set loss.type "splade")");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"sparse": {"pooling_strategy": "sum"}}})"),
+                  R"(model.sparse applies to a sparse encoder)");
+  EXPECT_CONTAINS(from_json_error(R"({"loss": {"sparse": {"query_regularizer_weight": 1}}})"),
+                  R"(loss.sparse sets loss.type "splade"'s regularizers)");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "sparse"}, "loss": {"sparse": {"document_regularizer_weight": -1}}})"),
+                  "loss.sparse.document_regularizer_weight");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "sparse"}})"), "data.eval");  // the demo's default eval set
+}
+
+// loss_at_step against sentence-transformers' SpladeRegularizerWeightSchedulerCallback:
+// warmup_steps = int(10 × 1/3) = 3; at the start of step s it has done s - 1 steps, and
+// the weight is max × ((s - 1) / 3)² (quadratic) or × (s - 1) / 3 (linear) until 3 are done.
+TEST(Config, SpladeRegularizerWeightsRiseAsSentenceTransformersCallbackRaisesThem) {
+  LossConfig loss;
+  loss.type = LossType::Splade;
+  loss.sparse.document_regularizer_weight = 0.9;
+  loss.sparse.query_regularizer_weight = 0.45;
+  const double quadratic[] = {0.0, 1.0 / 9.0, 4.0 / 9.0, 1.0, 1.0};
+  for (int64_t step = 1; step <= 5; ++step) {
+    const LossConfig at = loss_at_step(loss, step, 10);
+    EXPECT_DOUBLE_EQ(at.sparse.document_regularizer_weight, 0.9 * quadratic[step - 1]) << step;
+    EXPECT_DOUBLE_EQ(at.sparse.query_regularizer_weight, 0.45 * quadratic[step - 1]) << step;
+  }
+  loss.sparse.schedule = RegularizerSchedule::Linear;
+  EXPECT_DOUBLE_EQ(loss_at_step(loss, 3, 10).sparse.document_regularizer_weight, 0.9 * 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(loss_at_step(loss, 1, 2).sparse.document_regularizer_weight, 0.0);  // int(2/3) = 0 -> 1 step
+  EXPECT_DOUBLE_EQ(loss_at_step(loss, 2, 2).sparse.document_regularizer_weight, 0.9);
+  loss.sparse.warmup_ratio = 0;  // no warm-up: the full weights from the first step
+  EXPECT_DOUBLE_EQ(loss_at_step(loss, 1, 10).sparse.document_regularizer_weight, 0.9);
+  loss.type = LossType::Infonce;  // another loss: untouched
+  loss.sparse.warmup_ratio = 0.5;
+  EXPECT_DOUBLE_EQ(loss_at_step(loss, 1, 10).sparse.document_regularizer_weight, 0.9);
+}
+
 TEST(Config, ModelKindTakesItsOwnLossKeys) {
   const Config c = config_from_json(json::parse(R"({"model": {"kind": "cross_encoder"}, "data": {"eval": null,
       "negatives_per_query": 3}, "loss": {"cross_encoder": {"type": "lambda", "weighting": "lambdarank", "k": 5,
@@ -666,7 +723,7 @@ TEST(Config, ModelKindTakesItsOwnLossKeys) {
       "negatives_per_query": 2}, "loss": {"cross_encoder": {"type": "cross_entropy"}}})"),
                   "data.negatives_per_query must be 0 for a classifier");
   EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "crossencoder"}})"),
-                  R"(model.kind: expected one of "bi_encoder", "cross_encoder", got "crossencoder" (did you mean )"
+                  R"(model.kind: expected one of "bi_encoder", "cross_encoder", "sparse", got "crossencoder" (did you mean )"
                   R"("cross_encoder"?))");
 }
 
@@ -694,7 +751,7 @@ TEST(Config, LossDirectionsHardnessAndMarginMseAreCheckedWhenRead) {
   EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "directions": ["query_to_doc", "query_to_doc"]}})"),
                   "loss.directions names \"query_to_doc\" twice");
   EXPECT_CONTAINS(from_json_error(R"({"loss": {"hardness_mode": "all_negatives", "hardness_strength": 1}})"),
-                  "cfg.json: loss.hardness_mode / loss.hardness_strength apply to loss.type \"infonce\" only, and "
+                  "cfg.json: loss.hardness_mode / loss.hardness_strength apply to loss.type \"infonce\" (or \"splade\") only, and "
                   "loss.type is \"pairwise_sigmoid\"");
   EXPECT_CONTAINS(from_json_error(R"({"loss": {"type": "infonce", "hardness_strength": -1}})"),
                   "cfg.json: loss.hardness_strength: expected a non-negative number");
