@@ -116,11 +116,10 @@ done
 
 "$py" - "$out" "$systems" "$seeds" "$warm" "$pairs_per_step" "$workers" "$model" "$train" "$max_length" \
   "$negatives" <<'PY'
-"""The table: each run's step times (ours: metrics.jsonl, st: peer-rank0.json), the workers'
-peak RSS (maxrss-kb.rank<R>), medians [min, max] over the seeds; medians to OUT/table.json."""
-import glob, json, os, statistics, sys
+"""The table (scripts/python/bench_side_by_side.py), tokens/s counting a joined pair's tokens."""
+import json, sys
 sys.path.insert(0, "scripts/python")
-from bench_table import cell, ours_record, peer_record
+from bench_side_by_side import print_table
 
 out, systems, seeds, warm, pairs_per_step, workers, model, train, max_length, negatives = sys.argv[1:]
 warm, pairs_per_step, workers, max_length, negatives = map(int, (warm, pairs_per_step, workers, max_length, negatives))
@@ -140,43 +139,7 @@ def mean_tokens_per_pair():
     ids = tok(firsts, seconds, truncation=True, max_length=max_length)["input_ids"]
     return sum(map(len, ids)) / len(ids)
 
-def workers_rss_mb(d):
-    files = sorted(glob.glob(os.path.join(d, "maxrss-kb.rank*")))
-    if len(files) != workers:
-        raise SystemExit(f"bench-rerank: {d}: {len(files)} maxrss-kb.rank* files, expected {workers}")
-    return sum(int(open(f).read().split()[-1]) for f in files) / 1024.0
-
-tokens_per_pair = mean_tokens_per_pair()
-columns = ["system", "pairs/s", "tokens/s", "step ms", "peak RSS MB (sum)", "rank 0 RSS MB", "start-up s"]
-rows, medians = [], {}
-for system in systems.split():
-    recs = []
-    for seed in seeds.split():
-        d = os.path.join(out, f"{system}-seed{seed}")
-        rec = ours_record(os.path.join(d, "metrics.jsonl")) if system == "ours" else \
-            peer_record(os.path.join(d, "peer-rank0.json"))
-        timed = rec["step_seconds"][warm:]
-        rec["pairs_per_s"] = pairs_per_step * len(timed) / sum(timed) if timed else None
-        rec["tokens_per_s"] = rec["pairs_per_s"] * tokens_per_pair if timed else None
-        rec["step_ms"] = 1000 * statistics.median(timed) if timed else None
-        rec["rss_sum_mb"] = workers_rss_mb(d)
-        recs.append(rec)
-    col = lambda key: [r.get(key) for r in recs]
-    rows.append([system, cell(col("pairs_per_s"), "{:.1f}"), cell(col("tokens_per_s"), "{:.0f}"),
-                 cell(col("step_ms"), "{:.0f}"), cell(col("rss_sum_mb"), "{:.0f}"),
-                 cell(col("peak_rss_mb"), "{:.0f}"), cell(col("startup_s"), "{:.2f}")])
-    medians[system] = {k: statistics.median([v for v in col(k) if v is not None] or [float("nan")])
-                       for k in ("pairs_per_s", "tokens_per_s", "step_ms", "rss_sum_mb", "peak_rss_mb", "startup_s")}
-if "ours" in medians and "st" in medians:
-    o, s = medians["ours"], medians["st"]
-    rows.append(["ours / st", f"{o['pairs_per_s'] / s['pairs_per_s']:.2f}x", f"{o['tokens_per_s'] / s['tokens_per_s']:.2f}x",
-                 f"{o['step_ms'] / s['step_ms']:.2f}x", f"{o['rss_sum_mb'] / s['rss_sum_mb']:.2f}x",
-                 f"{o['peak_rss_mb'] / s['peak_rss_mb']:.2f}x", f"{o['startup_s'] / s['startup_s']:.2f}x"])
-with open(os.path.join(out, "table.json"), "w") as f:
-    json.dump({"pairs_per_step": pairs_per_step, "tokens_per_pair": tokens_per_pair, "rows": medians}, f, indent=1)
-widths = [max(len(str(r[i])) for r in rows + [columns]) for i in range(len(columns))]
-print(f"# medians [min, max] over seeds {seeds}; {pairs_per_step} scored pairs a step; tokens/s = pairs/s x "
-      f"{tokens_per_pair:.1f} real tokens per joined pair; peak RSS: the sum over {workers} workers")
-for r in [columns] + rows:
-    print("  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+print_table("bench-rerank", out, systems.split(), seeds.split(), warm, pairs_per_step, workers,
+            mean_tokens_per_pair(),
+            "{pairs_per_step} scored pairs a step; tokens/s = pairs/s x {tokens_per_pair:.1f} real tokens per joined pair")
 PY

@@ -508,6 +508,8 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin,
   // products by 1 (sentence-transformers' SparseMultipleNegativesRankingLoss), not cosines by 20.
   if (c.model.kind == ModelKind::Sparse && !reader.given("loss.type")) c.loss.type = LossType::Splade;
   if (c.loss.type == LossType::Splade && !reader.given("loss.temperature")) c.loss.temperature = 1.0;
+  // The demo's evaluation set is a file of pairs; a sparse encoder is evaluated on BEIR folders.
+  if (c.model.kind == ModelKind::Sparse && !reader.given("data.eval")) c.data.eval = EvalSets{};
   errors.insert(errors.end(), reader.errors.begin(), reader.errors.end());
   if (errors.empty()) check_relations(c, reader, errors);
 
@@ -569,32 +571,6 @@ uint64_t config_hash(const Config& c) {
   // FNV-1a over the compact dump; nlohmann::json keeps object keys sorted, so the text
   // depends only on the values.
   return fnv1a64(config_to_json(c).dump(), kFnv1a64ShortOffset);
-}
-
-LossConfig loss_at_step(const LossConfig& loss, int64_t step, int64_t total_steps) {
-  LossConfig out = loss;
-  if (loss.type != LossType::Splade || !(loss.sparse.warmup_ratio > 0)) return out;
-  // sentence-transformers: warmup_steps = int(total × ratio), at least 1; at the beginning
-  // of a step, global_step (the steps done) against it.
-  const int64_t warmup = std::max<int64_t>(1, int64_t(double(total_steps) * loss.sparse.warmup_ratio));
-  const int64_t done = step - 1;
-  if (done >= warmup) return out;
-  const double ratio = double(done) / double(warmup);
-  const double factor = loss.sparse.schedule == RegularizerSchedule::Linear ? ratio : ratio * ratio;
-  out.sparse.document_regularizer_weight *= factor;
-  out.sparse.query_regularizer_weight *= factor;
-  return out;
-}
-
-double margin_mse_weight(const LossConfig& loss) {
-  return loss.type == LossType::MarginMse ? 1.0 : loss.margin_mse.weight;
-}
-
-std::string teacher_scores_key(const LossConfig& loss) {
-  if (loss.distill.weight > 0) return "loss.distill";
-  if (loss.type == LossType::MarginMse) return "loss.type \"margin_mse\"";
-  if (loss.margin_mse.weight > 0) return "loss.margin_mse";
-  return "";
 }
 
 }  // namespace ddp_embed

@@ -126,9 +126,6 @@ void check_sparse_kind(const Config& c, const OriginOf& origin_of, std::vector<s
   refuse(l.distill.weight > 0 || l.margin_mse.weight > 0, {"loss.distill.weight", "loss.margin_mse.weight", "model.kind"},
          "compares cosines of dense embeddings; a sparse encoder's teacher terms (SparseMarginMSELoss) are not "
          "implemented yet: remove it");
-  refuse(!c.data.eval.paths.empty(), {"data.eval", "model.kind"},
-         "of a sparse encoder (an inverted-index BEIR evaluation) is not implemented yet: set data.eval to null "
-         "and evaluate the written folder with sentence-transformers' SparseInformationRetrievalEvaluator");
 }
 
 // model.kind: the embedder's loss settings and the reranker's apply each to its own kind,

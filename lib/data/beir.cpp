@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kLayout = "a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv";
 // Both layouts, for a folder that is in neither.
-constexpr const char* kLayouts =
+constexpr const char* kBeirLayoutNames =
     "a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv, or is MTEB's Hub folder: a README.md "
     "whose configs corpus, queries and default (the qrels) name its files";
 constexpr const char* kBom = "\xEF\xBB\xBF";  // U+FEFF in UTF-8
@@ -154,7 +154,7 @@ BeirParts read_beir_folder_parts(const std::string& folder, const std::string& s
   // A folder with none of BEIR's files was most likely meant as something else: say both.
   if (beir_file(root, "corpus.jsonl").empty() && beir_file(root, "queries.jsonl").empty() &&
       entry_at(root / "qrels") == Entry::Missing)
-    throw DataError(folder + ": not a BEIR folder: " + kLayouts);
+    throw DataError(folder + ": not a BEIR folder: " + kBeirLayoutNames);
   BeirParts parts;
   parts.split = split.empty() ? default_beir_split(folder) : split;
   parts.queries = read_beir_file_records(required_beir_file(root, "queries.jsonl"), /*with_title=*/false);
@@ -260,7 +260,7 @@ std::string default_beir_split(const std::string& folder) {
 BeirSet load_beir(const std::string& folder, const std::string& split, const Tokenizer& tokenizer, int max_length,
                   const std::string& query_prompt, const std::string& passage_prompt, bool keep_texts) {
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) throw DataError(folder + ": not a folder (" + kLayouts + ")");
+  if (!fs::is_directory(folder, ec)) throw DataError(folder + ": not a folder (" + kBeirLayoutNames + ")");
   BeirSet set;
   set.folder = folder;
   set.name = fs::path(folder).lexically_normal().filename().string();

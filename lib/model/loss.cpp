@@ -173,7 +173,8 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
     for (size_t i = 1; i < terms.size(); ++i) term = term + terms[i];
     out.loss = out.loss.defined() ? out.loss + weight * term : weight * term;
   }
-  if (loss.type == LossType::Splade) out.loss = out.loss + sparse_regularizers(q, c.candidates.rows, loss, exchange);
+  if (loss.type == LossType::Splade)
+    out.loss = out.loss + sparse_regularizers(q, local, c.candidates.rows, loss, exchange, out.sparse_terms);
   return out;
 }
 

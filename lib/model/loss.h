@@ -46,6 +46,10 @@ struct PairLoss {
   at::Tensor loss;    // scalar, fp32 (fp64 for fp64 embeddings)
   at::Tensor masked;  // int64 scalar: (query, candidate) pairs of this rank's queries masked for their text
   at::Tensor guided;  // int64 scalar: those the guide masked besides (0 without a guide)
+  // loss.type splade: fp64 [4], no gradient: the queries' and the documents' mean active
+  // entries (this rank's), then the queries' and the documents' FLOPS terms as weighted
+  // in the loss; undefined for the other losses.
+  at::Tensor sparse_terms;
 };
 
 // The training loss of queries q [n, D], positives pos [n, D] and hard negatives neg

@@ -116,8 +116,9 @@ at::Tensor pairwise_sigmoid_loss(const at::Tensor& q, const at::Tensor& candidat
 // SpladeLoss's FLOPS terms, each at loss_at_step's weight: the documents' over `candidates`
 // (this rank's positives and hard negatives, or every rank's with cross-rank negatives) and
 // the queries' over q (every rank's, gathered through `exchange`, with cross-rank
-// negatives). Scalar, in the loss's dtype.
-at::Tensor sparse_regularizers(const at::Tensor& q, const at::Tensor& candidates, const LossConfig& loss,
-                               const CandidateExchange& exchange);
+// negatives). Returns their sum (scalar, in the loss's dtype); `terms` gets PairLoss::
+// sparse_terms of q, `local` (this rank's documents) and the two terms.
+at::Tensor sparse_regularizers(const at::Tensor& q, const at::Tensor& local, const at::Tensor& candidates,
+                               const LossConfig& loss, const CandidateExchange& exchange, at::Tensor& terms);
 
 }  // namespace ddp_embed::loss_parts

@@ -24,18 +24,21 @@ at::Tensor flops_loss(const at::Tensor& embeddings, int64_t threshold) {
 
 namespace loss_parts {
 
-at::Tensor sparse_regularizers(const at::Tensor& q, const at::Tensor& candidates, const LossConfig& loss,
-                               const CandidateExchange& exchange) {
+at::Tensor sparse_regularizers(const at::Tensor& q, const at::Tensor& local, const at::Tensor& candidates,
+                               const LossConfig& loss, const CandidateExchange& exchange, at::Tensor& terms) {
   compat::NoAutocast no_autocast;
   const SparseLossConfig& s = loss.sparse;
-  at::Tensor total = s.document_regularizer_weight * flops_loss(candidates, s.document_regularizer_threshold);
+  const at::Tensor documents = s.document_regularizer_weight * flops_loss(candidates, s.document_regularizer_threshold);
+  at::Tensor queries = at::zeros_like(documents);
   if (s.query_regularizer_weight > 0) {
     // With cross-rank negatives the documents are every rank's, and so are the queries:
     // the terms are those of the global batch, as one process computes them.
-    const at::Tensor queries = exchange.all_gather ? exchange.all_gather(q, {}) : q;
-    total = total + s.query_regularizer_weight * flops_loss(queries, s.query_regularizer_threshold);
+    const at::Tensor all = exchange.all_gather ? exchange.all_gather(q, {}) : q;
+    queries = s.query_regularizer_weight * flops_loss(all, s.query_regularizer_threshold);
   }
-  return total;
+  const auto active = [](const at::Tensor& x) { return x.detach().ne(0).sum(1).to(at::kDouble).mean(); };
+  terms = at::stack({active(q), active(local), queries.detach().to(at::kDouble), documents.detach().to(at::kDouble)});
+  return documents + queries;
 }
 
 }  // namespace loss_parts

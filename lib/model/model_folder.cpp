@@ -205,6 +205,10 @@ LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout&
     model->mlm->load_file_tensors(
         folder_tensors(layout.transformer_dir, [&](const std::string& name) { return names.count(name) > 0; }),
         layout.transformer_dir);
+    // The encoder's load left the head's tensors unused; the head used them.
+    report.unused.erase(std::remove_if(report.unused.begin(), report.unused.end(),
+                                       [&](const std::string& name) { return names.count(name) > 0; }),
+                        report.unused.end());
   }
   if (!layout.dense.empty()) load_dense_weights(model, layout.dense);
   return report;

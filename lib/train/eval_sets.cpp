@@ -40,6 +40,11 @@ std::vector<EvalSet> load_eval_sets(const Config& cfg, const Worker& w, SourceIn
       set.beir = load_beir(path, choice.split, tokenizer, cfg.tokenizer.max_length, first_source.query_prompt,
                            first_source.passage_prompt);
       set.name = set.beir->name;
+    } else if (cfg.model.kind == ModelKind::Sparse) {
+      throw ConfigError(key + ": " + path + " is a file of pairs; a sparse encoder is evaluated on a BEIR folder "
+                        "(corpus.jsonl, queries.jsonl, qrels/: each query against the whole corpus through an "
+                        "inverted index, sentence-transformers' SparseInformationRetrievalEvaluator): give one, or "
+                        "set data.eval to null");
     } else {
       // A file of pairs, or a dataset folder of pairs: its evaluation split by default.
       SourceInput eval = first_source;

@@ -9,6 +9,7 @@
 #include "eval/metrics.h"
 #include "train/batches.h"
 #include "train/rerank_candidates.h"
+#include "train/sparse_eval.h"
 
 namespace ddp_embed {
 namespace {
@@ -122,6 +123,13 @@ at::Tensor unit_rows(const at::Tensor& x) { return (x / x.norm(2, 1, true).clamp
 
 void rank_beir_documents(const at::Tensor& q, const at::Tensor& c, const std::vector<std::string>& corpus_ids,
                          int64_t begin, int64_t end, int64_t depth, const RankedQuery& visit) {
+  rank_scored_documents(
+      [&](int64_t first, int64_t rows) { return at::matmul(q.narrow(0, first, rows), c.t()).contiguous(); },
+      c.size(0), corpus_ids, begin, end, depth, visit);
+}
+
+void rank_scored_documents(const ScoreBlock& scores, int64_t docs, const std::vector<std::string>& corpus_ids,
+                           int64_t begin, int64_t end, int64_t depth, const RankedQuery& visit) {
   // Each corpus document's place among the ids sorted as text: the tie-break.
   std::vector<int64_t> id_rank(corpus_ids.size()), order(corpus_ids.size());
   std::iota(order.begin(), order.end(), int64_t{0});
@@ -129,12 +137,12 @@ void rank_beir_documents(const at::Tensor& q, const at::Tensor& c, const std::ve
             [&](int64_t a, int64_t b) { return corpus_ids[size_t(a)] < corpus_ids[size_t(b)]; });
   for (size_t i = 0; i < order.size(); ++i) id_rank[size_t(order[i])] = static_cast<int64_t>(i);
 
-  const int64_t docs = c.size(0), block = 256;
+  const int64_t block = 256;
   depth = std::min(depth, docs);
   std::vector<int64_t> top;
   for (int64_t b = begin; b < end; b += block) {
     const int64_t rows = std::min(block, end - b);
-    const at::Tensor sim = at::matmul(q.narrow(0, b, rows), c.t()).contiguous();
+    const at::Tensor sim = scores(b, rows);
     for (int64_t i = 0; i < rows; ++i) {
       const float* s = sim.data_ptr<float>() + i * docs;
       auto better = [&](int64_t x, int64_t y) {
@@ -217,6 +225,7 @@ std::map<std::string, double> evaluate_sets(SentenceEmbedder& model, const std::
   std::map<std::string, double> out;
   for (const EvalSet& set : sets) {
     const auto metrics = set.rerank ? evaluate_reranking(model, *set.beir, *set.rerank, pg, batch_size, device)
+                         : set.beir && model->is_sparse() ? evaluate_sparse_beir(model, *set.beir, pg, batch_size, device)
                          : set.beir ? evaluate_beir(model, *set.beir, pg, batch_size, device, sizes)
                                     : evaluate(model, *set.pairs, pg, batch_size, device, "", sizes);
     for (const auto& [name, value] : metrics) out[set.name.empty() ? name : set.name + "/" + name] = value;

@@ -59,6 +59,12 @@ std::map<std::string, double> beir_metrics(const at::Tensor& queries, const at::
 using RankedQuery = std::function<void(int64_t query, const std::vector<int64_t>& top, const float* scores)>;
 void rank_beir_documents(const at::Tensor& q, const at::Tensor& c, const std::vector<std::string>& corpus_ids,
                          int64_t begin, int64_t end, int64_t depth, const RankedQuery& visit);
+// The same ranking of other scores: `scores(first, rows)` gives queries [first, first +
+// rows)' scores with each of the `docs` documents, [rows, docs] fp32 contiguous on the CPU
+// (a sparse encoder's dot products: train/sparse_eval.h).
+using ScoreBlock = std::function<at::Tensor(int64_t first, int64_t rows)>;
+void rank_scored_documents(const ScoreBlock& scores, int64_t docs, const std::vector<std::string>& corpus_ids,
+                           int64_t begin, int64_t end, int64_t depth, const RankedQuery& visit);
 // Every rank's sums of ir_query_metrics over its share of `queries` queries, all-reduced
 // (every rank calls it), as the means by name (eval/metrics.h ir_metric_names).
 std::map<std::string, double> mean_ir_metrics(std::vector<double> sums, int64_t queries, ProcessGroup& pg);

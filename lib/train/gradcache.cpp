@@ -31,7 +31,7 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
                                       const LossConfig& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
                                       const LossScaler& scaler, DataParallel* dp, at::Tensor* masked,
-                                      at::Tensor* guided) {
+                                      at::Tensor* guided, at::Tensor* sparse_terms) {
   std::vector<const EncoderInput*> parts = {&batch.query, &batch.pos};
   if (batch.neg.defined()) parts.push_back(&batch.neg);
 
@@ -63,6 +63,8 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
     prepared = prepare_loss(pair.loss);
     if (masked) *masked += pair.masked;
     if (guided) *guided += pair.guided;
+    if (sparse_terms && pair.sparse_terms.defined())
+      *sparse_terms = sparse_terms->defined() ? *sparse_terms + pair.sparse_terms : pair.sparse_terms;
   }
   scaler.scale_loss(prepared).backward();
 

@@ -46,7 +46,7 @@ at::Tensor gradcache_forward_backward(SentenceEmbedder& model, const PairBatch& 
                                       const LossConfig& loss, const CandidateExchange& exchange,
                                       const std::function<at::Tensor(const at::Tensor&)>& prepare_loss,
                                       const LossScaler& scaler, DataParallel* dp, at::Tensor* masked = nullptr,
-                                      at::Tensor* guided = nullptr);
+                                      at::Tensor* guided = nullptr, at::Tensor* sparse_terms = nullptr);
 
 // The same three passes for a cross-encoder's micro-batch (train/rerank_batches.h): its
 // joined pairs scored `settings.chunk` at a time, the reranking loss on the kept logits

@@ -68,7 +68,10 @@ TokenStore guide_token_store(const Config& cfg, const std::vector<SourceInput>& 
 
 GuideEncoder::GuideEncoder(const GuideConfig& guide, const c10::Device& device, Precision precision)
     : dir_(guide.model.value_or("")), device_(device), precision_(precision) {
-  guide_layout(dir_);  // the clear error first, before the weights are read
+  // The clear errors first, before the weights are read.
+  if (guide_layout(dir_).sparse)
+    throw ConfigError("loss.guide.model: " + dir_ + " is a sparse encoder (SpladePooling); the guide masks negatives "
+                      "by the cosines of dense embeddings: give a sentence embedder's folder");
   loaded_ = load_model_folder(dir_);
   loaded_.model->to(device_);
   loaded_.model->eval();  // no dropout, ever

@@ -23,6 +23,7 @@
 #include "train/evaluate.h"
 #include "train/rerank_eval.h"
 #include "train/rerank_inference.h"
+#include "train/sparse_eval.h"
 #include "util/atomic_file.h"
 #include "util/file_check.h"
 #include "util/progress.h"
@@ -359,23 +360,8 @@ void print_table(const std::string& data, const std::string& task, int64_t pairs
 
 namespace {
 
-// eval --beir: the folder's metrics as a table or JSON; with --save-embeddings, the
-// embeddings ranked (unit rows).
-int run_eval_beir(const EvalOptions& o, LoadedModel& loaded, c10::Device device) {
-  const BeirSet set = load_beir(o.beir, o.split, *loaded.tokenizer, loaded.max_length, o.query_prompt, o.corpus_prompt);
-  auto pg = ProcessGroup::single();
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto [queries, corpus] = embed_beir(loaded.model, set, *pg, o.batch_size, device);
-  const auto metrics = beir_metrics(queries, corpus, set, *pg);
-  spdlog::info("eval: {} queries against {} documents of {} ({}) in {:.2f}s", set.num_queries(), set.num_docs(),
-               set.name, set.split,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  if (!o.embeddings_out.empty()) {
-    std::filesystem::create_directories(o.embeddings_out);
-    auto unit = [](const at::Tensor& x) { return (x / x.norm(2, 1, true).clamp_min(1e-12)).contiguous(); };
-    write_file_atomically(o.embeddings_out + "/queries.npy", npy_bytes(unit(queries)));
-    write_file_atomically(o.embeddings_out + "/corpus.npy", npy_bytes(unit(corpus)));
-  }
+// eval --beir's output: the metrics as a table or JSON on stdout, and --json's file.
+int report_beir_metrics(const EvalOptions& o, const BeirSet& set, const std::map<std::string, double>& metrics) {
   nlohmann::json j = {{"task", "beir"},          {"name", set.name},
                       {"split", set.split},        {"queries", set.num_queries()},
                       {"documents", set.num_docs()}};
@@ -388,9 +374,43 @@ int run_eval_beir(const EvalOptions& o, LoadedModel& loaded, c10::Device device)
     std::printf("  %-12s %s\n", "metric", "value");
     for (const std::string& name : ir_metric_names())  // the cuts in their order: @1, @3, @5, @10
       std::printf("  %-12s %.4f\n", name.c_str(), metrics.at(name));
+    for (const auto& [name, value] : metrics)  // a sparse encoder's sparsity, after them
+      if (std::find(ir_metric_names().begin(), ir_metric_names().end(), name) == ir_metric_names().end())
+        std::printf("  %-21s %.4f\n", name.c_str(), value);
   }
   if (!o.json_out.empty()) write_file_atomically(o.json_out, j.dump(2) + "\n");
   return 0;
+}
+
+// eval --beir: the folder's metrics as a table or JSON; with --save-embeddings, the
+// embeddings ranked (unit rows).
+int run_eval_beir(const EvalOptions& o, LoadedModel& loaded, c10::Device device) {
+  const BeirSet set = load_beir(o.beir, o.split, *loaded.tokenizer, loaded.max_length, o.query_prompt, o.corpus_prompt);
+  auto pg = ProcessGroup::single();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (loaded.model->is_sparse()) {
+    if (!o.embeddings_out.empty())
+      throw std::invalid_argument("--save-embeddings: " + o.model_dir + " is a sparse encoder, whose vectors have "
+                                  "one entry per vocabulary word: write them with embed-train encode (JSON lines "
+                                  "of {\"token_id\": weight})");
+    const auto metrics = evaluate_sparse_beir(loaded.model, set, *pg, o.batch_size, device);
+    spdlog::info("eval: {} queries against {} documents of {} ({}) through an inverted index in {:.2f}s",
+                 set.num_queries(), set.num_docs(), set.name, set.split,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return report_beir_metrics(o, set, metrics);
+  }
+  const auto [queries, corpus] = embed_beir(loaded.model, set, *pg, o.batch_size, device);
+  const auto metrics = beir_metrics(queries, corpus, set, *pg);
+  spdlog::info("eval: {} queries against {} documents of {} ({}) in {:.2f}s", set.num_queries(), set.num_docs(),
+               set.name, set.split,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (!o.embeddings_out.empty()) {
+    std::filesystem::create_directories(o.embeddings_out);
+    auto unit = [](const at::Tensor& x) { return (x / x.norm(2, 1, true).clamp_min(1e-12)).contiguous(); };
+    write_file_atomically(o.embeddings_out + "/queries.npy", npy_bytes(unit(queries)));
+    write_file_atomically(o.embeddings_out + "/corpus.npy", npy_bytes(unit(corpus)));
+  }
+  return report_beir_metrics(o, set, metrics);
 }
 
 }  // namespace
@@ -408,10 +428,10 @@ int run_eval(const EvalOptions& o) {
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
   require_bi_encoder(loaded, o.model_dir, "eval without --first-stage");
-  if (loaded.model->is_sparse())
-    throw std::invalid_argument(o.model_dir + " is a sparse encoder (SpladePooling): its evaluation (an inverted "
-                                "index over the corpus) is not implemented yet; evaluate it with sentence-transformers' "
-                                "SparseInformationRetrievalEvaluator");
+  if (loaded.model->is_sparse() && o.beir.empty())
+    throw std::invalid_argument(o.model_dir + " is a sparse encoder (SpladePooling): it is evaluated on a BEIR folder "
+                                "(--beir DIR: each query against the whole corpus through an inverted index), not on "
+                                "pairs");
   loaded.model->to(device);
   if (!o.beir.empty()) return run_eval_beir(o, loaded, device);
   PairDataset data = load_pairs({o.data}, *loaded.tokenizer, loaded.max_length, false);

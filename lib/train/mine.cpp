@@ -378,7 +378,7 @@ int run_mine(const MineOptions& o) {
   const c10::Device device = mining_device(o.device, env);
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   LoadedModel loaded = load_model_folder(o.model_dir);
-  require_bi_encoder(loaded, o.model_dir, "mine");
+  require_dense_embedder(loaded, o.model_dir, "mine");
   // As SentenceTransformer.encode_query / encode_document choose their prompts.
   const std::string query_prompt =
       resolve_prompt(loaded, o.query_prompt, o.query_prompt_name, "--query-prompt-name", std::string("query"));

@@ -22,7 +22,7 @@ RerankEvalSet load_rerank_eval_set(const std::string& path, const std::string& s
                       "by reordering an embedding model's ranking of a BEIR set's corpus");
   LoadedModel bi = load_model_folder(first_stage);
   try {
-    require_bi_encoder(bi, first_stage, key + ".first_stage (the first stage ranks by embeddings)");
+    require_dense_embedder(bi, first_stage, key + ".first_stage (the first stage ranks by embeddings)");
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }

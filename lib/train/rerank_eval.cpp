@@ -153,7 +153,7 @@ int run_eval_rerank(const EvalOptions& o) {
                                 " labels: reranking needs one score a pair (a folder of num_labels 1)");
   LoadedModel bi = load_model_folder(
       o.first_stage, o.pooling.empty() ? std::nullopt : std::optional(parse_choice<Pooling>(o.pooling, "--pooling")));
-  require_bi_encoder(bi, o.first_stage, "--first-stage (the first stage ranks by embeddings)");
+  require_dense_embedder(bi, o.first_stage, "--first-stage (the first stage ranks by embeddings)");
   bi.model->to(device);
   cross.model->to(device);
 

@@ -169,6 +169,15 @@ void require_bi_encoder(const LoadedModel& model, const std::string& dir, const 
                               " --beir DIR --first-stage BI_ENCODER_FOLDER");
 }
 
+void require_dense_embedder(const LoadedModel& model, const std::string& dir, const std::string& command) {
+  require_bi_encoder(model, dir, command);
+  if (!model.model->is_sparse()) return;
+  throw std::invalid_argument(dir + " is a sparse encoder (SpladePooling): its vectors have one weight per vocabulary "
+                              "entry and are compared by dot product through an inverted index, and " + command +
+                              " compares dense embeddings by cosine: give a sentence embedder's folder (embed-train "
+                              "eval --beir evaluates a sparse encoder)");
+}
+
 int run_rerank(const RerankOptions& o) {
   if (same_file(o.output, o.input))
     throw std::invalid_argument("--output " + o.output + " is the --input file (" + o.input +

@@ -67,5 +67,8 @@ at::Tensor score_pairs(SentenceEmbedder& model, const Tokenizer& tokenizer, Scor
 // serves it, when `command` ("rerank", "encode", "eval", "mine", ...) cannot use it.
 void require_cross_encoder(const LoadedModel& model, const std::string& dir, const std::string& command);
 void require_bi_encoder(const LoadedModel& model, const std::string& dir, const std::string& command);
+// require_bi_encoder, and not a sparse encoder either: for what ranks or masks by cosines
+// of dense embeddings (mine, a reranker's first stage).
+void require_dense_embedder(const LoadedModel& model, const std::string& dir, const std::string& command);
 
 }  // namespace ddp_embed

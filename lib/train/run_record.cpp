@@ -179,6 +179,7 @@ void LogWindow::add(const StepOutcome& outcome) {
   loss_ += outcome.loss;
   if (outcome.masked.defined()) masked_ += outcome.masked;
   if (outcome.guided.defined()) guided_ += outcome.guided;
+  if (outcome.sparse_terms.defined()) sparse_ = sparse_.defined() ? sparse_ + outcome.sparse_terms : outcome.sparse_terms;
   guide_ms_ += outcome.guide_ms;
   tokens_ += outcome.real_tokens;
   wait_ms_ += outcome.comm_wait_ms;
@@ -191,6 +192,7 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
   at::Tensor sums =
       at::tensor({loss_.item<double>(), tokens_, double(masked_.item<int64_t>()), double(guided_.item<int64_t>())},
                  at::kDouble).to(pg.device());
+  if (sparse_.defined()) sums = at::cat({sums, sparse_.to(sums.device(), at::kDouble)});  // every rank has them or none
   pg.allreduce_sum_(sums);
   sums = sums.cpu();
   const double seconds = seconds_since(start_);
@@ -206,6 +208,14 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
     line["guide_masked_negatives"] = sums[3].item<double>() / double(steps_);
     line["guide_ms"] = guide_ms_ / double(steps_);
     line["guide_step_share"] = guide_ms_ / (1000 * seconds);
+  }
+  if (sparse_.defined()) {  // loss.type splade: the means over the ranks and steps, a step's
+    const double n = double(pg.world_size() * steps_);
+    line["active_dims_query"] = sums[4].item<double>() / n;
+    line["active_dims_document"] = sums[5].item<double>() / n;
+    line["flops_query"] = sums[6].item<double>() / n;
+    line["flops_document"] = sums[7].item<double>() / n;
+    sparse_ = at::Tensor();
   }
   loss_.zero_();
   masked_.zero_();
@@ -243,9 +253,14 @@ void StepLog::after_step(const TrainPosition& pos, const StepBatches& batches, c
   // A reranker's training line is a query with its candidates, each candidate one scored
   // (query, document) pair: "queries/s" says which count pairs_per_s is.
   const char* lines_per_s = cfg_.model.kind == ModelKind::CrossEncoder ? "queries/s" : "pairs/s";
-  spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} masked {:g}{} | {:.1f} {} {:.0f} tok/s "
+  // A sparse encoder's: how many entries its vectors hold, what FLOPS pushes down.
+  const std::string active = line.contains("active_dims_query")
+                                 ? fmt::format(" active q {:.0f} d {:.0f}", double(line["active_dims_query"]),
+                                               double(line["active_dims_document"]))
+                                 : "";
+  spdlog::info("step {}/{}{} loss {:.4f} lr {:.2e} grad_norm {:.3f} masked {:g}{}{} | {:.1f} {} {:.0f} tok/s "
                "{:.0f} ms/step | ETA {}", pos.step, total_steps_, source, logged_loss_, lr, outcome.update.grad_norm,
-               double(line["masked_negatives"]), guide, double(line["pairs_per_s"]), lines_per_s, double(line["tokens_per_s"]),
+               double(line["masked_negatives"]), guide, active, double(line["pairs_per_s"]), lines_per_s, double(line["tokens_per_s"]),
                double(line["step_ms"]), format_duration(step_times_.eta_seconds(total_steps_ - pos.step)));
 }
 

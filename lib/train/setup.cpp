@@ -494,7 +494,7 @@ ModelUnderTraining build_model_under_training(const Config& cfg, const Worker& w
     if (!cfg.model.init)
       spdlog::warn("model.lora_rank {} without model.init: LoRA freezes the encoder, and this one is random "
                    "(a model from scratch); only the adapters and the {} will train", cfg.model.lora_rank,
-                   model->is_cross_encoder() ? "head" : "projection");
+                   model->is_cross_encoder() ? "head" : model->is_sparse() ? "masked-LM head" : "projection");
     const LoraSummary lora = apply_lora(model->encoder(), cfg.model.lora_rank, cfg.model.lora_alpha);
     spdlog::info("LoRA: rank {} (alpha {:g}) on {} linear layers of the encoder: {:.3g}M values train, the "
                  "encoder's {:.3g}M are frozen", cfg.model.lora_rank, cfg.model.lora_alpha, lora.layers,

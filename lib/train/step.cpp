@@ -51,7 +51,7 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
     } else if (cfg.train.gradcache_chunk > 0) {
       loss = gradcache_forward_backward(training.model, micro, {cfg.train.gradcache_chunk, worker.precision, worker.device},
                                         loss_config, context.exchange, context.loss_share, training.loss_scaler, &dp,
-                                        &out.masked, &out.guided);
+                                        &out.masked, &out.guided, &out.sparse_terms);
     } else {
       {
         AutocastScope autocast(worker.precision, worker.device);  // the forward only; backward runs outside it
@@ -60,6 +60,8 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
         loss = context.loss_share(pair.loss);
         out.masked += pair.masked;
         out.guided += pair.guided;
+        if (pair.sparse_terms.defined())
+          out.sparse_terms = out.sparse_terms.defined() ? out.sparse_terms + pair.sparse_terms : pair.sparse_terms;
       }
       training.loss_scaler.scale_loss(loss).backward();
     }
@@ -67,6 +69,7 @@ StepOutcome train_step(StepContext& context, StepBatches& batches, int64_t step,
     out.real_tokens += double(micro.real_tokens);
     out.comm_wait_ms += dp.finish_micro_step(micro_step, accum);
   }
+  if (out.sparse_terms.defined()) out.sparse_terms = out.sparse_terms / double(accum);
   // The gradients are averaged over the ranks, so the verdict (finite or not) and the
   // norm are the same on every rank: every rank skips or steps together.
   out.update = update_parameters(training.optimizer, training.loss_scaler, cfg.train.max_grad_norm, lr);

@@ -23,11 +23,11 @@ process start, peak RSS); rank 0 then writes OUT/final, a folder CrossEncoder(di
 import argparse
 import json
 import os
-import resource
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_train import process_start_time, step_clock  # noqa: E402
+from peer_train import (leave_process_group, process_start_time, step_clock, trainer_arguments,  # noqa: E402
+                        write_peer_record)
 
 
 def parse_args():
@@ -83,8 +83,6 @@ def main():
     transformers.logging.set_verbosity_error()
 
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    if args.batch % world_size:
-        raise SystemExit(f"--batch {args.batch} is not a multiple of the world size {world_size}")
     if args.device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     queries, documents, labels = read_labeled_pairs(args.data, args.negatives)
@@ -92,42 +90,17 @@ def main():
     model = CrossEncoder(args.model, num_labels=1, max_length=args.max_length, device=args.device,
                          model_kwargs={"dtype": torch.float32})
     clock = step_clock(transformers, args.device)
-    training_args = CrossEncoderTrainingArguments(
-        output_dir=os.path.join(args.out, "trainer"),
-        per_device_train_batch_size=args.batch // world_size,
-        max_steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup_steps,
-        lr_scheduler_type="linear", weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
-        optim="adamw_torch", seed=args.seed, data_seed=args.seed, dataloader_drop_last=True,
-        dataloader_num_workers=4 if args.device == "cuda" else 0, save_strategy="no", report_to="none",
-        logging_steps=10, disable_tqdm=True, use_cpu=args.device == "cpu",
-        ddp_backend="gloo" if args.device == "cpu" else "nccl",
-        # BertForSequenceClassification uses every parameter (the pooler feeds the head).
-        ddp_find_unused_parameters=False)
+    # BertForSequenceClassification uses every parameter (the pooler feeds the head).
+    training_args = trainer_arguments(args, CrossEncoderTrainingArguments, world_size, ddp_find_unused_parameters=False)
     trainer = CrossEncoderTrainer(
         model=model, args=training_args, loss=BinaryCrossEntropyLoss(model), callbacks=[clock],
         train_dataset=datasets.Dataset.from_dict({"query": queries, "document": documents, "label": labels}))
     trainer.train()
 
-    os.makedirs(args.out, exist_ok=True)
-    result = {
-        "recipe": "cross_encoder_bce", "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
-        "process_start": t_process, "first_step_begin": clock.first_step_begin,
-        "step_seconds": clock.step_seconds(), "pairs_per_step": args.batch,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        "final_loss": next((h["train_loss"] for h in reversed(trainer.state.log_history) if "train_loss" in h), None),
-        "torch": torch.__version__, "transformers": transformers.__version__, "device": args.device,
-    }
-    with open(os.path.join(args.out, f"peer-rank{rank}.json"), "w") as f:
-        json.dump(result, f)
+    write_peer_record(args, rank, world_size, t_process, clock, trainer, "cross_encoder_bce", pairs_per_step=args.batch)
     if rank == 0 and not args.no_save:
         model.save(os.path.join(args.out, "final"))
-    # Leave the process group before the interpreter tears down: Gloo's threads may still hold
-    # work with tensors in it, and freeing those during finalization can abort a process that
-    # trained and saved ("terminate called without an active exception"), which the benchmark
-    # would count as a failed run. The Trainer never destroys the group it made.
-    import torch.distributed as dist
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    leave_process_group()
 
 
 if __name__ == "__main__":

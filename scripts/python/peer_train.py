@@ -133,22 +133,63 @@ def step_clock(transformers, device):
     return StepClock()
 
 
-def training_arguments(args, cls, world_size):
+def trainer_arguments(args, cls, world_size, **more):
+    """The arguments every peer trains with (their meaning: this module's docstring): the
+    Trainer's AdamW, linear schedule with warm-up, clipping, the per-device share of --batch,
+    no saving, no reports; `more` adds or overrides."""
     if args.batch % world_size:
         raise SystemExit(f"--batch {args.batch} is not a multiple of the world size {world_size}")
     # The collator tokenizes. On the CPU in the main process: each system gets one thread a
     # worker, and the numbers compare only so. On a GPU in four dataloader workers, as its
     # users run it: not on one core inside the timed steps, which would leave the GPU waiting.
-    loader_workers = 4 if args.device == "cuda" else 0
-    return cls(
+    settings = dict(
         output_dir=os.path.join(args.out, "trainer"),
         per_device_train_batch_size=args.batch // world_size,
         max_steps=args.steps, learning_rate=args.lr, warmup_steps=args.warmup_steps,
         lr_scheduler_type="linear", weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
         optim="adamw_torch", seed=args.seed, data_seed=args.seed, dataloader_drop_last=True,
-        dataloader_num_workers=loader_workers, save_strategy="no", report_to="none", logging_steps=10,
-        disable_tqdm=True, use_cpu=args.device == "cpu", ddp_backend="gloo" if args.device == "cpu" else "nccl",
-        bf16=args.precision == "bf16", fp16=args.precision == "fp16",
+        dataloader_num_workers=4 if args.device == "cuda" else 0, save_strategy="no", report_to="none",
+        logging_steps=10, disable_tqdm=True, use_cpu=args.device == "cpu",
+        ddp_backend="gloo" if args.device == "cpu" else "nccl")
+    settings.update(more)
+    return cls(**settings)
+
+
+def write_peer_record(args, rank, world_size, t_process, clock, trainer, recipe, **more):
+    """OUT/peer-rank{rank}.json: what the benchmarks read of a peer's run (step wall times,
+    first step, process start, peak RSS, and on a GPU its peak memory); `more` adds keys."""
+    import torch
+    import transformers
+    result = {
+        "recipe": recipe, "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
+        "process_start": t_process, "first_step_begin": clock.first_step_begin,
+        "step_seconds": clock.step_seconds(),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "final_loss": next((h["train_loss"] for h in reversed(trainer.state.log_history) if "train_loss" in h), None),
+        "torch": torch.__version__, "transformers": transformers.__version__, "device": args.device,
+    }
+    result.update(more)
+    if args.device == "cuda":
+        result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        result["gpu"] = torch.cuda.get_device_name()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"peer-rank{rank}.json"), "w") as f:
+        json.dump(result, f)
+
+
+def leave_process_group():
+    """Leave the process group before the interpreter tears down: Gloo's threads may still hold
+    work with tensors in it, and freeing those during finalization can abort a process that
+    trained and saved ("terminate called without an active exception"), which the benchmark
+    would count as a failed run. The Trainer never destroys the group it made."""
+    import torch.distributed as dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def training_arguments(args, cls, world_size):
+    return trainer_arguments(
+        args, cls, world_size, bf16=args.precision == "bf16", fp16=args.precision == "fp16",
         # Both models keep BERT's pooler (AutoModel does), which no loss uses: without this
         # DDP stops at the second step ("Expected to have finished reduction ...").
         ddp_find_unused_parameters=True, gradient_checkpointing=args.gradient_checkpointing,
@@ -253,30 +294,10 @@ def main():
     trainer, save = make(args, datasets, queries, positives, world_size, clock)
     trainer.train()
 
-    os.makedirs(args.out, exist_ok=True)
-    result = {
-        "recipe": args.recipe, "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
-        "process_start": t_process, "first_step_begin": clock.first_step_begin,
-        "step_seconds": clock.step_seconds(),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        "final_loss": next((h["train_loss"] for h in reversed(trainer.state.log_history) if "train_loss" in h), None),
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "device": args.device, "precision": args.precision,
-    }
-    if args.device == "cuda":
-        result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
-        result["gpu"] = torch.cuda.get_device_name()
-    with open(os.path.join(args.out, f"peer-rank{rank}.json"), "w") as f:
-        json.dump(result, f)
+    write_peer_record(args, rank, world_size, t_process, clock, trainer, args.recipe, precision=args.precision)
     if rank == 0 and not args.no_save:
         save(os.path.join(args.out, "final"))
-    # Leave the process group before the interpreter tears down: Gloo's threads may still hold
-    # work with tensors in it, and freeing those during finalization can abort a process that
-    # trained and saved ("terminate called without an active exception"), which the benchmark
-    # would count as a failed run. The Trainer never destroys the group it made.
-    import torch.distributed as dist
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    leave_process_group()
 
 
 if __name__ == "__main__":

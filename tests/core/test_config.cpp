@@ -655,7 +655,11 @@ TEST(Config, SparseKindDefaultsToSpladeAtScaleOneAndOwnsItsKeys) {
                   R"(loss.sparse sets loss.type "splade"'s regularizers)");
   EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "sparse"}, "loss": {"sparse": {"document_regularizer_weight": -1}}})"),
                   "loss.sparse.document_regularizer_weight");
-  EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "sparse"}})"), "data.eval");  // the demo's default eval set
+  // The demo's default evaluation set is a file of pairs, which a sparse run does not take: none unless given.
+  EXPECT_TRUE(config_from_json(json::parse(R"({"model": {"kind": "sparse"}})"), "cfg.json").data.eval.paths.empty());
+  EXPECT_EQ(config_from_json(json::parse(R"({"model": {"kind": "sparse"}, "data": {"eval": "beir"}})"), "cfg.json")
+                .data.eval.paths,
+            std::vector<std::string>{"beir"});
 }
 
 // loss_at_step against sentence-transformers' SpladeRegularizerWeightSchedulerCallback:

@@ -320,41 +320,6 @@ TEST(RerankTraining, WritesACrossEncoderFolder) {
   EXPECT_NE(refused.output.find("model.kind \"cross_encoder\""), std::string::npos) << refused.output;
 }
 
-}  // namespace
-
-namespace {
-
-// The shipped BEIR folder's first `queries` questions with the sentences judged for them:
-// the same kind of set (each question against every kept question's sentences), a
-// fraction of the work.
-fs::path trecqa_beir_subset(const fs::path& dir, size_t queries) {
-  const fs::path from = kSrc + "/data/trecqa_beir";
-  fs::create_directories(dir / "qrels");
-  std::set<std::string> kept_queries, kept_docs;
-  std::ifstream query_lines(from / "queries.jsonl");
-  std::ofstream query_out(dir / "queries.jsonl");
-  for (std::string line; kept_queries.size() < queries && std::getline(query_lines, line);) {
-    kept_queries.insert(json::parse(line).at("_id").get<std::string>());
-    query_out << line << "\n";
-  }
-  std::ifstream qrels(from / "qrels/test.tsv");
-  std::ofstream qrels_out(dir / "qrels/test.tsv");
-  std::string line;
-  std::getline(qrels, line);
-  qrels_out << line << "\n";
-  while (std::getline(qrels, line)) {
-    const std::string query = line.substr(0, line.find('\t'));
-    if (!kept_queries.count(query)) continue;
-    qrels_out << line << "\n";
-    const size_t doc_at = line.find('\t') + 1;
-    kept_docs.insert(line.substr(doc_at, line.find('\t', doc_at) - doc_at));
-  }
-  std::ifstream corpus(from / "corpus.jsonl");
-  std::ofstream corpus_out(dir / "corpus.jsonl");
-  while (std::getline(corpus, line))
-    if (kept_docs.count(json::parse(line).at("_id").get<std::string>())) corpus_out << line << "\n";
-  return dir;
-}
 
 // A reranker's evaluation during training is embed-train eval --first-stage with the model
 // under training: at step 0 (the init folder's model) its metrics are those eval reports

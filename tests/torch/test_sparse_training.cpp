@@ -7,6 +7,9 @@
 //    worker and on two (cross-rank negatives: the global batch's terms), and through GradCache;
 //  - the folder it writes is one SparseEncoder(dir) loads as it is and encodes as
 //    embed-train encode does, and the SparseEncoder folder it started from encodes alike;
+//  - embed-train eval --beir through its inverted index equals sentence-transformers'
+//    SparseInformationRetrievalEvaluator, and data.eval during training is that evaluation
+//    on any world size;
 //  - what cannot make a sparse run is refused before anything trains, naming the key.
 #include <gtest/gtest.h>
 
@@ -196,6 +199,20 @@ TEST(SparseTraining, WritesAFolderSparseEncoderLoadsAndEncodesAsWeDo) {
   const RunResult r = train(dir, cfg, 1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("a sparse encoder (BertForMaskedLM head over 30522 entries"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("tensors of the checkpoint are not used"), std::string::npos) << "the head's are used";
+  EXPECT_NE(r.output.find(" active q "), std::string::npos) << r.output;
+  // The scalars a SPLADE run is watched by: the vectors' active entries and the FLOPS terms
+  // (metrics.jsonl, and so TensorBoard's). The reference counted each text's entries: the
+  // queries' and documents' means are theirs at the first step (the same model).
+  const std::vector<json> lines = metric_lines(dir / "out");
+  ASSERT_EQ(lines.size(), 2u);
+  double queries = 0, documents = 0;
+  for (const auto& n : ref.active["queries"]) queries += n.get<double>() / 8;
+  for (const auto& n : ref.active["documents"]) documents += n.get<double>() / 8;
+  EXPECT_NEAR(lines[0]["active_dims_query"].get<double>(), queries, 1.0) << lines[0].dump();
+  EXPECT_NEAR(lines[0]["active_dims_document"].get<double>(), documents, 1.0) << lines[0].dump();
+  EXPECT_GT(lines[0]["flops_query"].get<double>(), 0.0);  // warmup_ratio 0: the full weights
+  EXPECT_GT(lines[0]["flops_document"].get<double>(), 0.0);
   const fs::path final_dir = dir / "out/final";
   const json config = json::parse(read_file(final_dir / "config.json"));
   EXPECT_EQ(config["architectures"], json::array({"BertForMaskedLM"}));
@@ -304,6 +321,76 @@ TEST(SparseTraining, LoraBf16CheckpointingAndZeroTrainASparseEncoder) {
   EXPECT_EQ(moved("bert.embeddings.word_embeddings.weight"), 0.0);  // frozen, no adapter
 }
 
+// embed-train eval --beir of a sparse folder, through its inverted index, against
+// sentence-transformers' SparseInformationRetrievalEvaluator on SparseEncoder(dir) and the
+// shipped BEIR folder (95 queries, 1,393 documents): the 15 retrieval metrics, and the
+// sparsity ones. The two rank by dot products of vectors equal within 1e-6 of their largest
+// entry (WritesAFolder... above), summed in other orders: a near-tie could swap two
+// documents, which would move a metric by at least 1/95 of a query's share; the bound 1e-6
+// says none did. The sparsity counts entries the two sides agree are non-zero (the same
+// support, above): equal to rounding.
+TEST(SparseEvaluation, BeirMetricsEqualSparseInformationRetrievalEvaluator) {
+  const SparseReference& ref = sparse_reference();
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  const fs::path dir = fresh_dir("sparse-beir");
+  const RunResult r = run(kThreads + kPython + " " + kSrc + "/scripts/python/sparse_beir_reference.py --model " +
+                          (ref.dir / "init").string() + " --embed-train " + kBin + "/embed-train --beir " + kSrc +
+                          "/data/trecqa_beir --out " + (dir / "both.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json both = json::parse(read_file(dir / "both.json"));
+  const json& ours = both.at("ours");
+  const json& theirs = both.at("theirs");
+  EXPECT_EQ(theirs.size(), 20u) << theirs.dump();  // 15 retrieval metrics, 5 of sparsity
+  for (const auto& [name, value] : theirs.items()) {
+    ASSERT_TRUE(ours.contains(name)) << name << " missing from embed-train's: " << ours.dump();
+    const double a = ours.at(name).get<double>(), b = value.get<double>();
+    const bool count = name.find('@') == std::string::npos;
+    const double bound = count ? 1e-6 * std::max(1.0, std::fabs(b)) : 1e-6;
+    tolerance::record("sparse BEIR " + name + " against SparseInformationRetrievalEvaluator", std::fabs(a - b), bound);
+    EXPECT_NEAR(a, b, bound) << name;
+  }
+  EXPECT_GT(theirs.at("ndcg@10").get<double>(), 0.0);
+  EXPECT_GT(theirs.at("query_active_dims").get<double>(), 10.0);
+}
+
+// data.eval's BEIR folder during a sparse run is embed-train eval --beir of the model at
+// that step, on one worker and on two (the texts embedded in shares, the index whole on
+// every rank, the queries ranked in shares, the sums in one all-reduce), on the shipped
+// folder's first 24 questions and their sentences. The evaluation before the first step
+// is of the init folder; a pair file is refused, naming the fix.
+TEST(SparseEvaluation, EvaluationDuringTrainingIsEvalBeirOnAnyWorldSize) {
+  const SparseReference& ref = sparse_reference();
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  const fs::path dir = fresh_dir("sparse-eval");
+  const std::string beir = trecqa_beir_subset(dir / "trecqa_beir", 24).string();
+  const RunResult eval = run(kThreads + kBin + "/embed-train eval --model " + (ref.dir / "init").string() + " --beir " +
+                             beir + " --json " + (dir / "eval.json").string());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  EXPECT_NE(eval.output.find("query_active_dims"), std::string::npos) << eval.output;
+  const json expected = json::parse(read_file(dir / "eval.json"));
+  for (int workers : {1, 2}) {
+    json cfg = sparse_config(dir / ("out" + std::to_string(workers)), ref.dir / "init", ref.dir / "plain.jsonl",
+                             sparse_cases()[0], 1);
+    cfg["data"]["eval"] = beir;
+    fs::create_directories(dir / std::to_string(workers));
+    const RunResult r = train(dir / std::to_string(workers), cfg, workers);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const fs::path out = dir / ("out" + std::to_string(workers));
+    for (const char* metric : {"ndcg@10", "map@100", "recall@10", "query_active_dims", "corpus_active_dims", "avg_flops"}) {
+      const std::vector<double> values = series(out, std::string("eval/trecqa_beir/") + metric);
+      ASSERT_FALSE(values.empty()) << metric << ": " << r.output;
+      EXPECT_NEAR(values.front(), expected.at(metric).get<double>(), 1e-9 * std::max(1.0, std::fabs(values.front())))
+          << metric << " on " << workers << " worker(s)";
+    }
+  }
+  json pairs = sparse_config(dir / "pairs", ref.dir / "init", ref.dir / "plain.jsonl", sparse_cases()[0], 1);
+  pairs["data"]["eval"] = (ref.dir / "plain.jsonl").string();
+  fs::create_directories(dir / "p");
+  const RunResult refused = train(dir / "p", pairs, 1);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("is evaluated on a BEIR folder"), std::string::npos) << refused.output;
+}
+
 // Each bad setting ends the run before training, naming the key and the fix.
 TEST(SparseTraining, RefusesWhatCannotMakeASparseRun) {
   const SparseReference& ref = sparse_reference();
@@ -332,8 +419,8 @@ TEST(SparseTraining, RefusesWhatCannotMakeASparseRun) {
        {"model.sparse.pooling_strategy", "\"max\""}},
       {"Matryoshka on a sparse vector", [](json& j) { j["loss"]["matryoshka_dims"] = {128}; },
        {"loss.matryoshka_dims"}},
-      {"an evaluation not built yet", [](json& j) { j["data"]["eval"] = kBin + "/test-data/eval.jsonl"; },
-       {"data.eval", "not implemented yet"}},
+      {"an evaluation on pairs", [](json& j) { j["data"]["eval"] = kBin + "/test-data/eval.jsonl"; },
+       {"data.eval", "is evaluated on a BEIR folder"}},
   };
   for (const Bad& b : bad) {
     json cfg = good;
@@ -343,6 +430,17 @@ TEST(SparseTraining, RefusesWhatCannotMakeASparseRun) {
     for (const auto& s : b.said) EXPECT_NE(r.output.find(s), std::string::npos) << b.what << ": " << r.output;
     EXPECT_FALSE(fs::exists(dir / "out/final")) << b.what;
   }
+  // What compares dense embeddings by cosine refuses a sparse folder: mining, a guide.
+  const RunResult mine = run(kBin + "/embed-train mine --model " + (ref.dir / "init").string() + " --input " +
+                             (ref.dir / "plain.jsonl").string() + " --output " + (dir / "mined.jsonl").string());
+  EXPECT_NE(mine.exit_code, 0) << mine.output;
+  EXPECT_NE(mine.output.find("is a sparse encoder"), std::string::npos) << mine.output;
+  json guided = tiny_config(dir / "guided");
+  guided["loss"] = {{"type", "infonce"}, {"guide", {{"model", (ref.dir / "init").string()}}}};
+  const RunResult guide = train(dir, guided, 1);
+  EXPECT_NE(guide.exit_code, 0) << guide.output;
+  EXPECT_NE(guide.output.find("loss.guide.model"), std::string::npos) << guide.output;
+  EXPECT_NE(guide.output.find("is a sparse encoder"), std::string::npos) << guide.output;
 }
 
 }  // namespace
