@@ -156,6 +156,13 @@ std::string plain_tensor_name(const std::string& name) {
   return name;
 }
 
+// The tensors of the folder's weights that a head names (`file_tensors()`'s names), read alone.
+NamedTensors head_tensors(const ModelFolderLayout& layout, const NamedTensors& named) {
+  std::set<std::string> names;
+  for (const auto& item : named) names.insert(item.first);
+  return folder_tensors(layout.transformer_dir, [&](const std::string& name) { return names.count(name) > 0; });
+}
+
 // A cross-encoder's head from its folder; from an embedder's folder, BERT's pooler alone.
 void load_head_weights(SentenceEmbedder& model, const ModelFolderLayout& layout) {
   RerankHead& head = model->head;
@@ -168,12 +175,8 @@ void load_head_weights(SentenceEmbedder& model, const ModelFolderLayout& layout)
                      std::to_string(layout.num_labels) + " labels (id2label) but the model asks for " +
                      std::to_string(head->num_labels()) + ": set model.num_labels to " +
                      std::to_string(layout.num_labels));
-  std::set<std::string> names;
-  for (const auto& item : head->file_tensors()) names.insert(item.first);
-  const NamedTensors tensors =
-      folder_tensors(layout.transformer_dir, [&](const std::string& name) { return names.count(name) > 0; });
   bool pooler_loaded = false;
-  head->load_file_tensors(tensors, layout.transformer_dir, pooler_loaded);
+  head->load_file_tensors(head_tensors(layout, head->file_tensors()), layout.transformer_dir, pooler_loaded);
 }
 
 }  // namespace
@@ -200,15 +203,13 @@ LoadReport load_folder_weights(SentenceEmbedder& model, const ModelFolderLayout&
   LoadReport report = load_module_from_folder(model->encoder(), layout.transformer_dir, options);
   if (model->is_cross_encoder()) load_head_weights(model, layout);
   if (model->is_sparse()) {
-    std::set<std::string> names;
-    for (const auto& item : model->mlm->file_tensors()) names.insert(item.first);
-    model->mlm->load_file_tensors(
-        folder_tensors(layout.transformer_dir, [&](const std::string& name) { return names.count(name) > 0; }),
-        layout.transformer_dir);
+    const NamedTensors head = head_tensors(layout, model->mlm->file_tensors());
+    model->mlm->load_file_tensors(head, layout.transformer_dir);
     // The encoder's load left the head's tensors unused; the head used them.
-    report.unused.erase(std::remove_if(report.unused.begin(), report.unused.end(),
-                                       [&](const std::string& name) { return names.count(name) > 0; }),
-                        report.unused.end());
+    const auto used = [&](const std::string& name) {
+      return std::any_of(head.begin(), head.end(), [&](const auto& t) { return t.first == name; });
+    };
+    report.unused.erase(std::remove_if(report.unused.begin(), report.unused.end(), used), report.unused.end());
   }
   if (!layout.dense.empty()) load_dense_weights(model, layout.dense);
   return report;

@@ -296,18 +296,16 @@ int write_sparse_encoding(const EncodeOptions& o, LoadedModel& loaded, const std
   for (size_t start = 0; start < sentences.size(); start += size_t(block)) {
     const std::vector<std::string> texts(sentences.begin() + start,
                                          sentences.begin() + std::min(sentences.size(), start + size_t(block)));
-    const at::Tensor rows = embed_texts(loaded, texts, prompt, {o.batch_size, device, false, "encode"}, single);
-    for (int64_t i = 0; i < rows.size(0); ++i) {
-      const at::Tensor ids = rows[i].nonzero().squeeze(1);
-      const at::Tensor weights = rows[i].index_select(0, ids);
+    SparseRows rows;
+    rows.append_dense(embed_texts(loaded, texts, prompt, {o.batch_size, device, false, "encode"}, single));
+    for (int64_t i = 0; i < rows.rows(); ++i) {
       nlohmann::ordered_json entries = nlohmann::ordered_json::object();
-      const int64_t* id = ids.data_ptr<int64_t>();
-      const float* w = weights.data_ptr<float>();
-      for (int64_t k = 0; k < ids.size(0); ++k) entries[std::to_string(id[k])] = w[k];
-      active += double(ids.size(0));
+      for (int64_t k = rows.offsets[size_t(i)]; k < rows.offsets[size_t(i + 1)]; ++k)
+        entries[std::to_string(rows.terms[size_t(k)])] = rows.weights[size_t(k)];
       const nlohmann::ordered_json line = {{"text", texts[size_t(i)]}, {"sparse", entries}};
       out += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     }
+    active += double(rows.terms.size());
   }
   write_file_atomically(o.output, out);
   spdlog::info("encode: {} sparse vectors over {} vocabulary entries, {:.1f} active a text, written to {}",

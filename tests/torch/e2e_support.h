@@ -336,6 +336,39 @@ inline void expect_same_model(const fs::path& a, const fs::path& b, const json& 
   }
 }
 
+// A run stopped after its checkpoint at step 2 and resumed to step 4 ends with the model of
+// `straight` (4 steps, its output.dir inside dir) run through, byte for byte: the same
+// batches, dropout masks, AdamW state (`what` names the model in the message).
+inline void expect_resumed_run_ends_bit_identical(const fs::path& dir, const json& straight, const std::string& what) {
+  json first = straight;
+  first["output"]["dir"] = (dir / "resumed").string();
+  first["output"]["save_every"] = 2;
+  first["train"]["max_steps"] = 2;
+  json second = first;
+  second["train"]["max_steps"] = 4;
+  second["output"]["resume"] = "auto";
+  for (const char* sub : {"s", "f", "g"}) fs::create_directories(dir / sub);
+  ASSERT_EQ(train(dir / "s", straight, 1).exit_code, 0);
+  const RunResult r1 = train(dir / "f", first, 1);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  const RunResult r2 = train(dir / "g", second, 1);
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  EXPECT_NE(r2.output.find("resumed from"), std::string::npos) << r2.output;
+  const std::string a = read_file(fs::path(straight["output"]["dir"].get<std::string>()) / "final/model.safetensors");
+  const std::string b = read_file(dir / "resumed/final/model.safetensors");
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "the resumed " << what << " differs from the straight one";
+}
+
+// The largest change of one tensor between two model.safetensors files' weights.
+inline double largest_change(const std::map<std::string, std::vector<float>>& before,
+                             const std::map<std::string, std::vector<float>>& after, const std::string& name) {
+  double most = 0;
+  for (size_t i = 0; i < before.at(name).size(); ++i)
+    most = std::max(most, double(std::fabs(before.at(name)[i] - after.at(name)[i])));
+  return most;
+}
+
 // The saved models of two runs, byte for byte: runs that do the same operations on the
 // same values in the same order (each test says why, on every CPU).
 inline void expect_identical_models(const fs::path& a, const fs::path& b, const std::string& what) {

@@ -225,24 +225,7 @@ TEST(RerankTraining, ResumedRunEndsBitIdentical) {
   const fs::path data = write_pairs_with_negatives(dir);
   json straight = tiny_rerank_config(dir / "straight", data);
   straight["model"]["dropout"] = 0.1;
-  json first = straight;
-  first["output"]["dir"] = (dir / "resumed").string();
-  first["output"]["save_every"] = 2;
-  first["train"]["max_steps"] = 2;
-  json second = first;
-  second["train"]["max_steps"] = 4;
-  second["output"]["resume"] = "auto";
-  for (const char* sub : {"s", "f", "g"}) fs::create_directories(dir / sub);
-  ASSERT_EQ(train(dir / "s", straight, 1).exit_code, 0);
-  const RunResult r1 = train(dir / "f", first, 1);
-  ASSERT_EQ(r1.exit_code, 0) << r1.output;
-  const RunResult r2 = train(dir / "g", second, 1);
-  ASSERT_EQ(r2.exit_code, 0) << r2.output;
-  EXPECT_NE(r2.output.find("resumed from"), std::string::npos) << r2.output;
-  const std::string a = read_file(dir / "straight/final/model.safetensors");
-  const std::string b = read_file(dir / "resumed/final/model.safetensors");
-  ASSERT_FALSE(a.empty());
-  EXPECT_TRUE(a == b) << "the resumed cross-encoder differs from the straight one";
+  expect_resumed_run_ends_bit_identical(dir, straight, "cross-encoder");
 }
 
 // What acts on the model acts on a reranker's too: LoRA (the head trains whole), bf16,
@@ -272,12 +255,7 @@ TEST(RerankTraining, LoraBf16CheckpointingZeroAndPreparedDataTrainAReranker) {
   for (double loss : series(dir / "out", "loss")) EXPECT_TRUE(std::isfinite(loss));
   const auto before = weights(dir / "start/final/model.safetensors");
   const auto after = weights(dir / "out/final/model.safetensors");
-  const auto moved = [&](const std::string& name) {
-    double most = 0;
-    for (size_t i = 0; i < before.at(name).size(); ++i)
-      most = std::max(most, double(std::fabs(before.at(name)[i] - after.at(name)[i])));
-    return most;
-  };
+  const auto moved = [&](const std::string& name) { return largest_change(before, after, name); };
   EXPECT_GT(moved("classifier.weight"), 1e-4);  // the head trains whole (lr 1e-3, 3 steps)
   EXPECT_EQ(moved("bert.embeddings.word_embeddings.weight"), 0.0);  // frozen, no adapter
 }

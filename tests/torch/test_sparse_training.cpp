@@ -269,23 +269,7 @@ TEST(SparseTraining, ResumedRunEndsBitIdentical) {
   json straight = sparse_config(dir / "straight", ref.dir / "init", ref.dir / "plain.jsonl", sparse_cases()[4], 4);
   straight["model"]["dropout"] = 0.1;
   straight["train"]["lr"] = 1e-4;
-  json first = straight;
-  first["output"]["dir"] = (dir / "resumed").string();
-  first["output"]["save_every"] = 2;
-  first["train"]["max_steps"] = 2;
-  json second = first;
-  second["train"]["max_steps"] = 4;
-  second["output"]["resume"] = "auto";
-  for (const char* sub : {"s", "f", "g"}) fs::create_directories(dir / sub);
-  ASSERT_EQ(train(dir / "s", straight, 1).exit_code, 0);
-  ASSERT_EQ(train(dir / "f", first, 1).exit_code, 0);
-  const RunResult r2 = train(dir / "g", second, 1);
-  ASSERT_EQ(r2.exit_code, 0) << r2.output;
-  EXPECT_NE(r2.output.find("resumed from"), std::string::npos) << r2.output;
-  const std::string a = read_file(dir / "straight/final/model.safetensors");
-  const std::string b = read_file(dir / "resumed/final/model.safetensors");
-  ASSERT_FALSE(a.empty());
-  EXPECT_TRUE(a == b) << "the resumed sparse encoder differs from the straight one";
+  expect_resumed_run_ends_bit_identical(dir, straight, "sparse encoder");
 }
 
 // What acts on the model acts on a sparse encoder's too: LoRA (the masked-LM head trains
@@ -309,12 +293,7 @@ TEST(SparseTraining, LoraBf16CheckpointingAndZeroTrainASparseEncoder) {
   for (double loss : series(dir / "out", "loss")) EXPECT_TRUE(std::isfinite(loss));
   const auto before = weights(ref.dir / "init/model.safetensors");
   const auto after = weights(dir / "out/final/model.safetensors");
-  const auto moved = [&](const std::string& name) {
-    double most = 0;
-    for (size_t i = 0; i < before.at(name).size(); ++i)
-      most = std::max(most, double(std::fabs(before.at(name)[i] - after.at(name)[i])));
-    return most;
-  };
+  const auto moved = [&](const std::string& name) { return largest_change(before, after, name); };
   // The head's dense layer gets its gradient only through the pooling's backward.
   EXPECT_GT(moved("cls.predictions.transform.dense.weight"), 1e-4);
   EXPECT_GT(moved("cls.predictions.bias"), 1e-4);
