@@ -145,6 +145,9 @@ Subcommand add_encode(CLI::App& app) {
                                           "folder's default_prompt_name, if any)");
   add_optional(encode, "--prompt", o->prompt, "put this text before each sentence (\"\": none)")
       ->excludes(prompt_name_option);
+  encode->add_option("--max-active-dims", enc.max_active_dims,
+                     "a sparse encoder: keep each vector's largest K entries (default: as the folder says)")
+      ->check(cli::positive_integer());
   return {encode, [o] {
             init_console_log();
             o->prompt_name.into(o->encode.prompt_name);
@@ -179,6 +182,10 @@ Subcommand add_eval(CLI::App& app) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   eval->add_option("--json", ev->json_out, "also write the metrics as JSON to this file");
+  eval->add_option("--max-active-dims", ev->max_active_dims,
+                   "--beir, a sparse encoder: keep each vector's largest K entries (default: as the folder says)")
+      ->check(cli::positive_integer())
+      ->needs(beir);
   auto* first_stage = eval->add_option("--first-stage", ev->first_stage,
                                        "--beir: a bi-encoder folder ranks the corpus; --model, a cross-encoder "
                                        "folder, reranks each query's top k (both metric sets reported)")

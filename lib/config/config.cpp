@@ -111,6 +111,7 @@ void visit_fields(Config& c, Visitor& v) {
   v("model.sparse.pooling_strategy", m.sparse.pooling_strategy, any());
   v("model.sparse.activation_function", m.sparse.activation_function, any());
   v("model.sparse.chunk_tokens", m.sparse.chunk_tokens, positive());
+  v("model.sparse.max_active_dims", m.sparse.max_active_dims, positive());
 
   TokenizerConfig& t = c.tokenizer;
   v("tokenizer.type", t.type, any());
@@ -413,6 +414,7 @@ struct Writer {
   static json to_json_value(const std::optional<std::string>& v) {
     return v ? json(*v) : json(nullptr);
   }
+  static json to_json_value(const std::optional<int64_t>& v) { return v ? json(*v) : json(kAutoChoice); }
   template <class E>
   static json to_json_value(const std::optional<E>& v) {
     static_assert(is_choice_v<E>);
@@ -507,7 +509,9 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin,
   // A sparse encoder's defaults: loss.type "splade", whose contrastive term scales dot
   // products by 1 (sentence-transformers' SparseMultipleNegativesRankingLoss), not cosines by 20.
   if (c.model.kind == ModelKind::Sparse && !reader.given("loss.type")) c.loss.type = LossType::Splade;
-  if (c.loss.type == LossType::Splade && !reader.given("loss.temperature")) c.loss.temperature = 1.0;
+  // Its vectors are compared by dot product in every term, whichever loss.type.
+  c.loss.sparse_encoder = c.model.kind == ModelKind::Sparse;
+  if (c.loss.sparse_encoder && !reader.given("loss.temperature")) c.loss.temperature = 1.0;
   // The demo's evaluation set is a file of pairs; a sparse encoder is evaluated on BEIR folders.
   if (c.model.kind == ModelKind::Sparse && !reader.given("data.eval")) c.data.eval = EvalSets{};
   errors.insert(errors.end(), reader.errors.begin(), reader.errors.end());

@@ -94,10 +94,11 @@ template <class OriginOf>
 void check_sparse_kind(const Config& c, const OriginOf& origin_of, std::vector<std::string>& errors) {
   const LossConfig& l = c.loss;
   const bool sparse = c.model.kind == ModelKind::Sparse;
-  if (sparse && l.type != LossType::Splade)
+  if (sparse && l.type != LossType::Splade && l.type != LossType::MarginMse && l.type != LossType::None)
     errors.push_back(origin_of({"loss.type", "model.kind"}) + ": a sparse encoder (model.kind \"sparse\") trains on "
-                     "loss.type \"splade\" (infonce on dot products plus FLOPS regularization), not \"" +
-                     choice_name(l.type) + "\": set loss.type \"splade\"");
+                     "loss.type \"splade\" (infonce on dot products), \"margin_mse\" (SparseMarginMSELoss) or "
+                     "\"none\" with loss.distill, each with FLOPS regularization, not \"" + choice_name(l.type) +
+                     "\": set loss.type \"splade\" (or a teacher's \"margin_mse\" / \"none\")");
   if (!sparse && l.type == LossType::Splade)
     errors.push_back(origin_of({"loss.type", "model.kind"}) + ": loss.type \"splade\" trains a sparse encoder: set "
                      "model.kind \"sparse\" (and model.init a BertForMaskedLM or XLMRobertaForMaskedLM folder)");
@@ -105,17 +106,17 @@ void check_sparse_kind(const Config& c, const OriginOf& origin_of, std::vector<s
   const SparseLossConfig dl;
   const SparseLossConfig& sl = l.sparse;
   if (!sparse && (c.model.sparse.pooling_strategy || c.model.sparse.activation_function ||
-                  c.model.sparse.chunk_tokens != dm.chunk_tokens))
+                  c.model.sparse.chunk_tokens != dm.chunk_tokens || c.model.sparse.max_active_dims))
     errors.push_back(origin_of({"model.sparse", "model.kind"}) +
                      ": model.sparse applies to a sparse encoder: set model.kind \"sparse\", or remove model.sparse");
-  if (l.type != LossType::Splade &&
+  if (!sparse &&
       (sl.document_regularizer_weight != dl.document_regularizer_weight ||
        sl.query_regularizer_weight != dl.query_regularizer_weight || sl.warmup_ratio != dl.warmup_ratio ||
        sl.schedule != dl.schedule || sl.document_regularizer_threshold != dl.document_regularizer_threshold ||
        sl.query_regularizer_threshold != dl.query_regularizer_threshold))
-    errors.push_back(origin_of({"loss.sparse", "loss.type"}) +
-                     ": loss.sparse sets loss.type \"splade\"'s regularizers, and loss.type is \"" + choice_name(l.type) +
-                     "\": set loss.type \"splade\", or remove loss.sparse");
+    errors.push_back(origin_of({"loss.sparse", "model.kind"}) +
+                     ": loss.sparse sets a sparse encoder's FLOPS regularizers: set model.kind \"sparse\", or remove "
+                     "loss.sparse");
   if (!sparse) return;
   const auto refuse = [&](bool set, std::vector<std::string> keys, const std::string& why) {
     if (set) errors.push_back(origin_of(keys) + ": " + keys.front() + " " + why);
@@ -123,9 +124,6 @@ void check_sparse_kind(const Config& c, const OriginOf& origin_of, std::vector<s
   refuse(!l.matryoshka_dims.empty(), {"loss.matryoshka_dims", "model.kind"},
          "cuts a dense embedding to its first sizes; a sparse vector's entries are vocabulary words, not ordered "
          "by importance: remove it");
-  refuse(l.distill.weight > 0 || l.margin_mse.weight > 0, {"loss.distill.weight", "loss.margin_mse.weight", "model.kind"},
-         "compares cosines of dense embeddings; a sparse encoder's teacher terms (SparseMarginMSELoss) are not "
-         "implemented yet: remove it");
 }
 
 // model.kind: the embedder's loss settings and the reranker's apply each to its own kind,

@@ -9,7 +9,7 @@ namespace ddp_embed {
 
 LossConfig loss_at_step(const LossConfig& loss, int64_t step, int64_t total_steps) {
   LossConfig out = loss;
-  if (loss.type != LossType::Splade || !(loss.sparse.warmup_ratio > 0)) return out;
+  if (!loss.sparse_encoder || !(loss.sparse.warmup_ratio > 0)) return out;
   // sentence-transformers: warmup_steps = int(total × ratio), at least 1; at the beginning
   // of a step, global_step (the steps done) against it.
   const int64_t warmup = std::max<int64_t>(1, int64_t(double(total_steps) * loss.sparse.warmup_ratio));

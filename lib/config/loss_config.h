@@ -54,8 +54,8 @@ struct CrossEncoderLossConfig {
   LambdaLog reduction_log = LambdaLog::Binary;  // lambda
 };
 
-// loss.sparse: SpladeLoss's FLOPS regularizers beside loss.type "splade"'s contrastive
-// term (model.kind "sparse"): weight × sum over the vocabulary of (the batch's mean
+// loss.sparse: SpladeLoss's FLOPS regularizers beside a sparse encoder's loss
+// (model.kind "sparse": loss.type "splade", "margin_mse" or "none" with loss.distill): weight × sum over the vocabulary of (the batch's mean
 // weight)², the documents' (positives and hard negatives) and the queries' apart. Each
 // weight rises from 0 over the first warmup_ratio of the run's steps, as
 // sentence-transformers' SpladeRegularizerWeightSchedulerCallback raises it (0: the full
@@ -89,7 +89,12 @@ struct LossConfig {
   double hardness_strength = 0;
   GuideConfig guide;
   CrossEncoderLossConfig cross_encoder;  // model.kind "cross_encoder" only
-  SparseLossConfig sparse;               // loss.type "splade" only
+  SparseLossConfig sparse;               // model.kind "sparse" only
+  // Not a key: lib/config sets it from model.kind "sparse". A sparse encoder's vectors are
+  // compared by dot product in every term (SparseEncoder's similarity: the contrastive
+  // term, distillation, MarginMSE), and loss.sparse's FLOPS terms are added (SpladeLoss
+  // around any of them).
+  bool sparse_encoder = false;
 };
 
 // loss.sparse's weights at the start of step `step` (1, 2, ...) of `total_steps`: scaled

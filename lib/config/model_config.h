@@ -19,6 +19,11 @@ struct SparseModelConfig {
   // Tokens whose vocabulary logits are made at once: the pooling's peak memory is a few
   // [chunk_tokens, vocabulary] tensors (4 MB each at 32 tokens × 30,522 entries).
   int chunk_tokens = 256;
+  // At most this many non-zero entries in each vector the model encodes (its largest; the
+  // rest 0), as sentence-transformers' SparseEncoder(max_active_dims=...): what encode,
+  // eval and data.eval see, not the loss (training shapes every entry, as theirs does).
+  // Saved in the folder; "auto" (no value): model.init's, else every entry.
+  std::optional<int64_t> max_active_dims;
 };
 
 struct ModelConfig {

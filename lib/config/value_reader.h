@@ -180,6 +180,18 @@ class Reader {
     if (errors.size() == errors_before) field = std::move(out);
   }
 
+  // null or "auto" (no value: as the init folder says), or an integer satisfying `rule`:
+  // model.sparse.max_active_dims.
+  void read(const std::string& path, const json& v, std::optional<int64_t>& field, const Rule& rule) {
+    if (v.is_null() || (v.is_string() && v.get<std::string>() == kAutoChoice)) {
+      field.reset();
+      return;
+    }
+    const size_t errors_before = errors.size();
+    int64_t value = 0;
+    read(path, v, value, rule);
+    if (errors.size() == errors_before) field = value;
+  }
   void read(const std::string& path, const json& v, double& field, const Rule& rule);
   void read(const std::string& path, const json& v, bool& field, const Rule& rule);
   void read(const std::string& path, const json& v, std::string& field, const Rule& rule);

@@ -1,5 +1,6 @@
 #include "model/embedder.h"
 
+#include <tuple>
 #include <vector>
 
 #include <c10/util/StringUtil.h>
@@ -248,7 +249,13 @@ at::Tensor SentenceEmbedderImpl::encode_batch(const EncoderInput& input) {
   RestoreTraining restore(*this);
   eval();
   at::NoGradGuard no_grad;
-  return embed(input);
+  const at::Tensor out = embed(input);
+  const int64_t k = sparse_.max_active_dims;
+  if (!is_sparse() || k <= 0 || k >= out.size(1)) return out;
+  // sentence-transformers' select_max_active_dims: the top k by magnitude (SPLADE's
+  // weights are >= 0), the rest 0.
+  const at::Tensor top = std::get<1>(out.abs().topk(k, 1));
+  return at::zeros_like(out).scatter_(1, top, out.gather(1, top));
 }
 
 }  // namespace ddp_embed

@@ -92,12 +92,17 @@ class SentenceEmbedderImpl : public torch::nn::Module {
     SpladeReduce reduce = SpladeReduce::Max;
     SpladeActivation activation = SpladeActivation::Relu;
     int64_t chunk_tokens = 256;
+    // > 0: encode_batch keeps each vector's largest this many entries (the rest 0), as
+    // SparseEncoder.encode does with max_active_dims; embed (training) keeps every entry.
+    int64_t max_active_dims = 0;
   };
   SentenceEmbedderImpl(const EncoderConfig& config, SparseShape shape);
 
   bool is_cross_encoder() const { return static_cast<bool>(head); }
   bool is_sparse() const { return static_cast<bool>(mlm); }
   const SparseShape& sparse_shape() const { return sparse_; }
+  // encode and eval's --max-active-dims: k > 0, or 0 for every entry.
+  void set_max_active_dims(int64_t k) { sparse_.max_active_dims = k; }
 
   // Pooled (and projected) embeddings [n, D], with gradient, in the current mode; a sparse
   // encoder's SPLADE vectors [n, vocabulary] (every entry >= 0).

@@ -165,16 +165,24 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
                                             c.candidates.positive_offset, loss.temperature, c.masked, c.divisor));
     if (distill > 0)
       terms.push_back(distill * distillation_loss(q.narrow(1, 0, d), local.narrow(1, 0, d), labels.groups,
-                                                  labels.teacher_scores, loss.temperature, loss.distill.temperature));
+                                                  labels.teacher_scores, loss.temperature, loss.distill.temperature,
+                                                  loss.sparse_encoder));
     if (margin > 0)
       terms.push_back(margin * margin_mse_loss(q.narrow(1, 0, d), local.narrow(1, 0, d), labels.groups,
-                                               labels.teacher_scores));
+                                               labels.teacher_scores, loss.sparse_encoder));
     at::Tensor term = terms.front();
     for (size_t i = 1; i < terms.size(); ++i) term = term + terms[i];
     out.loss = out.loss.defined() ? out.loss + weight * term : weight * term;
   }
-  if (loss.type == LossType::Splade)
-    out.loss = out.loss + sparse_regularizers(q, local, c.candidates.rows, loss, exchange, out.sparse_terms);
+  // SpladeLoss's FLOPS terms, around whichever terms a sparse encoder trains on, over the
+  // documents of the contrastive term's candidates, else this rank's own: every rank's with
+  // cross-rank negatives (the global batch's terms, as one process computes them).
+  if (loss.sparse_encoder) {
+    const at::Tensor documents = contrastive          ? c.candidates.rows
+                                 : exchange.all_gather ? exchange.all_gather(local, labels.rank_rows)
+                                                       : local;
+    out.loss = out.loss + sparse_regularizers(q, local, documents, loss, exchange, out.sparse_terms);
+  }
   return out;
 }
 

@@ -63,17 +63,21 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
                    const LossConfig& loss, const CandidateExchange& exchange = {});
 
 // FlagEmbedding's kl_div distillation over each query's scored candidates (groups: rows
-// of `candidates`, this rank's [positives; hard negatives]). Scalar. Throws ModelError
-// for bad shapes or temperatures.
+// of `candidates`, this rank's [positives; hard negatives]), on cosines, or on dot
+// products (`dot_products`: a sparse encoder's; then T² times it, less the teacher's
+// entropy, is sentence-transformers' SparseDistillKLDivLoss at student temperature T).
+// Scalar. Throws ModelError for bad shapes or temperatures.
 at::Tensor distillation_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
                              const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/,
-                             double temperature, double teacher_temperature);
+                             double temperature, double teacher_temperature, bool dot_products = false);
 
 // sentence-transformers' MarginMSELoss (on normalized embeddings): the cosine margins of
-// each query's positive (groups column 0) over its hard negatives against the teacher's.
-// Scalar. Throws ModelError for bad shapes and for groups without a hard negative (G = 1).
+// each query's positive (groups column 0) over its hard negatives against the teacher's;
+// with `dot_products`, the dot-product margins (SparseMarginMSELoss). Scalar. Throws
+// ModelError for bad shapes and for groups without a hard negative (G = 1).
 at::Tensor margin_mse_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
-                           const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/);
+                           const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/,
+                           bool dot_products = false);
 
 // sentence-transformers' FlopsLoss: sum over the vocabulary of (the mean over rows of
 // embeddings [n, V])², the rows with `threshold` or fewer non-zero entries counted as zeros

@@ -142,7 +142,7 @@ std::vector<DirectionBlock> direction_blocks(const Candidates& c, const at::Tens
 at::Tensor infonce_loss(const std::vector<DirectionBlock>& blocks, const at::Tensor& q, const Candidates& c, int64_t d,
                         const LossConfig& loss) {
   compat::NoAutocast no_autocast;
-  const Normalized e = normalized_at(q, c, d, loss.type == LossType::Splade);
+  const Normalized e = normalized_at(q, c, d, loss.sparse_encoder);
   std::vector<at::Tensor> logits;
   for (const auto& b : blocks) logits.push_back(block_logits(b, e, loss));
   const at::Tensor positives = rows_from(c.positive_offset, q.size(0), q.device()).unsqueeze(1);

@@ -227,7 +227,9 @@ LoadedModel load_model_folder(const std::string& dir, std::optional<Pooling> poo
 
   if (layout.sparse) {
     out.model = SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(
-        layout.encoder, SentenceEmbedderImpl::SparseShape{layout.splade_reduce, layout.splade_activation}));
+        layout.encoder, SentenceEmbedderImpl::SparseShape{layout.splade_reduce, layout.splade_activation,
+                                                          SentenceEmbedderImpl::SparseShape{}.chunk_tokens,
+                                                          layout.max_active_dims}));
     load_folder_weights(out.model, layout);
     out.model->eval();
     return out;

@@ -137,6 +137,7 @@ struct ModelFolderLayout {
   bool sparse = false;
   SpladeReduce splade_reduce = SpladeReduce::Max;
   SpladeActivation splade_activation = SpladeActivation::Relu;
+  int64_t max_active_dims = 0;  // config_sentence_transformers.json's; 0: none (every entry)
 };
 
 ModelFolderLayout read_model_folder_layout(const std::string& dir);

@@ -465,6 +465,19 @@ void read_prompts(ModelFolderLayout& layout, const fs::path& root) {
   }
 }
 
+// A SparseEncoder's config_sentence_transformers.json "max_active_dims": a positive
+// integer, or absent or null (every entry).
+void read_max_active_dims(ModelFolderLayout& layout, const fs::path& root) {
+  const fs::path file = root / "config_sentence_transformers.json";
+  if (!fs::exists(file)) return;
+  const json config = read_json_object(file);
+  const auto it = config.find("max_active_dims");
+  if (it == config.end() || it->is_null()) return;
+  if (!it->is_number_integer() || it->get<int64_t>() <= 0)
+    fail(file, "max_active_dims " + it->dump() + ": expected a positive integer (or null: every entry)");
+  layout.max_active_dims = it->get<int64_t>();
+}
+
 }  // namespace
 
 ModelFolderLayout read_model_folder_layout(const std::string& dir) {
@@ -482,6 +495,7 @@ ModelFolderLayout read_model_folder_layout(const std::string& dir) {
                "(a Hugging Face folder: config.json, model.safetensors and the tokenizer files)");
   read_prompts(layout, root);
   if (layout.cross_encoder) read_activation(layout, root);
+  if (layout.sparse) read_max_active_dims(layout, root);
   return layout;
 }
 

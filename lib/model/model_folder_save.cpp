@@ -146,12 +146,14 @@ void write_sparse_modules(const fs::path& tmp, const SentenceEmbedderImpl& model
                            {"type", "sentence_transformers.base.modules.transformer.Transformer"}},
                           {{"idx", 1}, {"name", "1"}, {"path", "1_SpladePooling"},
                            {"type", "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"}}}));
-  write_json(tmp / "config_sentence_transformers.json",
-             {{"__version__", {{"sentence_transformers", "6.0.0"}}},
-              {"model_type", "SparseEncoder"},
-              {"prompts", json(options.prompts)},
-              {"default_prompt_name", options.default_prompt_name ? json(*options.default_prompt_name) : json(nullptr)},
-              {"similarity_fn_name", "dot"}});
+  json st = {{"__version__", {{"sentence_transformers", "6.0.0"}}},
+             {"model_type", "SparseEncoder"},
+             {"prompts", json(options.prompts)},
+             {"default_prompt_name", options.default_prompt_name ? json(*options.default_prompt_name) : json(nullptr)},
+             {"similarity_fn_name", "dot"}};
+  // SparseEncoder(dir) reads it back and encodes with it, as embed-train does.
+  if (model.sparse_shape().max_active_dims > 0) st["max_active_dims"] = model.sparse_shape().max_active_dims;
+  write_json(tmp / "config_sentence_transformers.json", st);
 }
 
 // Hugging Face tokenizers truncate to tokenizer_config.json's model_max_length; more

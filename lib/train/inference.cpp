@@ -314,6 +314,16 @@ int write_sparse_encoding(const EncodeOptions& o, LoadedModel& loaded, const std
   return 0;
 }
 
+// --max-active-dims k > 0: a sparse encoder's vectors keep their top k, whatever the
+// folder says (SparseEncoder.encode(max_active_dims=k)); 0 leaves the folder's setting.
+void override_max_active_dims(LoadedModel& loaded, int64_t k, const std::string& model_dir) {
+  if (k <= 0) return;
+  if (!loaded.model->is_sparse())
+    throw std::invalid_argument("--max-active-dims: " + model_dir + " is not a sparse encoder (SpladePooling); its "
+                                "embeddings are dense: leave it out");
+  loaded.model->set_max_active_dims(k);
+}
+
 }  // namespace
 
 int run_encode(const EncodeOptions& o) {
@@ -323,6 +333,7 @@ int run_encode(const EncodeOptions& o) {
   const std::vector<std::string> sentences = read_sentences(o.input);
   LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
   require_bi_encoder(loaded, o.model_dir, "encode");
+  override_max_active_dims(loaded, o.max_active_dims, o.model_dir);
   // As SentenceTransformer.encode: the folder's default prompt when none is asked for.
   const std::string prompt = resolve_prompt(loaded, o.prompt, o.prompt_name, "--prompt-name", loaded.default_prompt_name);
   if (!prompt.empty()) spdlog::info("encode: the prompt {} before each sentence", nlohmann::json(prompt).dump());
@@ -426,6 +437,7 @@ int run_eval(const EvalOptions& o) {
   compat::prepare_device(device);  // before any tensor: CUDA is loaded on first use (compat/cuda_support.h)
   LoadedModel loaded = load_model_folder(o.model_dir, pooling_option(o.pooling));
   require_bi_encoder(loaded, o.model_dir, "eval without --first-stage");
+  override_max_active_dims(loaded, o.max_active_dims, o.model_dir);
   if (loaded.model->is_sparse() && o.beir.empty())
     throw std::invalid_argument(o.model_dir + " is a sparse encoder (SpladePooling): it is evaluated on a BEIR folder "
                                 "(--beir DIR: each query against the whole corpus through an inverted index), not on "

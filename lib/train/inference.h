@@ -52,6 +52,7 @@ struct EncodeOptions {
   bool normalize = false;  // also without a Normalize module in the folder
   std::optional<std::string> prompt_name;  // --prompt-name: one of the folder's prompts
   std::optional<std::string> prompt;       // --prompt: the text itself (also "": none)
+  int64_t max_active_dims = 0;  // a sparse encoder: keep each vector's top k (0: as the folder says)
 };
 
 struct EvalOptions {
@@ -73,6 +74,7 @@ struct EvalOptions {
   std::string first_stage;
   int top_k = 100;
   std::string rerank_out;
+  int64_t max_active_dims = 0;  // as EncodeOptions::max_active_dims
 };
 
 struct TokenizeOptions {

@@ -240,7 +240,8 @@ SentenceEmbedder build_model(const Config& cfg, const Tokenizer& tokenizer,
   const SentenceEmbedderImpl::SparseShape sparse{
       cfg.model.sparse.pooling_strategy.value_or(init_sparse ? init->splade_reduce : SpladeReduce::Max),
       cfg.model.sparse.activation_function.value_or(init_sparse ? init->splade_activation : SpladeActivation::Relu),
-      cfg.model.sparse.chunk_tokens};
+      cfg.model.sparse.chunk_tokens,
+      cfg.model.sparse.max_active_dims.value_or(init_sparse ? init->max_active_dims : 0)};
   SentenceEmbedder model =
       cfg.model.kind == ModelKind::Sparse ? SentenceEmbedder(std::make_shared<SentenceEmbedderImpl>(arch, sparse))
       : cfg.model.kind == ModelKind::CrossEncoder

@@ -652,7 +652,36 @@ TEST(Config, SparseKindDefaultsToSpladeAtScaleOneAndOwnsItsKeys) {
   EXPECT_CONTAINS(from_json_error(R"({"model": {"sparse": {"pooling_strategy": "sum"}}})"),
                   R"(model.sparse applies to a sparse encoder)");
   EXPECT_CONTAINS(from_json_error(R"({"loss": {"sparse": {"query_regularizer_weight": 1}}})"),
-                  R"(loss.sparse sets loss.type "splade"'s regularizers)");
+                  R"(loss.sparse sets a sparse encoder's FLOPS regularizers: set model.kind "sparse")");
+  // A teacher's terms train a sparse encoder too, on dot products, inside the FLOPS terms;
+  // its student temperature defaults to 1 there.
+  const Config m = config_from_json(
+      json::parse(R"({"model": {"kind": "sparse"}, "loss": {"type": "margin_mse", "sparse": {"warmup_ratio": 0}},
+                      "data": {"eval": null, "negatives_per_query": 1}})"),
+      "cfg.json");
+  EXPECT_TRUE(m.loss.sparse_encoder);
+  EXPECT_EQ(m.loss.sparse.warmup_ratio, 0.0);
+  const Config d = config_from_json(
+      json::parse(R"({"model": {"kind": "sparse"}, "loss": {"type": "none", "distill": {"weight": 1}},
+                      "data": {"eval": null}})"),
+      "cfg.json");
+  EXPECT_EQ(d.loss.temperature, 1.0);
+  EXPECT_FALSE(config_from_json(json::parse(R"({"data": {"eval": null}})"), "cfg.json").loss.sparse_encoder);
+  // model.sparse.max_active_dims: a positive integer, or auto (the init folder's).
+  EXPECT_EQ(config_from_json(json::parse(R"({"model": {"kind": "sparse", "sparse": {"max_active_dims": 64}}})"),
+                             "cfg.json")
+                .model.sparse.max_active_dims,
+            std::optional<int64_t>(64));
+  const Config a = config_from_json(
+      json::parse(R"({"model": {"kind": "sparse", "sparse": {"max_active_dims": "auto"}}})"), "cfg.json");
+  EXPECT_FALSE(a.model.sparse.max_active_dims.has_value());
+  EXPECT_EQ(config_to_json(a)["model"]["sparse"]["max_active_dims"], "auto");
+  for (const char* bad : {"0", "-3", "2.5", "\"many\""})
+    EXPECT_CONTAINS(from_json_error(std::string(R"({"model": {"kind": "sparse", "sparse": {"max_active_dims": )") + bad +
+                                    "}}}"),
+                    "model.sparse.max_active_dims");
+  EXPECT_CONTAINS(from_json_error(R"({"model": {"sparse": {"max_active_dims": 8}}})"),
+                  R"(model.sparse applies to a sparse encoder)");
   EXPECT_CONTAINS(from_json_error(R"({"model": {"kind": "sparse"}, "loss": {"sparse": {"document_regularizer_weight": -1}}})"),
                   "loss.sparse.document_regularizer_weight");
   // The demo's default evaluation set is a file of pairs, which a sparse run does not take: none unless given.
@@ -668,6 +697,7 @@ TEST(Config, SparseKindDefaultsToSpladeAtScaleOneAndOwnsItsKeys) {
 TEST(Config, SpladeRegularizerWeightsRiseAsSentenceTransformersCallbackRaisesThem) {
   LossConfig loss;
   loss.type = LossType::Splade;
+  loss.sparse_encoder = true;
   loss.sparse.document_regularizer_weight = 0.9;
   loss.sparse.query_regularizer_weight = 0.45;
   const double quadratic[] = {0.0, 1.0 / 9.0, 4.0 / 9.0, 1.0, 1.0};
@@ -682,7 +712,8 @@ TEST(Config, SpladeRegularizerWeightsRiseAsSentenceTransformersCallbackRaisesThe
   EXPECT_DOUBLE_EQ(loss_at_step(loss, 2, 2).sparse.document_regularizer_weight, 0.9);
   loss.sparse.warmup_ratio = 0;  // no warm-up: the full weights from the first step
   EXPECT_DOUBLE_EQ(loss_at_step(loss, 1, 10).sparse.document_regularizer_weight, 0.9);
-  loss.type = LossType::Infonce;  // another loss: untouched
+  loss.sparse_encoder = false;  // a dense embedder's loss: untouched
+  loss.type = LossType::Infonce;
   loss.sparse.warmup_ratio = 0.5;
   EXPECT_DOUBLE_EQ(loss_at_step(loss, 1, 10).sparse.document_regularizer_weight, 0.9);
 }

@@ -3,8 +3,12 @@
 //    SparseMultipleNegativesRankingLoss on the same batch from the same SparseEncoder folder
 //    (scripts/python/splade_train_reference.py, run once): hard negatives, in-batch only,
 //    directions and another scale, FLOPS thresholds, sum pooling with log1p_relu, and the
-//    regularizers' warm-up (0 at the first step, as the trainer's callback sets them); on one
-//    worker and on two (cross-rank negatives: the global batch's terms), and through GradCache;
+//    regularizers' warm-up (0 at the first step, as the trainer's callback sets them), and
+//    the teacher terms on dot products (SparseMarginMSELoss alone and beside the contrastive
+//    term, SparseDistillKLDivLoss); on one worker and on two (cross-rank negatives: the
+//    global batch's terms), and through GradCache;
+//  - model.sparse.max_active_dims and --max-active-dims are SparseEncoder's max_active_dims;
+//  - an elastic job on a prepared folder, resumed at another size, trains one worker's model;
 //  - the folder it writes is one SparseEncoder(dir) loads as it is and encodes as
 //    embed-train encode does, and the SparseEncoder folder it started from encodes alike;
 //  - embed-train eval --beir through its inverted index equals sentence-transformers'
@@ -47,6 +51,20 @@ const std::vector<SparseCase>& sparse_cases() {
        {{"temperature", 8.0},
         {"sparse", {{"warmup_ratio", 0.0}, {"document_regularizer_weight", 1e-3}, {"query_regularizer_weight", 1e-3}}}},
        {"sum", "log1p_relu"}},
+      // The teacher terms on dot products, each inside SpladeLoss: SparseMarginMSELoss alone
+      // (loss.type "margin_mse"), beside the contrastive term, and SparseDistillKLDivLoss
+      // (loss.type "none": the reference turns its T² × KL into our cross-entropy, whose
+      // gradient is the same but for T²).
+      {"margin_mse", 3,
+       {{"type", "margin_mse"},
+        {"sparse", {{"warmup_ratio", 0.0}, {"document_regularizer_weight", 1e-3}, {"query_regularizer_weight", 1e-3}}}}},
+      {"splade_and_margin_mse", 3,
+       {{"temperature", 1.0}, {"margin_mse", {{"weight", 0.5}}}, {"sparse", {{"warmup_ratio", 0.0}}}}},
+      {"distill", 3,
+       {{"type", "none"},
+        {"temperature", 2.0},
+        {"distill", {{"weight", 1.0}, {"temperature", 2.0}}},
+        {"sparse", {{"warmup_ratio", 0.0}, {"document_regularizer_weight", 1e-3}, {"query_regularizer_weight", 1e-3}}}}},
   };
   return cases;
 }
@@ -68,7 +86,8 @@ const SparseReference& sparse_reference() {
       out.dir = python_fixtures::made_by_script(
           "splade_train_reference.py", "splade-train-reference",
           "--mlm " + python_fixtures::shell_quote((fixtures / "mlm").string()) + " --train-pairs " +
-              python_fixtures::shell_quote(kBin + "/test-data/train.jsonl") + " --cases " +
+              python_fixtures::shell_quote(kBin + "/test-data/train.jsonl") + " --teacher " +
+              python_fixtures::shell_quote(kMiniLM) + " --cases " +
               python_fixtures::shell_quote(cases.dump()));
       out.losses = json::parse(read_file(out.dir / "losses.json"));
       out.active = json::parse(read_file(out.dir / "active.json"));
@@ -128,7 +147,7 @@ TEST_P(SparseFirstStep, EqualsSpladeLossOnTheSameBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Losses, SparseFirstStep,
-                         ::testing::Combine(::testing::Range<size_t>(0, 6), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Range<size_t>(0, 9), ::testing::Values(1, 2)),
                          [](const auto& info) {
                            return sparse_cases()[std::get<0>(info.param)].name + "_" +
                                   std::to_string(std::get<1>(info.param)) + "workers";
@@ -139,6 +158,8 @@ INSTANTIATE_TEST_SUITE_P(Losses, SparseFirstStep,
 TEST(SparseTraining, GradCacheFirstStepEqualsSpladeLoss) {
   expect_first_step(sparse_cases()[0], 1, 4);
   expect_first_step(sparse_cases()[1], 1, 3);
+  expect_first_step(sparse_cases()[6], 1, 3);  // MarginMSE: its teacher scores follow the chunks
+  expect_first_step(sparse_cases()[8], 1, 5);
 }
 
 // The reference's thresholds must split the texts, or that case tests nothing.
@@ -167,18 +188,23 @@ fs::path write_texts(const fs::path& dir, const fs::path& pairs) {
 }
 
 // embed-train encode's vectors of a folder against SparseEncoder(folder).encode: the same
-// entries within 1e-5 of the largest (fp32 sums in other orders), the same support.
-void expect_encodes_as_sparse_encoder(const fs::path& folder, const fs::path& texts, const fs::path& dir,
-                                      const std::string& what) {
+// entries within 1e-5 of the largest (fp32 sums in other orders), the same support. With
+// max_active_dims k > 0, both encode with k (--max-active-dims, encode(max_active_dims=k));
+// an entry one side kept and the other dropped must be a near-tie at the k-th largest.
+json expect_encodes_as_sparse_encoder(const fs::path& folder, const fs::path& texts, const fs::path& dir,
+                                      const std::string& what, int64_t max_active_dims = 0) {
   const fs::path encoded = dir / (what + ".jsonl");
+  const std::string k = max_active_dims > 0 ? " " + std::to_string(max_active_dims) : "";
   const RunResult enc = run(kThreads + kBin + "/embed-train encode --model " + folder.string() + " --input " +
-                            texts.string() + " --output " + encoded.string());
-  ASSERT_EQ(enc.exit_code, 0) << enc.output;
+                            texts.string() + " --output " + encoded.string() +
+                            (k.empty() ? "" : " --max-active-dims" + k));
+  EXPECT_EQ(enc.exit_code, 0) << enc.output;
   EXPECT_NE(enc.output.find("active a text"), std::string::npos) << enc.output;
   const fs::path report = dir / (what + "-check.json");
   const RunResult check = run(kPython + " " + kSrc + "/scripts/python/check_sparse_folder.py " + folder.string() + " " +
-                              encoded.string() + " " + report.string());
-  ASSERT_EQ(check.exit_code, 0) << check.output;
+                              encoded.string() + " " + report.string() + k);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  if (enc.exit_code != 0 || check.exit_code != 0) return json::object();
   const json r = json::parse(read_file(report));
   EXPECT_EQ(r["modules"], json::array({"Transformer", "SpladePooling"})) << what;
   EXPECT_TRUE(r["same_support"].get<bool>()) << what << ": " << r.dump();
@@ -187,6 +213,8 @@ void expect_encodes_as_sparse_encoder(const fs::path& folder, const fs::path& te
   tolerance::record("SparseEncoder(" + what + ") against embed-train encode, relative to the largest entry",
                     r["max_abs_diff"].get<double>() / scale, 1e-5);
   EXPECT_LE(r["max_abs_diff"].get<double>(), 1e-5 * scale) << what << ": " << r.dump();
+  EXPECT_LE(r["swap_excess"].get<double>(), 1e-5 * scale) << what << ": an entry kept on one side only is no tie";
+  return r;
 }
 
 TEST(SparseTraining, WritesAFolderSparseEncoderLoadsAndEncodesAsWeDo) {
@@ -232,6 +260,57 @@ TEST(SparseTraining, WritesAFolderSparseEncoderLoadsAndEncodesAsWeDo) {
   expect_encodes_as_sparse_encoder(ref.dir / "init", texts, dir, "init");
 }
 
+// model.sparse.max_active_dims is SparseEncoder's max_active_dims: the folder carries it
+// (config_sentence_transformers.json), SparseEncoder(dir) encodes with it as embed-train
+// encode does, and encode --max-active-dims is encode(max_active_dims=...). It cuts what
+// encode and eval give, not what the loss sees: the first step's loss is the plain one's.
+TEST(SparseTraining, MaxActiveDimsKeepsEachVectorsLargestEntriesAsSparseEncoderDoes) {
+  const SparseReference& ref = sparse_reference();
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  const fs::path dir = fresh_dir("sparse-top-k");
+  const SparseCase& c = sparse_cases()[0];
+  json cfg = sparse_config(dir / "out", ref.dir / "init", ref.dir / "plain.jsonl", c, 1);
+  cfg["model"]["sparse"] = {{"max_active_dims", 64}};
+  const RunResult r = train(dir, cfg, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> loss = series(dir / "out", "loss");
+  ASSERT_EQ(loss.size(), 1u);
+  EXPECT_NEAR(loss[0], ref.losses.at(c.name).get<double>(), 1e-5 * ref.losses.at(c.name).get<double>());
+  const fs::path final_dir = dir / "out/final";
+  EXPECT_EQ(json::parse(read_file(final_dir / "config_sentence_transformers.json"))["max_active_dims"], 64);
+  const fs::path texts = write_texts(dir, ref.dir / "plain.jsonl");
+  const json folder = expect_encodes_as_sparse_encoder(final_dir, texts, dir, "folder-top-64");
+  EXPECT_EQ(folder.value("max_active_dims", json()), 64) << "SparseEncoder(dir) read the folder's";
+  EXPECT_EQ(folder.value("max_active", json()), 64) << folder.dump();
+  const json asked = expect_encodes_as_sparse_encoder(ref.dir / "init", texts, dir, "asked-top-16", 16);
+  EXPECT_EQ(asked.value("max_active", json()), 16) << asked.dump();
+
+  // eval --beir keeps the top k of queries and documents alike.
+  const std::string beir = trecqa_beir_subset(dir / "trecqa_beir", 8).string();
+  const RunResult eval = run(kThreads + kBin + "/embed-train eval --model " + final_dir.string() + " --beir " + beir +
+                             " --max-active-dims 16 --json " + (dir / "eval.json").string());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  const json metrics = json::parse(read_file(dir / "eval.json"));
+  EXPECT_DOUBLE_EQ(metrics.at("query_active_dims").get<double>(), 16.0) << metrics.dump();
+  EXPECT_DOUBLE_EQ(metrics.at("corpus_active_dims").get<double>(), 16.0) << metrics.dump();
+
+  // A folder that says 0 is refused where it says so.
+  const fs::path bad = dir / "bad-folder";
+  fs::copy(final_dir, bad, fs::copy_options::recursive);
+  json st = json::parse(read_file(bad / "config_sentence_transformers.json"));
+  st["max_active_dims"] = 0;
+  std::ofstream(bad / "config_sentence_transformers.json") << st.dump();
+  const RunResult refused = run(kBin + "/embed-train encode --model " + bad.string() + " --input " + texts.string() +
+                                " --output " + (dir / "bad.jsonl").string());
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(refused.output.find("config_sentence_transformers.json"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("max_active_dims 0"), std::string::npos) << refused.output;
+  const RunResult dense = run(kBin + "/embed-train encode --model " + kMiniLM + " --input " + texts.string() +
+                              " --output " + (dir / "dense.jsonl").string() + " --max-active-dims 8");
+  EXPECT_NE(dense.exit_code, 0) << dense.output;
+  EXPECT_NE(dense.output.find("is not a sparse encoder"), std::string::npos) << dense.output;
+}
+
 // Two ranks with cross-rank negatives see the global batch one process does, and the FLOPS
 // terms are the global batch's too: the same model within the bounds of summing the ranks'
 // gradients in another order. Dot products of SPLADE vectors are not cosines: scores in the
@@ -257,6 +336,45 @@ TEST(SparseTraining, TwoWorkersTrainTheModelOneWorkerTrains) {
   EXPECT_LT(l1.back(), l1.front()) << "the loss falls over 4 steps on one batch";
   expect_same_series(l1, l2, step_bound(one), "loss");
   expect_same_model(dir / "one", dir / "two", one, /*key_biases_are_noise=*/true);
+}
+
+// An elastic job (--nnodes 1:2) reading a prepared folder, which its first attempt
+// prepares, teacher scores and all, is killed after its step-2 checkpoint and resumed at
+// another world size: it ends with the model one plain worker trains from the JSONL file.
+// Micro-batches of 2 pairs whatever the size (4 a step: 2 workers × 2, or 1 × 4, the
+// elastic job's own split at 1 node), each with its own candidates and FLOPS terms.
+TEST(SparseTraining, AnElasticJobOnAPreparedFolderTrainsTheModelOneWorkerTrains) {
+  const SparseReference& ref = sparse_reference();
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  const fs::path dir = fresh_dir("sparse-elastic");
+  json straight = sparse_config(dir / "straight", ref.dir / "init", ref.dir / "plain.jsonl", sparse_cases()[7], 4);
+  straight["train"]["lr"] = 1e-4;
+  straight["train"]["grad_accum_steps"] = 4;
+  fs::create_directories(dir / "a");
+  const RunResult r1 = train(dir / "a", straight, 1);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+
+  json elastic = straight;
+  elastic["output"]["dir"] = (dir / "elastic").string();
+  elastic["output"]["save_every"] = 2;
+  elastic["output"]["resume"] = "auto";
+  elastic["data"]["prepared"] = (dir / "prepared").string();
+  elastic["train"]["grad_accum_steps"] = 2;  // at 1:2 nodes of 1 worker: 4 micro-batches a step
+  fs::create_directories(dir / "b");
+  const fs::path cfg = write_config(dir / "b", elastic);
+  const std::string port = std::to_string(21000 + ::getpid() % 9000);
+  RunResult r = run(kThreads + "DDP_EMBED_TEST_DIE_AT_STEP=0:3 " + kBin + "/ddp-launch --nnodes 1:2 --rdzv-endpoint " +
+                    "127.0.0.1:" + port + " --join-timeout 0 --nproc 1 " + kBin + "/embed-train --config " +
+                    cfg.string());
+  ASSERT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("preparing data.train into it"), std::string::npos) << r.output;
+  ASSERT_TRUE(fs::exists(dir / "elastic/checkpoints/step-2")) << r.output;
+  r = run(launch_command(cfg, 2));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + (dir / "elastic/checkpoints/step-2").string()), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("is not there"), std::string::npos) << "the prepared folder is read, not made again";
+  expect_same_model(dir / "straight", dir / "elastic", straight, /*key_biases_are_noise=*/true);
 }
 
 // A run stopped after its checkpoint and resumed ends with the model of the run that went
@@ -400,6 +518,18 @@ TEST(SparseTraining, RefusesWhatCannotMakeASparseRun) {
        {"loss.matryoshka_dims"}},
       {"an evaluation on pairs", [](json& j) { j["data"]["eval"] = kBin + "/test-data/eval.jsonl"; },
        {"data.eval", "is evaluated on a BEIR folder"}},
+      {"no active entries", [](json& j) { j["model"]["sparse"] = {{"max_active_dims", 0}}; },
+       {"model.sparse.max_active_dims", "positive integer"}},
+      {"fewer than none", [](json& j) { j["model"]["sparse"] = {{"max_active_dims", -4}}; },
+       {"model.sparse.max_active_dims"}},
+      {"a dense embedder's loss", [](json& j) { j["loss"]["type"] = "infonce"; },
+       {"loss.type", "trains on loss.type \"splade\""}},
+      {"MarginMSE without hard negatives",
+       [](json& j) {
+         j["loss"]["type"] = "margin_mse";
+         j["data"]["negatives_per_query"] = 0;
+       },
+       {"data.negatives_per_query"}},
   };
   for (const Bad& b : bad) {
     json cfg = good;
