@@ -131,9 +131,7 @@ at::Tensor SentenceEmbedderImpl::embed_sparse(const EncoderInput& input) {
   const at::Tensor rows = real.reshape({-1}).nonzero().squeeze(1);
   const at::Tensor packed = hidden.reshape({-1, hidden.size(2)}).index_select(0, rows);
   const at::Tensor offsets = at::cat({at::zeros({1}, lengths.options()), lengths.cumsum(0)});
-  MlmHeadImpl& head = *mlm;
-  return splade_pool(head.trained_tensors(), [&head](const at::Tensor& h) { return head.forward(h); }, packed, offsets,
-                     sparse_.reduce, sparse_.activation, sparse_.chunk_tokens);
+  return splade_pool(mlm->vocabulary_head(), packed, offsets, sparse_.reduce, sparse_.activation, sparse_.chunk_tokens);
 }
 
 PairLoss SentenceEmbedderImpl::forward(const EncoderInput& query, const EncoderInput& pos, const EncoderInput& neg,

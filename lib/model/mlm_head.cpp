@@ -27,9 +27,7 @@ MlmHeadImpl::MlmHeadImpl(const EncoderConfig& encoder, at::Tensor word_embedding
   dense->bias.zero_();
 }
 
-at::Tensor MlmHeadImpl::forward(const at::Tensor& hidden) {
-  return at::linear(norm(at::gelu(dense(hidden))), word_embeddings_, bias);
-}
+at::Tensor MlmHeadImpl::forward(const at::Tensor& hidden) { return vocabulary_head().logits(hidden); }
 
 NamedTensors MlmHeadImpl::file_tensors() const {
   if (architecture_ == Architecture::Bert)
@@ -67,10 +65,13 @@ void MlmHeadImpl::load_file_tensors(const NamedTensors& tensors, const std::stri
   }
 }
 
-std::vector<at::Tensor> MlmHeadImpl::trained_tensors() const {
-  std::vector<at::Tensor> out = parameters();
-  out.push_back(word_embeddings_);
-  return out;
+VocabularyHead MlmHeadImpl::vocabulary_head() {
+  VocabularyHead h;
+  h.transform = [this](const at::Tensor& hidden) { return norm(at::gelu(dense(hidden))); };
+  h.transform_params = {dense->weight, dense->bias, norm->weight, norm->bias};
+  h.weight = word_embeddings_;
+  h.bias = bias;
+  return h;
 }
 
 }  // namespace ddp_embed

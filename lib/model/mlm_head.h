@@ -24,6 +24,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "config/encoder_config.h"
+#include "model/splade_pooling.h"
 #include "model/weights.h"
 
 namespace ddp_embed {
@@ -44,8 +45,10 @@ class MlmHeadImpl : public torch::nn::Module {
   // "XLMRobertaForMaskedLM"), and the prefix its file puts before the encoder's names.
   std::string architecture() const;
   std::string encoder_prefix() const;
-  // Every tensor the logits need a gradient for: the head's parameters, then the word embeddings.
-  std::vector<at::Tensor> trained_tensors() const;
+  // The head as splade_pool takes it: the transform (dense → GELU → LayerNorm) with its
+  // parameters, the decoder's weight (the word embeddings) and the bias. It refers to this
+  // module, which must outlive the pooling's backward.
+  VocabularyHead vocabulary_head();
 
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm norm{nullptr};

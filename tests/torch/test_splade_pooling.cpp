@@ -31,6 +31,12 @@ struct TinyHead : torch::nn::Module {
         norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kHidden})))),
         decoder(register_module("decoder", torch::nn::Linear(kHidden, kVocab))) {}
   at::Tensor forward(const at::Tensor& h) { return decoder(norm(at::gelu(dense(h)))); }
+  VocabularyHead vocabulary() {
+    return {[this](const at::Tensor& h) { return norm(at::gelu(dense(h))); },
+            {dense->weight, dense->bias, norm->weight, norm->bias},
+            decoder->weight,
+            decoder->bias};
+  }
   torch::nn::Linear dense;
   torch::nn::LayerNorm norm;
   torch::nn::Linear decoder;
@@ -95,7 +101,7 @@ TEST(SpladePooling, ChunkedEqualsTheWholeBatchInValuesAndGradients) {
                                  (act == SpladeActivation::Relu ? " relu" : " log1p_relu") + " chunk " +
                                  std::to_string(chunk);
         const Grads ours = run(head, hidden, weights, [&](const at::Tensor& h) {
-          return splade_pool(head.parameters(), [&](const at::Tensor& x) { return head.forward(x); }, h, offsets_t, reduce, act, chunk);
+          return splade_pool(head.vocabulary(), h, offsets_t, reduce, act, chunk);
         });
         expect_close(ours.pooled, plain.pooled, what + ": pooled");
         EXPECT_TRUE(ours.pooled[3].eq(0).all().item<bool>()) << what << ": the empty text";
@@ -111,8 +117,7 @@ TEST(SpladePooling, ChunkedEqualsTheWholeBatchInValuesAndGradients) {
 TEST(SpladePooling, BadShapesAreRefusedNamingWhat) {
   TinyHead head;
   const auto call = [&](const at::Tensor& hidden, const at::Tensor& offsets, int64_t chunk) {
-    return splade_pool(head.parameters(), [&](const at::Tensor& x) { return head.forward(x); }, hidden, offsets,
-                       SpladeReduce::Max, SpladeActivation::Relu, chunk);
+    return splade_pool(head.vocabulary(), hidden, offsets, SpladeReduce::Max, SpladeActivation::Relu, chunk);
   };
   const at::Tensor hidden = at::randn({5, kHidden});
   const auto refused = [&](const at::Tensor& h, const at::Tensor& offsets, int64_t chunk, const std::string& says) {
