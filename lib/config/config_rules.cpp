@@ -124,6 +124,13 @@ void check_sparse_kind(const Config& c, const OriginOf& origin_of, std::vector<s
   refuse(!l.matryoshka_dims.empty(), {"loss.matryoshka_dims", "model.kind"},
          "cuts a dense embedding to its first sizes; a sparse vector's entries are vocabulary words, not ordered "
          "by importance: remove it");
+  refuse(c.model.pooling.has_value(), {"model.pooling", "model.kind"},
+         "pools a dense embedding; a sparse encoder pools the masked-LM head's logits "
+         "(model.sparse.pooling_strategy): remove it");
+  // 0 (no projection) says what a sparse encoder does; the default is left unread.
+  refuse(c.model.projection_dim != 0 && c.model.projection_dim != ModelConfig{}.projection_dim,
+         {"model.projection_dim", "model.kind"},
+         "projects a dense embedding; a sparse vector has one entry per vocabulary word: remove it");
 }
 
 // model.kind: the embedder's loss settings and the reranker's apply each to its own kind,
