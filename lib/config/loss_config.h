@@ -54,9 +54,10 @@ struct CrossEncoderLossConfig {
   LambdaLog reduction_log = LambdaLog::Binary;  // lambda
 };
 
-// loss.sparse: SpladeLoss's FLOPS regularizers beside a sparse encoder's loss
-// (model.kind "sparse": loss.type "splade", "margin_mse" or "none" with loss.distill): weight × sum over the vocabulary of (the batch's mean
-// weight)², the documents' (positives and hard negatives) and the queries' apart. Each
+// loss.sparse: SpladeLoss's FLOPS regularizers beside a sparse encoder's loss (model.kind
+// "sparse": loss.type "splade", "margin_mse", or "none" with loss.distill): weight × sum
+// over the vocabulary of (the batch's mean weight)², the documents' (positives and hard
+// negatives) and the queries' apart. Each
 // weight rises from 0 over the first warmup_ratio of the run's steps, as
 // sentence-transformers' SpladeRegularizerWeightSchedulerCallback raises it (0: the full
 // weight from the first step). A threshold > 0 leaves out of the mean (as zeros) the

@@ -55,10 +55,10 @@ at::Tensor distillation_loss(const at::Tensor& q, const at::Tensor& candidates, 
   return -cross.sum(1).mean();
 }
 
-// With s_ij = cos(q_i, c_groups[i][j]) (unscaled; a dot product with `dot_products`) and t_ij the teacher's, the mean over
-// the (i, j >= 1) that exist of ((s_i0 - s_ij) - (t_i0 - t_ij))^2: a query with fewer hard
-// negatives adds the margins it has (sentence-transformers' MSELoss over equal groups is
-// the same mean).
+// With s_ij = cos(q_i, c_groups[i][j]) (unscaled; a dot product with `dot_products`) and
+// t_ij the teacher's, the mean over the (i, j >= 1) that exist of
+// ((s_i0 - s_ij) - (t_i0 - t_ij))^2: a query with fewer hard negatives adds the margins it
+// has (sentence-transformers' MSELoss over equal groups is the same mean).
 at::Tensor margin_mse_loss(const at::Tensor& q, const at::Tensor& candidates, const at::Tensor& groups,
                            const at::Tensor& teacher_scores, bool dot_products) {
   compat::NoAutocast no_autocast;
