@@ -34,7 +34,8 @@
 #   bench-base   5  MiniLM on the demo pairs, BERT-base at 128 tokens (attention packed and padded
 #                   where this build has model.attention)
 #   cuda-tests   6  torch_tests' CUDA tests (--gtest_filter), not the CPU suite (CI runs that)
-#                   (with packed attention against padded on the GPU: both varlen kernels)
+#                   (with packed attention against padded on the GPU: both varlen kernels; SPLADE
+#                   pooling's sparse backward and the reranker losses against the CPU)
 #   checkpoints  6  a checkpoint written on the GPU resumed on the CPU and back
 #   profile      6  embed-train --profile on one BERT-base step: top kernels, host waits
 # The report (PASS / FAIL / GOAL / NOTE lines by step) is rewritten as each step starts and ends:
@@ -126,7 +127,7 @@ cpu-gpu      | 3 | q_ours + 10*q_cpu_step + q_exit + q_helpers | 3 runs at once 
 precisions   | 4 | q_ours + q_cuda + 3*200*q_minilm_step + 2000 + q_exit + q_helpers | 3 runs at once (fp32, bf16, fp16), 600 steps taking turns on the GPU, a held-out eval (2 s)
 bench-minilm | 5 | 2*(q_ours + q_cuda + q_bench_steps*q_minilm_step + q_exit) + (q_st + q_cuda + q_bench_steps*2*q_minilm_step + q_exit) + q_table_demo | one after the other: ours padded, ours packed (where built), sentence-transformers (x2 a step: padded, eager kernels); the table
 bench-base   | 5 | q_make_bert + 2*(q_ours_base + q_cuda + q_bench_steps*q_base_step + q_exit) + (q_st_base + q_cuda + q_bench_steps*q_base_step*3/2 + q_exit) + q_table_long | a random BERT-base; ours padded, ours packed, sentence-transformers (x1.5 a step); the table
-cuda-tests   | 6 | q_cuda + 6*2000 + 4000 + 3000 + 3*(q_cuda + 3000) + 2*q_cuda | torch_tests (its CUDA start), 6 checkpoint tests in it (2 s each), 2 more (4 s), packed attention against padded (3 s: 12 cases, the first call of each kernel), 3 tiny trainings (Training.OnAGpu*: a process each), 2 tests that start a program
+cuda-tests   | 6 | q_cuda + 6*2000 + 4000 + 3000 + 3*(q_cuda + 3000) + 2*q_cuda + 2000 | torch_tests (its CUDA start), 6 checkpoint tests in it (2 s each), 2 more (4 s), packed attention against padded (3 s: 12 cases, the first call of each kernel), 3 tiny trainings (Training.OnAGpu*: a process each), 2 tests that start a program, SPLADE pooling and the reranker losses on the GPU against the CPU (2 s)
 checkpoints  | 6 | 3*(q_ours + q_exit + 1000) + 2*q_cuda + 5*q_cpu_step + 30*q_minilm_step + q_helpers | one after the other: GPU 10 steps (the uninterrupted 20 beside it), CPU 5, GPU 5; a checkpoint written in each
 profile      | 6 | q_ours_base + q_cuda + 12*2*q_base_step + 10000 | BERT-base, 12 steps under the profiler (x2 a step), its trace read (10 s)
 '
@@ -964,7 +965,7 @@ step_bench_base() {
 # ---- 6: what is left: the CUDA tests, a checkpoint across devices, a profile ------------------
 # The tests that need CUDA (skipped without it), and the CUDA module's own; names as
 # tests/torch/*.cpp have them (gtest-summary FAILs a name that matches no test: renamed).
-cuda_tests='CudaModule.*:Cuda/ActivationCheckpointing.*:Attention.OnAGpu*:Training.OnAGpu*:Zero.OffloadedOnAGpu*:Precision.Fp16AutocastOnCuda:Pretrained.VersionNamesLibTorchCudaNcclAndTheMalloc'
+cuda_tests='CudaModule.*:Cuda/ActivationCheckpointing.*:Attention.OnAGpu*:Training.OnAGpu*:Zero.OffloadedOnAGpu*:SpladePooling.OnAGpu*:RerankLoss.OnAGpu*:Precision.Fp16AutocastOnCuda:Pretrained.VersionNamesLibTorchCudaNcclAndTheMalloc'
 step_cuda_tests() {
   local bin=$prog/torch_tests rc
   [ -x "$bin" ] || [ ! -x "$prog/tests/torch_tests" ] || bin=$prog/tests/torch_tests  # where a build puts it

@@ -16,6 +16,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "../core/tolerance.h"
+#include "compat/cuda_support.h"
 #include "one_thread.h"
 
 using namespace ddp_embed;
@@ -111,6 +112,40 @@ TEST(SpladePooling, ChunkedEqualsTheWholeBatchInValuesAndGradients) {
           expect_close(ours.params[i], plain.params[i], what + ": parameter " + std::to_string(i) + "'s gradient");
       }
     }
+  }
+}
+
+// On a GPU (scripts/gpu-check.sh's cuda-tests): max's sparse backward (CUDA's sparse
+// products) and sum's recomputation give the CPU's values and gradients. Skipped without one.
+TEST(SpladePooling, OnAGpuEqualsTheCpuInValuesAndGradients) {
+  if (compat::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const c10::Device gpu(c10::kCUDA, 0);
+  compat::prepare_device(gpu);
+  torch::manual_seed(12);
+  TinyHead cpu_head, gpu_head;
+  gpu_head.to(gpu);
+  {
+    at::NoGradGuard no_grad;  // the same weights on both
+    const auto from = cpu_head.parameters();
+    const auto to = gpu_head.parameters();
+    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  const std::vector<int64_t> offsets{0, 4, 5, 11, 11, 13};
+  const at::Tensor offsets_t = at::tensor(offsets, at::kLong);
+  const at::Tensor hidden = at::randn({13, kHidden});
+  const at::Tensor weights = at::randn({5, kVocab});
+  for (const SpladeReduce reduce : {SpladeReduce::Max, SpladeReduce::Sum}) {
+    const std::string what = reduce == SpladeReduce::Max ? "max" : "sum";
+    const Grads cpu = run(cpu_head, hidden, weights, [&](const at::Tensor& h) {
+      return splade_pool(cpu_head.vocabulary(), h, offsets_t, reduce, SpladeActivation::Relu, 3);
+    });
+    const Grads on_gpu = run(gpu_head, hidden.to(gpu), weights.to(gpu), [&](const at::Tensor& h) {
+      return splade_pool(gpu_head.vocabulary(), h, offsets_t, reduce, SpladeActivation::Relu, 3);
+    });
+    expect_close(on_gpu.pooled.cpu(), cpu.pooled, what + " on the GPU: pooled");
+    expect_close(on_gpu.hidden.cpu(), cpu.hidden, what + " on the GPU: hidden's gradient");
+    for (size_t i = 0; i < cpu.params.size(); ++i)
+      expect_close(on_gpu.params[i].cpu(), cpu.params[i], what + " on the GPU: parameter " + std::to_string(i));
   }
 }
 
