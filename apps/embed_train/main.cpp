@@ -198,6 +198,7 @@ Subcommand add_eval(CLI::App& app) {
                    "--first-stage: write each query's reranked top k as JSONL ({\"query_id\", \"ranking\"})")
       ->needs(first_stage);
   first_stage->excludes(eval->get_option("--save-embeddings"));
+  first_stage->excludes(eval->get_option("--max-active-dims"));  // the first stage is dense
   return {eval, [ev] {
             if (ev->data.empty() == ev->beir.empty())
               throw CLI::RequiredError("eval needs --data FILE or --beir DIR (one of them)");

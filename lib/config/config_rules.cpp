@@ -124,13 +124,14 @@ void check_sparse_kind(const Config& c, const OriginOf& origin_of, std::vector<s
   refuse(!l.matryoshka_dims.empty(), {"loss.matryoshka_dims", "model.kind"},
          "cuts a dense embedding to its first sizes; a sparse vector's entries are vocabulary words, not ordered "
          "by importance: remove it");
-  refuse(c.model.pooling.has_value(), {"model.pooling", "model.kind"},
-         "pools a dense embedding; a sparse encoder pools the masked-LM head's logits "
-         "(model.sparse.pooling_strategy): remove it");
-  // 0 (no projection) says what a sparse encoder does; the default is left unread.
+  // A sparse vector has no projection: 0 (none) says so, and the default is left unread
+  // (a printed config, which names every key, must load again).
   refuse(c.model.projection_dim != 0 && c.model.projection_dim != ModelConfig{}.projection_dim,
          {"model.projection_dim", "model.kind"},
          "projects a dense embedding; a sparse vector has one entry per vocabulary word: remove it");
+  refuse(c.model.pooling.has_value(), {"model.pooling", "model.kind"},
+         "pools a dense embedding; a sparse encoder pools the masked-LM head's logits "
+         "(model.sparse.pooling_strategy): remove it");
 }
 
 // model.kind: the embedder's loss settings and the reranker's apply each to its own kind,
@@ -275,6 +276,13 @@ void check_relations(const Config& c, const Reader& reader, std::vector<std::str
     errors.push_back(origin_of({"train.max_steps"}) +
                      ": train.max_steps 0 would train nothing: -1 (the default) trains train.epochs passes over the "
                      "data, a positive number that many steps");
+  // Distillation's softmax is over each query's own candidates: without hard negatives a
+  // softmax over one, a constant term that trains nothing.
+  if (c.loss.distill.weight > 0 && !negatives)
+    errors.push_back(origin_of({"loss.distill.weight", "data.negatives_per_query"}) +
+                     ": loss.distill compares each query's positive with its hard negatives under the teacher's "
+                     "scores; with none it is a softmax over one candidate, a constant that trains nothing: set "
+                     "data.negatives_per_query > 0 (and give the pairs \"neg\" with \"neg_scores\")");
   if (margin_mse_weight(c.loss) > 0 && !negatives)
     errors.push_back(origin_of({"loss.type", "loss.margin_mse.weight", "data.negatives_per_query"}) +
                      ": MarginMSE compares each positive with the pair's hard negatives: set "

@@ -46,15 +46,15 @@ struct PairLoss {
   at::Tensor loss;    // scalar, fp32 (fp64 for fp64 embeddings)
   at::Tensor masked;  // int64 scalar: (query, candidate) pairs of this rank's queries masked for their text
   at::Tensor guided;  // int64 scalar: those the guide masked besides (0 without a guide)
-  // loss.type splade: fp64 [4], no gradient: the queries' and the documents' mean active
-  // entries (this rank's), then the queries' and the documents' FLOPS terms as weighted
-  // in the loss; undefined for the other losses.
+  // A sparse encoder's (LossConfig::sparse_encoder): fp64 [4], no gradient: the queries'
+  // and the documents' mean active entries (this rank's), then the queries' and the
+  // documents' FLOPS terms as weighted in the loss; undefined for the other models.
   at::Tensor sparse_terms;
 };
 
 // The training loss of queries q [n, D], positives pos [n, D] and hard negatives neg
 // ([k, D], or undefined): at each Matryoshka size, the contrastive term (loss.type) plus
-// the teacher terms. With `exchange`, the candidates are every rank's. fp32 (fp64 for
+// the teacher terms; for a sparse encoder (dot products), loss.sparse's FLOPS terms besides. With `exchange`, the candidates are every rank's. fp32 (fp64 for
 // fp64 embeddings) whatever the autocast. Throws ModelError for inputs that do not fit
 // (shapes, labels, what the exchange returns, a temperature <= 0, a teacher term without
 // teacher scores); std::logic_error for what lib/config refuses (no term, Matryoshka
@@ -64,8 +64,9 @@ PairLoss pair_loss(const at::Tensor& q, const at::Tensor& pos, const at::Tensor&
 
 // FlagEmbedding's kl_div distillation over each query's scored candidates (groups: rows
 // of `candidates`, this rank's [positives; hard negatives]), on cosines, or on dot
-// products (`dot_products`: a sparse encoder's; then T² times it, less the teacher's
-// entropy, is sentence-transformers' SparseDistillKLDivLoss at student temperature T).
+// products (`dot_products`: a sparse encoder's). sentence-transformers'
+// SparseDistillKLDivLoss at student temperature T and teacher temperature T_t is
+// T² × (this − H), H the entropy of the teacher's softmax at T_t: the same gradient × T².
 // Scalar. Throws ModelError for bad shapes or temperatures.
 at::Tensor distillation_loss(const at::Tensor& q /*[n, D]*/, const at::Tensor& candidates /*[n + k, D]*/,
                              const at::Tensor& groups /*[n, G]*/, const at::Tensor& teacher_scores /*[n, G]*/,

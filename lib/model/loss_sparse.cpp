@@ -1,5 +1,5 @@
-// loss.type "splade"'s regularizers: sentence-transformers' SpladeLoss adds to its
-// contrastive term (loss_infonce.cpp, on dot products)
+// A sparse encoder's regularizers: sentence-transformers' SpladeLoss adds to its base
+// loss (the contrastive term, loss_infonce.cpp, on dot products, or the teacher terms)
 //   document_regularizer_weight × FlopsLoss(the documents: positives and hard negatives)
 //   query_regularizer_weight    × FlopsLoss(the queries)
 // FLOPS (Paria et al. 2020) is the expected number of multiplications of a sparse dot

@@ -29,12 +29,13 @@ using torch::autograd::variable_list;
 // What backward needs besides the saved tensors, carried through the autograd context as a
 // capsule (it holds only IValues).
 struct SpladeChunks : torch::CustomClassHolder {
-  SpladeChunks(VocabularyHead h, SpladeReduce r, SpladeActivation a, int64_t c)
-      : head(std::move(h)), reduce(r), act(a), chunk(c) {}
+  SpladeChunks(VocabularyHead h, SpladeReduce r, SpladeActivation a, int64_t c, bool b)
+      : head(std::move(h)), reduce(r), act(a), chunk(c), backward(b) {}
   VocabularyHead head;
   SpladeReduce reduce;
   SpladeActivation act;
   int64_t chunk;
+  bool backward;  // a gradient will be asked for: max keeps its tokens (not for encode and eval)
   // Forward's autocast (train.precision bf16 / fp16): backward runs the transform (and, for
   // sum, the whole head) again under the same casts, or its values would not be forward's.
   c10::DeviceType device = c10::kCPU;
@@ -51,12 +52,13 @@ at::Tensor text_of_rows(const at::Tensor& offsets, int64_t rows, const c10::Devi
 
 // act'(x) at the logit x a pooled value y = act(x) came from, from y alone: relu's
 // log(1 + x) = y gives 1 / (1 + x) = e^-y; log1p_relu's log(1 + u) = y, u = log(1 + x),
-// gives 1 / (1 + u) × 1 / (1 + x) = e^-y × e^-u. 0 where y = 0 (x ≤ 0: relu's slope). fp32.
-at::Tensor activation_slope(const at::Tensor& pooled, SpladeActivation act) {
-  const at::Tensor y = pooled.to(at::kFloat);
+// gives 1 / (1 + u) × 1 / (1 + x) = e^-y × e^-u. 0 where y = 0 (x ≤ 0: relu's slope). In
+// `dtype`.
+at::Tensor activation_slope(const at::Tensor& pooled, SpladeActivation act, at::ScalarType dtype) {
+  const at::Tensor y = pooled.to(dtype);
   at::Tensor slope = at::exp(-y);
   if (act == SpladeActivation::Log1pRelu) slope = slope * at::exp(-at::expm1(y));
-  return slope * y.gt(0).to(at::kFloat);
+  return slope * y.gt(0).to(dtype);
 }
 
 // Gradients in forward's order: hidden, then every tensor of `params`.
@@ -82,7 +84,9 @@ PoolGrads max_backward(const SpladeChunks& c, const at::Tensor& hidden, const at
   const std::vector<at::Tensor> params = head_params(head);
   PoolGrads out;
   out.params.resize(params.size());
-  const at::Tensor g = grad.to(at::kFloat) * activation_slope(pooled, c.act);  // [B, V]
+  // fp32 at least: the sparse products sum a text's entries in it (fp64 stays fp64).
+  const at::ScalarType dtype = pooled.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor g = grad.to(dtype) * activation_slope(pooled, c.act, dtype);  // [B, V]
   const at::Tensor entries = g.ne(0).nonzero();                                 // [nnz, 2]: text, entry
   const at::Tensor text = entries.select(1, 0), entry = entries.select(1, 1);
   const at::Tensor values = g.index({text, entry});
@@ -97,12 +101,12 @@ PoolGrads max_backward(const SpladeChunks& c, const at::Tensor& hidden, const at
     compat::AutocastGuard same_casts(c.device, c.autocast);
     transformed = head.transform(rows_in);  // [T, H']
   }
-  const auto opts = at::TensorOptions().dtype(at::kFloat).device(hidden.device());
+  const auto opts = at::TensorOptions().dtype(dtype).device(hidden.device());
   const at::Tensor logit_grad = at::sparse_coo_tensor(at::stack({token, entry}), values, {rows, vocab}, opts);
   const size_t weight_at = head.transform_params.size();
   if (head.weight.requires_grad()) {
     const at::Tensor by_entry = at::sparse_coo_tensor(at::stack({entry, token}), values, {vocab, rows}, opts);
-    out.params[weight_at] = at::mm(by_entry, transformed.detach().to(at::kFloat)).to(head.weight.scalar_type());
+    out.params[weight_at] = at::mm(by_entry, transformed.detach().to(dtype)).to(head.weight.scalar_type());
   }
   if (head.bias.defined() && head.bias.requires_grad())
     out.params[weight_at + 1] =
@@ -114,7 +118,7 @@ PoolGrads max_backward(const SpladeChunks& c, const at::Tensor& hidden, const at
     if (p.requires_grad()) wrt.push_back(p);
   if (wrt.empty()) return out;
   const at::Tensor transformed_grad =
-      at::mm(logit_grad, head.weight.detach().to(at::kFloat)).to(transformed.scalar_type());  // [T, H']
+      at::mm(logit_grad, head.weight.detach().to(dtype)).to(transformed.scalar_type());  // [T, H']
   const variable_list grads = torch::autograd::grad({transformed}, wrt, {transformed_grad}, /*retain_graph=*/false,
                                                     /*create_graph=*/false, /*allow_unused=*/true);
   size_t next = 0;
@@ -186,6 +190,7 @@ class SpladePoolFunction : public torch::autograd::Function<SpladePoolFunction> 
       // rows that equal it now hold it; a later row that does replaces an earlier one.
       const at::Tensor at_text = text.unsqueeze(1).expand_as(values);
       pooled.scatter_reduce_(0, at_text, values, "amax", /*include_self=*/true);
+      if (!chunks->backward) continue;
       if (!holder.defined()) holder = at::zeros({texts, values.size(1)}, text.options().dtype(at::kInt));
       const at::Tensor row = at::arange(start, start + n, text.options().dtype(at::kInt)).unsqueeze(1);
       const at::Tensor holds = values.eq(pooled.index_select(0, text));
@@ -193,7 +198,7 @@ class SpladePoolFunction : public torch::autograd::Function<SpladePoolFunction> 
                              /*include_self=*/true);
     }
     if (!pooled.defined()) throw std::invalid_argument("splade_pool: no tokens (the vocabulary size is unknown)");
-    ctx->save_for_backward({hidden, text_of_row, pooled, max ? holder : at::Tensor()});
+    ctx->save_for_backward({hidden, text_of_row, pooled, holder});
     ctx->saved_data[kChunksKey] = c10::IValue::make_capsule(std::move(chunks));
     return pooled;
   }
@@ -230,7 +235,9 @@ at::Tensor splade_pool(VocabularyHead head, const at::Tensor& hidden, const at::
   const int64_t texts = offsets.size(0) - 1;
   const at::Tensor text_of_row = text_of_rows(offsets, hidden.size(0), hidden.device());
   const std::vector<at::Tensor> params = head_params(head);
-  auto chunks = c10::make_intrusive<SpladeChunks>(std::move(head), reduce, act, chunk_tokens);
+  bool backward = at::GradMode::is_enabled() && hidden.requires_grad();
+  for (const auto& p : params) backward = backward || (at::GradMode::is_enabled() && p.requires_grad());
+  auto chunks = c10::make_intrusive<SpladeChunks>(std::move(head), reduce, act, chunk_tokens, backward);
   return SpladePoolFunction::apply(hidden, text_of_row, texts, at::TensorList(params), std::move(chunks));
 }
 

@@ -16,7 +16,8 @@
 //
 // Why max needs no second run of the head. A text's entry gets its gradient through one
 // logit only, the token's that holds the max; forward keeps that token ([texts,
-// vocabulary] int32), and act'(that logit) follows from the pooled value itself
+// vocabulary] int32; only when a gradient will be asked for: encode and eval do not pay
+// for it), and act'(that logit) follows from the pooled value itself
 // (log1p(relu(x)) = y gives 1/(1 + x) = e^-y). So backward's gradient of the logits is
 // known without them, non-zero only at each text's active entries (a few hundred of
 // 30,522), and the decoder's products with it are sparse: the hidden states' gradient

@@ -209,7 +209,7 @@ nlohmann::json LogWindow::close(ProcessGroup& pg, int64_t global_batch) {
     line["guide_ms"] = guide_ms_ / double(steps_);
     line["guide_step_share"] = guide_ms_ / (1000 * seconds);
   }
-  if (sparse_.defined()) {  // loss.type splade: the means over the ranks and steps, a step's
+  if (sparse_.defined()) {  // a sparse encoder: the means over the ranks and steps, a step's
     const double n = double(pg.world_size() * steps_);
     line["active_dims_query"] = sums[4].item<double>() / n;
     line["active_dims_document"] = sums[5].item<double>() / n;

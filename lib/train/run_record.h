@@ -135,7 +135,7 @@ class LogWindow {
 
  private:
   at::Tensor loss_, masked_, guided_;  // on the device: read on log steps only
-  at::Tensor sparse_;                  // loss.type splade: the steps' sparse_terms summed; else undefined
+  at::Tensor sparse_;                  // a sparse encoder: the steps' sparse_terms summed; else undefined
   double tokens_ = 0, wait_ms_ = 0, guide_ms_ = 0;
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

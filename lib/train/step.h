@@ -47,7 +47,7 @@ struct StepOutcome {
   at::Tensor loss;  // the step's loss on this rank, summed on the device (double)
   at::Tensor masked;  // same-text candidates masked out of this rank's queries' negatives (int64, device)
   at::Tensor guided;  // those the guide masked besides (int64, device)
-  at::Tensor sparse_terms;  // loss.type splade: PairLoss::sparse_terms, the mean over micro-batches; else undefined
+  at::Tensor sparse_terms;  // a sparse encoder: PairLoss::sparse_terms, the mean over micro-batches; else undefined
   double guide_ms = 0;  // the guide's share of the step: embedding the batch (train/guide.h)
   UpdateOutcome update;
   double real_tokens = 0;

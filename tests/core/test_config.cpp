@@ -663,7 +663,7 @@ TEST(Config, SparseKindDefaultsToSpladeAtScaleOneAndOwnsItsKeys) {
   EXPECT_EQ(m.loss.sparse.warmup_ratio, 0.0);
   const Config d = config_from_json(
       json::parse(R"({"model": {"kind": "sparse"}, "loss": {"type": "none", "distill": {"weight": 1}},
-                      "data": {"eval": null}})"),
+                      "data": {"eval": null, "negatives_per_query": 1}})"),
       "cfg.json");
   EXPECT_EQ(d.loss.temperature, 1.0);
   EXPECT_FALSE(config_from_json(json::parse(R"({"data": {"eval": null}})"), "cfg.json").loss.sparse_encoder);

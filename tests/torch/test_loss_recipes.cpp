@@ -295,9 +295,12 @@ TEST(LossRecipes, BadInputStopsTheRunWithAMessageThatNamesIt) {
                                            << "\n\n"
                                            << R"({"query": "d", "pos": "e", "neg": "f"})" << "\n";
          c["data"]["train"] = (d / "scored.jsonl").string();
+         c["data"]["negatives_per_query"] = 1;
          c["loss"]["distill"]["weight"] = 0.5;
        },
        {"scored.jsonl:3: loss.distill needs teacher scores", "pos_scores"}},
+      {"DistillationWithoutHardNegatives", [](const fs::path&, json& c) { c["loss"]["distill"]["weight"] = 0.5; },
+       {"loss.distill", "a softmax over one candidate", "data.negatives_per_query > 0"}},
       {"MarginMseWithoutTeacherScores",
        [](const fs::path& d, json& c) {
          std::ofstream(d / "unscored.jsonl") << R"({"query": "a", "pos": "b", "neg": "c"})" << "\n";

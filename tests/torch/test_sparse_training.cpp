@@ -63,7 +63,7 @@ const std::vector<SparseCase>& sparse_cases() {
       {"distill", 3,
        {{"type", "none"},
         {"temperature", 2.0},
-        {"distill", {{"weight", 1.0}, {"temperature", 2.0}}},
+        {"distill", {{"weight", 0.7}, {"temperature", 1.5}}},
         {"sparse", {{"warmup_ratio", 0.0}, {"document_regularizer_weight", 1e-3}, {"query_regularizer_weight", 1e-3}}}}},
   };
   return cases;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
@@ -112,6 +113,46 @@ TEST(SpladePooling, ChunkedEqualsTheWholeBatchInValuesAndGradients) {
           expect_close(ours.params[i], plain.params[i], what + ": parameter " + std::to_string(i) + "'s gradient");
       }
     }
+  }
+}
+
+// What needs no gradient gets none and changes nothing else: a frozen transform weight, a
+// decoder without a bias, in fp64 (max's sparse products keep fp64).
+TEST(SpladePooling, FrozenParametersAndNoBiasLeaveTheOtherGradientsAsPlain) {
+  OneIntraOpThread one_thread;
+  torch::manual_seed(13);
+  TinyHead head;
+  head.to(at::kDouble);
+  head.dense->weight.requires_grad_(false);
+  const std::vector<int64_t> offsets{0, 4, 5, 11, 11, 13};
+  const at::Tensor offsets_t = at::tensor(offsets, at::kLong);
+  const at::Tensor hidden = at::randn({13, kHidden}, at::kDouble);
+  const at::Tensor weights = at::randn({5, kVocab}, at::kDouble);
+  for (const SpladeReduce reduce : {SpladeReduce::Max, SpladeReduce::Sum}) {
+    const std::string what = reduce == SpladeReduce::Max ? "max, frozen, no bias" : "sum, frozen, no bias";
+    const auto pooled_grads = [&](bool chunked) {
+      const at::Tensor h = hidden.clone().requires_grad_(true);
+      at::Tensor pooled;
+      if (chunked) {
+        VocabularyHead v = head.vocabulary();
+        v.bias = at::Tensor();
+        pooled = splade_pool(v, h, offsets_t, reduce, SpladeActivation::Log1pRelu, 3);
+      } else {
+        const at::Tensor values = splade_activation(
+            at::linear(head.norm(at::gelu(head.dense(h))), head.decoder->weight), SpladeActivation::Log1pRelu);
+        std::vector<at::Tensor> rows;
+        for (size_t b = 0; b + 1 < offsets.size(); ++b) {
+          const at::Tensor r = values.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
+          rows.push_back(r.size(0) == 0 ? at::zeros({kVocab}, values.options())
+                                        : reduce == SpladeReduce::Max ? std::get<0>(r.max(0)) : r.sum(0));
+        }
+        pooled = at::stack(rows);
+      }
+      return torch::autograd::grad({(pooled * weights).sum()}, {h, head.decoder->weight, head.norm->weight});
+    };
+    const auto ours = pooled_grads(true), plain = pooled_grads(false);
+    for (size_t i = 0; i < ours.size(); ++i) expect_close(ours[i], plain[i], what + ": gradient " + std::to_string(i));
+    EXPECT_EQ(ours[0].scalar_type(), at::kDouble) << what;
   }
 }
 
