@@ -444,10 +444,7 @@ void read_activation(ModelFolderLayout& layout, const fs::path& root) {
 }
 
 // config_sentence_transformers.json's "prompts" and "default_prompt_name", when it has them.
-void read_prompts(ModelFolderLayout& layout, const fs::path& root) {
-  const fs::path file = root / "config_sentence_transformers.json";
-  if (!fs::exists(file)) return;
-  const json config = read_json_object(file);
+void read_prompts(ModelFolderLayout& layout, const json& config, const fs::path& file) {
   const auto prompts = config.find("prompts");
   if (prompts != config.end() && !prompts->is_null()) {
     if (!prompts->is_object()) fail(file, "prompts must be an object of names and texts, not " + prompts->dump());
@@ -467,10 +464,7 @@ void read_prompts(ModelFolderLayout& layout, const fs::path& root) {
 
 // A SparseEncoder's config_sentence_transformers.json "max_active_dims": a positive
 // integer, or absent or null (every entry).
-void read_max_active_dims(ModelFolderLayout& layout, const fs::path& root) {
-  const fs::path file = root / "config_sentence_transformers.json";
-  if (!fs::exists(file)) return;
-  const json config = read_json_object(file);
+void read_max_active_dims(ModelFolderLayout& layout, const json& config, const fs::path& file) {
   const auto it = config.find("max_active_dims");
   if (it == config.end() || it->is_null()) return;
   if (!it->is_number_integer() || it->get<int64_t>() <= 0)
@@ -493,9 +487,13 @@ ModelFolderLayout read_model_folder_layout(const std::string& dir) {
   else
     fail(root, "not a model folder: it has neither modules.json (a sentence-transformers folder) nor config.json "
                "(a Hugging Face folder: config.json, model.safetensors and the tokenizer files)");
-  read_prompts(layout, root);
+  // config_sentence_transformers.json, read once: its prompts, and a sparse encoder's top k.
+  if (const fs::path file = root / "config_sentence_transformers.json"; fs::exists(file)) {
+    const json config = read_json_object(file);
+    read_prompts(layout, config, file);
+    if (layout.sparse) read_max_active_dims(layout, config, file);
+  }
   if (layout.cross_encoder) read_activation(layout, root);
-  if (layout.sparse) read_max_active_dims(layout, root);
   return layout;
 }
 

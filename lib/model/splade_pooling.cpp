@@ -81,9 +81,8 @@ std::vector<at::Tensor> head_params(const VocabularyHead& h) {
 PoolGrads max_backward(const SpladeChunks& c, const at::Tensor& hidden, const at::Tensor& pooled,
                        const at::Tensor& holder, const at::Tensor& grad) {
   const VocabularyHead& head = c.head;
-  const std::vector<at::Tensor> params = head_params(head);
   PoolGrads out;
-  out.params.resize(params.size());
+  out.params.resize(head_params(head).size());
   // fp32 at least: the sparse products sum a text's entries in it (fp64 stays fp64).
   const at::ScalarType dtype = pooled.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const at::Tensor g = grad.to(dtype) * activation_slope(pooled, c.act, dtype);  // [B, V]
